@@ -1,0 +1,44 @@
+# Raftwood: the two commands a newcomer needs are `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+PORT   ?= 9092
+DATA   ?= ./data
+
+.PHONY: run test venv system-deps unit bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+## run: a broker on 127.0.0.1:$(PORT) with its data under $(DATA)
+run: venv
+	$(VENV)/bin/raftwood start --set listeners=PLAINTEXT://127.0.0.1:$(PORT) --set log.dirs=$(DATA)
+
+## system-deps: Debian's kcat for the kcat compatibility tests (needs root; skipped otherwise)
+system-deps:
+	@if ! command -v kcat >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing kcat with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; \
+	  else echo "kcat missing and not root: kcat tests will skip"; fi; \
+	fi
+
+## test: install everything the tests need, then run the whole suite
+test: venv system-deps
+	@# pytest exits 5 when it collects no test: not a failure of the code
+	$(PY) -m pytest -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
+
+unit: venv
+	$(PY) -m pytest -q tests/unit
+
+## bench: throughput figures (not a test); see benchmarks/README.md
+bench: venv
+	$(PY) benchmarks/throughput.py $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info
