@@ -1,0 +1,65 @@
+"""Kafka's framing: a 4-byte big-endian size, then that many bytes.
+
+``FrameReader`` is sans-IO in the h11 manner: ``feed()`` buffers whatever arrived,
+``next_frame()`` returns one complete frame or None ("need more data").  Sizes are
+checked before any payload is buffered, so a peer cannot make us hold more than
+``max_frame_bytes`` (Kafka's ``socket.request.max.bytes``) plus one read.
+"""
+from __future__ import annotations
+
+import struct
+
+from .errors import CorruptRequest
+
+SIZE = struct.Struct(">i")
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+# api_key int16 + api_version int16 + correlation_id int32: the least a request header holds.
+MIN_REQUEST_BYTES = 8
+
+
+class FrameReader:
+    """Splits a byte stream into request frames.
+
+    Invariants: the buffer never holds more than one frame's size prefix plus its
+    announced payload (announced sizes are validated first); frames come out in order.
+    After a CorruptRequest the stream is unusable and the caller must close it.
+    """
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 min_frame_bytes: int = MIN_REQUEST_BYTES):
+        self.max_frame_bytes = max_frame_bytes
+        self.min_frame_bytes = min_frame_bytes
+        self._buffer = bytearray()
+        self._frame_size: int | None = None
+
+    def feed(self, data: bytes) -> None:
+        self._buffer += data
+
+    @property
+    def buffered_bytes(self) -> int:
+        return len(self._buffer)
+
+    def next_frame(self) -> bytes | None:
+        """The next complete frame without its size prefix, or None when more is needed."""
+        if self._frame_size is None:
+            if len(self._buffer) < SIZE.size:
+                return None
+            (size,) = SIZE.unpack_from(self._buffer, 0)
+            if size < self.min_frame_bytes:
+                raise CorruptRequest(f"frame size {size} is below the minimum {self.min_frame_bytes}")
+            if size > self.max_frame_bytes:
+                raise CorruptRequest(f"frame size {size} exceeds socket.request.max.bytes "
+                                     f"({self.max_frame_bytes})")
+            self._frame_size = size
+        end = SIZE.size + self._frame_size
+        if len(self._buffer) < end:
+            return None
+        frame = bytes(self._buffer[SIZE.size:end])
+        del self._buffer[:end]
+        self._frame_size = None
+        return frame
+
+
+def frame(payload: bytes) -> bytes:
+    """Prefix ``payload`` with its size (used by tests and clients of ours)."""
+    return SIZE.pack(len(payload)) + payload

@@ -1,0 +1,145 @@
+"""The APIs and versions Raftwood serves, and request/response codec around them.
+
+kafka-python 3.x ships message classes generated from Kafka's JSON schemas; they are
+our structs.  They declare ``min_version`` 0 for everything and keep no registry of
+requests, so the ranges we serve live here in ``SERVED``.
+
+Boundary rule: every decode failure leaves this module as ``CorruptRequest`` or
+``UnsupportedVersion`` (see errors.py); callers never see ``struct.error`` & co.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+)
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from .errors import CorruptRequest, ErrorCode, UnsupportedVersion
+
+_PEEK = struct.Struct(">hhi")
+_DECODE_ERRORS = (struct.error, ValueError, IndexError, TypeError, UnicodeDecodeError,
+                  OverflowError, KeyError, AttributeError)
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    """One served API: its classes and the inclusive version range we accept."""
+
+    api_key: int
+    name: str
+    request_class: Any
+    response_class: Any
+    min_version: int
+    max_version: int
+    # Versions advertised in ApiVersions but refused (Produce v0-v2, see below).
+    refused_below: int = 0
+
+    def serves(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+def _spec(request_class, response_class, min_version, max_version, refused_below=0) -> ApiSpec:
+    return ApiSpec(request_class.API_KEY, request_class.name.removesuffix("Request"),
+                   request_class, response_class, min_version, max_version, refused_below)
+
+
+# Produce is advertised from v0 because older librdkafka checks for it (KAFKA-18659), but
+# v0-v2 (message format v0/v1) are answered with UNSUPPORTED_VERSION.  Produce and Fetch
+# stop at v12: v13 replaces topic names with topic ids.
+SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
+    _spec(ProduceRequest, ProduceResponse, 0, 12, refused_below=3),
+    _spec(FetchRequest, FetchResponse, 4, 12),
+    _spec(ListOffsetsRequest, ListOffsetsResponse, 1, 9),
+    _spec(MetadataRequest, MetadataResponse, 0, 12),
+    _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
+    _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
+    _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
+    _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+)}
+
+
+def register(request_class, response_class, min_version: int, max_version: int) -> None:
+    """Add an API to ``SERVED`` (used by broker modules that own later APIs)."""
+    spec = _spec(request_class, response_class, min_version, max_version)
+    SERVED[spec.api_key] = spec
+
+
+@dataclass
+class Request:
+    """A decoded request: header fields, the kafka-python body and its ApiSpec."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+    spec: ApiSpec
+    size_bytes: int
+
+    def expects_response(self) -> bool:
+        return self.body.expect_response()
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id): the fixed prefix every header starts with."""
+    if len(frame) < _PEEK.size:
+        raise CorruptRequest(f"a request header needs {_PEEK.size} bytes, got {len(frame)}")
+    return _PEEK.unpack_from(frame, 0)
+
+
+def decode_request(frame: bytes) -> Request:
+    """Decode one frame (without its size prefix) into a Request.
+
+    Raises UnsupportedVersion for an API key or version outside SERVED, and
+    CorruptRequest for anything that does not parse.
+    """
+    api_key, api_version, correlation_id = peek_header(frame)
+    spec = SERVED.get(api_key)
+    if spec is None or not spec.serves(api_version):
+        raise UnsupportedVersion(api_key, api_version, correlation_id)
+    try:
+        body = spec.request_class.decode(frame, version=api_version, header=True)
+    except _DECODE_ERRORS as exc:
+        raise CorruptRequest(f"{spec.name} v{api_version} does not parse: {exc!r}") from exc
+    return Request(api_key, api_version, correlation_id, body.header.client_id, body, spec,
+                   len(frame))
+
+
+def encode_response(request: Request, body) -> bytes:
+    """Frame ``body`` (a response message of the request's API) as the answer to ``request``."""
+    # The version must be set before the header: kafka-python's version setter writes
+    # through to a request header and fails on a response header.
+    body.API_VERSION = request.api_version
+    body.with_header(correlation_id=request.correlation_id)
+    return bytes(body.encode(header=True, framed=True))
+
+
+def api_versions_body(error_code: int = ErrorCode.NONE, version: int = 0):
+    """An ApiVersionsResponse listing every served range (KIP-511 fallback uses v0)."""
+    keys = [ApiVersionsResponse.ApiVersion(api_key=s.api_key, min_version=s.min_version,
+                                           max_version=s.max_version)
+            for s in sorted(SERVED.values(), key=lambda s: s.api_key)]
+    return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys,
+                               throttle_time_ms=0)
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """The answer to an ApiVersions request of a version we do not serve (KIP-511).
+
+    Always a v0 body with UNSUPPORTED_VERSION and our ranges, under response header v0,
+    so the client can retry with the highest version we listed.
+    """
+    body = api_versions_body(ErrorCode.UNSUPPORTED_VERSION, version=0)
+    body.with_header(correlation_id=correlation_id)
+    return bytes(body.encode(header=True, framed=True))
