@@ -1,0 +1,67 @@
+"""The ``raftwood`` command line.
+
+    raftwood start [--config FILE] [--set key=value ...]   one broker, foreground
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from . import config as config_module
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+                        stream=sys.stderr)
+
+
+def _run(coro) -> None:
+    try:
+        import uvloop  # optional: faster event loop
+    except ImportError:
+        asyncio.run(coro)
+    else:
+        uvloop.run(coro)
+
+
+def cmd_start(args) -> int:
+    from .app import Broker
+
+    try:
+        config = config_module.load(args.config, args.set)
+    except (config_module.ConfigError, OSError) as exc:
+        print(f"raftwood: {exc}", file=sys.stderr)
+        return 2
+
+    async def main():
+        broker = Broker(config)
+        await broker.serve_until_signalled()
+
+    _run(main())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="raftwood", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--log-level", default="INFO")
+    commands = parser.add_subparsers(dest="command", required=True)
+    start = commands.add_parser("start", help="run one broker in the foreground")
+    start.add_argument("--config", help="properties or TOML file with Kafka's config names")
+    start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override one setting (repeatable)")
+    start.set_defaults(func=cmd_start)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.log_level)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Broker configuration with Kafka's names.
+
+Sources, later ones winning: built-in defaults, a config file (Java-style
+``key=value`` properties, or TOML when the file name ends in ``.toml``), environment
+variables ``RAFTWOOD_<NAME>`` (``RAFTWOOD_LOG_DIRS`` for ``log.dirs``), then
+``--set key=value`` on the command line.  Unknown keys are refused, so a typo never
+passes silently; every value is parsed to its type here, once.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+DAY_MS = 24 * 60 * 60 * 1000
+
+
+class ConfigError(ValueError):
+    """A configuration key is unknown or its value does not parse."""
+
+
+def _bool(text: str) -> bool:
+    lowered = str(text).strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+def _str(text: str) -> str:
+    return str(text).strip()
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+
+
+SETTINGS: dict[str, Setting] = {s.name: s for s in (
+    Setting("node.id", int, 1, "This broker's id"),
+    Setting("listeners", _str, "PLAINTEXT://127.0.0.1:9092", "Where the broker listens"),
+    Setting("advertised.listeners", _str, "", "What clients are told (default: listeners)"),
+    Setting("log.dirs", _str, "./data", "Directory holding partition logs and metadata"),
+    Setting("controller.quorum.voters", _str, "", "id@host:port,... of the Raft voters"),
+    Setting("num.partitions", int, 1, "Partitions of auto-created topics"),
+    Setting("default.replication.factor", int, 1, "Replication factor of auto-created topics"),
+    Setting("min.insync.replicas", int, 1, "Least ISR size for acks=all writes"),
+    Setting("replica.lag.time.max.ms", int, 30_000, "A follower behind this long leaves the ISR"),
+    Setting("unclean.leader.election.enable", _bool, False, "Allow out-of-sync leaders"),
+    Setting("auto.create.topics.enable", _bool, True, "Create unknown topics on Metadata"),
+    Setting("log.segment.bytes", int, 1024 ** 3, "Roll a segment at this size"),
+    Setting("log.roll.ms", int, 7 * DAY_MS, "Roll a segment at this age"),
+    Setting("log.retention.ms", int, 7 * DAY_MS, "Delete segments older than this (-1: never)"),
+    Setting("log.retention.bytes", int, -1, "Keep at most this much per partition (-1: no cap)"),
+    Setting("log.retention.check.interval.ms", int, 300_000, "How often retention runs"),
+    Setting("log.flush.interval.messages", int, 2 ** 63 - 1, "fsync after this many messages"),
+    Setting("log.flush.interval.ms", int, 2 ** 63 - 1, "fsync at least this often"),
+    Setting("log.flush.offset.checkpoint.interval.ms", int, 60_000,
+            "How often HW, recovery point and log start offset are checkpointed"),
+    Setting("log.flush.on.acks.all", _bool, False,
+            "fsync the log before answering an acks=all produce (Raftwood option)"),
+    Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame"),
+    Setting("message.max.bytes", int, 1024 * 1024 + 12, "Largest record batch"),
+    Setting("queued.max.requests.per.connection", int, 100,
+            "In-flight requests per connection before reading pauses (Raftwood option)"),
+    Setting("replica.fetch.max.bytes", int, 1024 * 1024, "Follower fetch size per partition"),
+    Setting("replica.fetch.wait.max.ms", int, 500, "Follower fetch long-poll wait"),
+    Setting("broker.session.timeout.ms", int, 9_000, "Fence a broker silent this long"),
+    Setting("broker.heartbeat.interval.ms", int, 2_000, "Broker heartbeat period"),
+    Setting("group.initial.rebalance.delay.ms", int, 3_000, "Wait for members before first rebalance"),
+    Setting("cluster.id", _str, "", "Cluster id (generated and stored on first start if empty)"),
+)}
+
+# Broker-level log settings and the topic-level names they default (Kafka's mapping).
+TOPIC_DEFAULTS = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+
+
+class BrokerConfig:
+    """Parsed, typed broker settings; read with ``config["log.dirs"]``. Immutable."""
+
+    def __init__(self, values: Mapping[str, Any]):
+        self._values = dict(values)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    @property
+    def node_id(self) -> int:
+        return self["node.id"]
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        return parse_listener(self["listeners"])
+
+    @property
+    def advertised_listener(self) -> tuple[str, int]:
+        return parse_listener(self["advertised.listeners"] or self["listeners"])
+
+    def topic_defaults(self) -> dict[str, str]:
+        """Topic-level config values implied by the broker's log.* settings."""
+        return {topic_name: str(self[broker_name]).lower()
+                for broker_name, topic_name in TOPIC_DEFAULTS.items()}
+
+
+def parse_listener(text: str) -> tuple[str, int]:
+    """``PLAINTEXT://host:port`` (the first of a comma list) → (host, port)."""
+    first = text.split(",")[0].strip()
+    if "://" in first:
+        scheme, first = first.split("://", 1)
+        if scheme.upper() != "PLAINTEXT":
+            raise ConfigError(f"only PLAINTEXT listeners are served, got {scheme}")
+    host, sep, port = first.rpartition(":")
+    if not sep:
+        raise ConfigError(f"listener {text!r} has no port")
+    try:
+        return host or "0.0.0.0", int(port)
+    except ValueError as exc:
+        raise ConfigError(f"listener {text!r} has a bad port") from exc
+
+
+def read_file(path: str) -> dict[str, str]:
+    """Settings from a TOML file (``*.toml``) or a Java properties file."""
+    if path.endswith(".toml"):
+        with open(path, "rb") as f:
+            return {k: str(v).lower() if isinstance(v, bool) else str(v)
+                    for k, v in _flatten(tomllib.load(f)).items()}
+    values: dict[str, str] = {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line[0] in "#!":
+                continue
+            key, sep, value = line.partition("=")
+            if not sep:
+                raise ConfigError(f"{path}:{number}: expected key=value")
+            values[key.strip()] = value.strip()
+    return values
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def from_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """``RAFTWOOD_LOG_DIRS=/x`` → ``{"log.dirs": "/x"}`` for known settings only."""
+    by_env = {"RAFTWOOD_" + name.upper().replace(".", "_"): name for name in SETTINGS}
+    return {by_env[key]: value for key, value in environ.items() if key in by_env}
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, str]:
+    values = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def load(config_file: str | None = None, overrides: list[str] | None = None,
+         environ: Mapping[str, str] | None = None) -> BrokerConfig:
+    """Build the effective configuration from every source (see module doc)."""
+    raw: dict[str, str] = {}
+    if config_file:
+        raw.update(read_file(config_file))
+    raw.update(from_environment(os.environ if environ is None else environ))
+    raw.update(parse_overrides(overrides or []))
+    return build(raw)
+
+
+def build(raw: Mapping[str, str]) -> BrokerConfig:
+    values = {name: setting.default for name, setting in SETTINGS.items()}
+    for key, text in raw.items():
+        setting = SETTINGS.get(key)
+        if setting is None:
+            raise ConfigError(f"unknown setting {key!r}")
+        try:
+            values[key] = setting.parse(text)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"bad value for {key}: {text!r} ({exc})") from exc
+    config = BrokerConfig(values)
+    config.listener  # validate early
+    config.advertised_listener
+    return config

@@ -1,0 +1,125 @@
+"""The two delayed operations: acks=all produce and long-poll fetch.
+
+Completion cases are labelled (A), (B), ... in both the docs and the code, as in
+Kafka's DelayedProduce/DelayedFetch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from protocol.errors import ErrorCode
+
+from .partition import Partition, PartitionError
+from .purgatory import DelayedOperation
+
+
+@dataclass
+class ProducePartitionStatus:
+    """One partition of an acks=all produce: the offset its HW must pass."""
+
+    partition: Partition | None
+    required_offset: int  # exclusive: done when high_watermark >= required_offset
+    base_offset: int
+    error: ErrorCode = ErrorCode.NONE
+    acks_pending: bool = True
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+
+
+class DelayedProduce(DelayedOperation):
+    """An acks=all produce waiting for the high watermark of each partition.
+
+    A partition is satisfied when:
+    (A) it already failed (error set at append) — nothing to wait for;
+    (B) this broker is no longer its leader → NOT_LEADER_OR_FOLLOWER;
+    (C) its high watermark reached ``required_offset`` → NONE;
+    (D) its ISR shrank below min.insync.replicas → NOT_ENOUGH_REPLICAS_AFTER_APPEND;
+    (E) the timeout expired first → REQUEST_TIMED_OUT (set in ``on_complete``).
+    """
+
+    def __init__(self, timeout_ms: int, statuses: dict[tuple[str, int], ProducePartitionStatus],
+                 respond: Callable[[dict[tuple[str, int], ProducePartitionStatus]], None]):
+        super().__init__(timeout_ms)
+        self.statuses = statuses
+        self._respond = respond
+
+    def try_complete(self) -> bool:
+        for status in self.statuses.values():
+            if not status.acks_pending:
+                continue
+            partition = status.partition
+            if status.error != ErrorCode.NONE or partition is None:  # (A)
+                status.acks_pending = False
+            elif not partition.is_leader:  # (B)
+                status.error, status.acks_pending = ErrorCode.NOT_LEADER_OR_FOLLOWER, False
+            elif partition.high_watermark >= status.required_offset:  # (C)
+                status.acks_pending = False
+            elif len(partition.isr) < partition.settings.min_insync_replicas:  # (D)
+                status.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                status.acks_pending = False
+        if any(status.acks_pending for status in self.statuses.values()):
+            return False
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        for status in self.statuses.values():
+            if status.acks_pending:  # (E)
+                status.error, status.acks_pending = ErrorCode.REQUEST_TIMED_OUT, False
+            if status.partition is not None:
+                status.log_start_offset = status.partition.log_start_offset
+        self._respond(self.statuses)
+
+
+@dataclass
+class FetchPartitionStatus:
+    partition: Partition | None
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch waiting until enough bytes are visible or ``max_wait_ms`` passes.
+
+    Completes when any of:
+    (A) a partition's leadership or epoch changed (the reader must hear about it);
+    (B) a partition is gone or the fetch offset fell out of range;
+    (C) the visible bytes beyond the fetch offsets reach ``min_bytes``;
+    (D) the wait expired (the timer) — answer with whatever is there.
+    Triggers: appends (consumers of a single broker, followers), HW moves (consumers).
+    """
+
+    def __init__(self, timeout_ms: int, min_bytes: int, replica_id: int,
+                 statuses: list[FetchPartitionStatus], respond: Callable[[], None]):
+        super().__init__(timeout_ms)
+        self.min_bytes = max(1, min_bytes)
+        self.replica_id = replica_id
+        self.statuses = statuses
+        self._respond = respond
+
+    def try_complete(self) -> bool:
+        accumulated = 0
+        for status in self.statuses:
+            partition = status.partition
+            if partition is None or not partition.is_leader:  # (A)/(B)
+                return self.force_complete()
+            try:
+                partition.check_leader_epoch(status.current_leader_epoch)
+            except PartitionError:  # (A)
+                return self.force_complete()
+            bound = partition.available_to(self.replica_id)
+            if status.fetch_offset > partition.log_end_offset or \
+                    status.fetch_offset < partition.log_start_offset:  # (B)
+                return self.force_complete()
+            if bound > status.fetch_offset:
+                if self.min_bytes <= 1:  # (C), the usual case: any data at all
+                    return self.force_complete()
+                accumulated += len(partition.read(status.fetch_offset, status.max_bytes,
+                                                  replica_id=self.replica_id).records)
+                if accumulated >= self.min_bytes:  # (C)
+                    return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self._respond()

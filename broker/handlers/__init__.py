@@ -1,0 +1,29 @@
+"""Request handlers, one module per API family.
+
+A handler is ``async def handle(broker, request) -> body | None``: it translates the
+decoded message into replica-manager calls and builds the response body.  ``None``
+means "send nothing" (acks=0 produce); ``CLOSE`` asks the connection to close, as
+Kafka does after a failed acks=0 produce.
+"""
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+from kafka.protocol.api_key import ApiKey
+
+from . import admin, fetch, metadata, offsets, produce
+
+CLOSE = object()
+
+Handler = Callable[..., Awaitable[object]]
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.Produce: produce.handle_produce,
+    ApiKey.Fetch: fetch.handle_fetch,
+    ApiKey.ListOffsets: offsets.handle_list_offsets,
+    ApiKey.Metadata: metadata.handle_metadata,
+    ApiKey.ApiVersions: metadata.handle_api_versions,
+    ApiKey.CreateTopics: admin.handle_create_topics,
+    ApiKey.DeleteTopics: admin.handle_delete_topics,
+    ApiKey.OffsetForLeaderEpoch: offsets.handle_offset_for_leader_epoch,
+}

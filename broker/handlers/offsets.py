@@ -1,0 +1,60 @@
+"""ListOffsets (earliest, latest, max timestamp, by timestamp) and OffsetForLeaderEpoch."""
+from __future__ import annotations
+
+from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
+
+from protocol.errors import ErrorCode
+
+from ..partition import PartitionError
+
+ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+ListPartition = ListTopic.ListOffsetsPartitionResponse
+EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+EpochPartition = EpochTopic.EpochEndOffset
+
+
+async def handle_list_offsets(broker, request):
+    rm = broker.replica_manager
+    topics = []
+    for topic in request.body.topics:
+        answers = []
+        for p in topic.partitions:
+            partition = rm.get_partition(topic.name, p.partition_index)
+            try:
+                if partition is None:
+                    raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                partition.check_leader_epoch(p.current_leader_epoch)
+                timestamp, offset = partition.offset_for_timestamp(p.timestamp)
+                epoch = partition.epoch_for_offset(offset) if offset >= 0 else -1
+                answers.append(ListPartition(partition_index=p.partition_index,
+                                             error_code=ErrorCode.NONE, timestamp=timestamp,
+                                             offset=offset, leader_epoch=epoch))
+            except PartitionError as exc:
+                answers.append(ListPartition(partition_index=p.partition_index,
+                                             error_code=exc.code, timestamp=-1, offset=-1,
+                                             leader_epoch=-1))
+        topics.append(ListTopic(name=topic.name, partitions=answers))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+async def handle_offset_for_leader_epoch(broker, request):
+    rm = broker.replica_manager
+    topics = []
+    for topic in request.body.topics:
+        answers = []
+        for p in topic.partitions:
+            partition = rm.get_partition(topic.topic, p.partition)
+            try:
+                if partition is None:
+                    raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                if not partition.is_leader:
+                    raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                partition.check_leader_epoch(p.current_leader_epoch)
+                epoch, end_offset = partition.end_offset_for_epoch(p.leader_epoch)
+                answers.append(EpochPartition(error_code=ErrorCode.NONE, partition=p.partition,
+                                              leader_epoch=epoch, end_offset=end_offset))
+            except PartitionError as exc:
+                answers.append(EpochPartition(error_code=exc.code, partition=p.partition,
+                                              leader_epoch=-1, end_offset=-1))
+        topics.append(EpochTopic(topic=topic.topic, partitions=answers))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,66 @@
+"""Produce: acks 0 (no response), 1 (after the leader's append), all (after the HW)."""
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.producer import ProduceResponse
+
+from protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+TopicResponse = ProduceResponse.TopicProduceResponse
+PartitionResponse = TopicResponse.PartitionProduceResponse
+
+
+async def handle_produce(broker, request):
+    from . import CLOSE
+
+    body = request.body
+    acks = body.acks
+    if request.api_version < request.spec.refused_below:
+        # Advertised for old librdkafka's sake, never served (message format v0/v1).
+        return _uniform(body, ErrorCode.UNSUPPORTED_VERSION)
+    if acks not in (0, 1, -1):
+        return _uniform(body, ErrorCode.INVALID_REQUIRED_ACKS)
+    statuses = {}
+    max_batch = broker.config["message.max.bytes"]
+    for topic in body.topic_data:
+        for data in topic.partition_data:
+            statuses[(topic.name, data.index)] = broker.replica_manager.append_one(
+                topic.name, data.index, data.records, acks, max_batch)
+    if acks == 0:
+        # Kafka closes the connection when an acks=0 produce fails, so the producer
+        # notices and refreshes its metadata.
+        if any(s.error != ErrorCode.NONE for s in statuses.values()):
+            return CLOSE
+        return None
+    if acks == -1:
+        statuses = await broker.replica_manager.wait_for_acks(statuses, body.timeout_ms)
+    return _response(statuses)
+
+
+def _response(statuses):
+    by_topic: dict[str, list] = {}
+    for (topic, index), status in statuses.items():
+        ok = status.error == ErrorCode.NONE
+        by_topic.setdefault(topic, []).append(PartitionResponse(
+            index=index, error_code=status.error,
+            base_offset=status.base_offset if ok else -1,
+            log_append_time_ms=status.log_append_time_ms,
+            log_start_offset=status.log_start_offset, record_errors=[],
+            error_message=None if ok else status.error.name))
+    return ProduceResponse(
+        responses=[TopicResponse(name=name, partition_responses=parts)
+                   for name, parts in by_topic.items()],
+        throttle_time_ms=0)
+
+
+def _uniform(body, code: ErrorCode):
+    return ProduceResponse(
+        responses=[TopicResponse(name=topic.name, partition_responses=[
+            PartitionResponse(index=data.index, error_code=code, base_offset=-1,
+                              log_append_time_ms=-1, log_start_offset=-1, record_errors=[],
+                              error_message=code.name)
+            for data in topic.partition_data]) for topic in body.topic_data],
+        throttle_time_ms=0)

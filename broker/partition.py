@@ -1,0 +1,219 @@
+"""One hosted partition: its role, epochs, ISR, high watermark and its log.
+
+Kafka's words throughout: leader_epoch, partition_epoch, isr, high_watermark,
+log_end_offset (LEO).  The high watermark is min LEO over the ISR (leader included)
+and never moves backwards on a leader.  Consumers read below the high watermark;
+followers (replica_id >= 0) read up to the LEO.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from protocol.errors import ErrorCode
+from storage.errors import OffsetOutOfRange
+from storage.log import AppendInfo, PartitionLog
+
+log = logging.getLogger(__name__)
+
+NO_EPOCH = -1
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+
+class PartitionError(Exception):
+    """A request on this partition is answered with ``code`` (no state changed)."""
+
+    def __init__(self, code: ErrorCode, message: str = ""):
+        super().__init__(message or code.name)
+        self.code = code
+
+
+@dataclass
+class ReplicaState:
+    """The leader's view of one follower."""
+
+    replica_id: int
+    log_end_offset: int = -1
+    last_fetch_ms: int = 0
+    last_caught_up_ms: int = 0
+
+
+class ReadResult(NamedTuple):
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass
+class PartitionSettings:
+    """Topic-level settings the replica layer needs besides the log's own."""
+
+    min_insync_replicas: int = 1
+    unclean_leader_election: bool = False
+
+
+@dataclass
+class Partition:
+    """A partition this broker hosts. Event-loop only.
+
+    Invariants: ``high_watermark`` <= LEO; on the leader it never decreases;
+    ``isr`` always contains the leader while it leads.
+    """
+
+    topic: str
+    index: int
+    topic_id: str
+    log: PartitionLog
+    node_id: int
+    settings: PartitionSettings = field(default_factory=PartitionSettings)
+    leader_id: int = -1
+    leader_epoch: int = NO_EPOCH
+    partition_epoch: int = 0
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    followers: dict[int, ReplicaState] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.index)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.index}"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.node_id
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    def make_leader(self, leader_epoch: int, partition_epoch: int,
+                    replicas: list[int], isr: list[int]) -> None:
+        """Become leader in ``leader_epoch``; the epoch starts at the current LEO."""
+        self.leader_id = self.node_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        now_ms = _now_ms()
+        self.followers = {r: ReplicaState(r, last_caught_up_ms=now_ms)
+                          for r in replicas if r != self.node_id}
+        self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        self.maybe_increment_high_watermark()
+        log.info("[Partition %s broker=%d] leader in epoch %d, isr=%s, leo=%d, hw=%d",
+                 self.name, self.node_id, leader_epoch, self.isr,
+                 self.log_end_offset, self.high_watermark)
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320: a client's view of the epoch must match ours (-1 = not checked)."""
+        if current_leader_epoch == NO_EPOCH:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise PartitionError(ErrorCode.FENCED_LEADER_EPOCH)
+        if current_leader_epoch > self.leader_epoch:
+            raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    def append_as_leader(self, batch: bytearray, required_acks: int) -> AppendInfo:
+        """Append one validated client batch; offsets and our epoch are assigned in place.
+
+        Refuses with NOT_ENOUGH_REPLICAS *before* appending when acks=all and the ISR is
+        smaller than min.insync.replicas.
+        """
+        if not self.is_leader:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if required_acks == -1 and len(self.isr) < self.settings.min_insync_replicas:
+            raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                                 f"isr {self.isr} is smaller than min.insync.replicas="
+                                 f"{self.settings.min_insync_replicas}")
+        info = self.log.append_as_leader(batch, self.leader_epoch)
+        self.maybe_increment_high_watermark()
+        self.log.maybe_flush()
+        return info
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """HW := min LEO over the ISR, if that is higher. Triggers: append, follower fetch,
+        ISR change. Returns True when it moved."""
+        new_hw = self.log.log_end_offset
+        for replica_id in self.isr:
+            if replica_id != self.node_id:
+                state = self.followers.get(replica_id)
+                new_hw = min(new_hw, state.log_end_offset if state else -1)
+        if new_hw > self.log.high_watermark:
+            self.log.update_high_watermark(new_hw)
+            return True
+        return False
+
+    def read(self, fetch_offset: int, max_bytes: int, *, replica_id: int = -1,
+             current_leader_epoch: int = NO_EPOCH, min_one_batch: bool = True) -> ReadResult:
+        """Batches from ``fetch_offset``: below the HW for consumers, the LEO for followers."""
+        if not self.is_leader:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self.check_leader_epoch(current_leader_epoch)
+        upper_bound = self.log.log_end_offset if replica_id >= 0 else self.log.high_watermark
+        try:
+            if fetch_offset > upper_bound and fetch_offset <= self.log.log_end_offset:
+                records = b""  # between HW and LEO: nothing visible yet, not an error
+            else:
+                records = self.log.read(fetch_offset, max_bytes, max_offset=upper_bound,
+                                        min_one_batch=min_one_batch)
+        except OffsetOutOfRange as exc:
+            raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, str(exc)) from exc
+        return ReadResult(records, self.log.high_watermark, self.log.log_start_offset,
+                          self.log.log_end_offset)
+
+    def available_to(self, replica_id: int) -> int:
+        """The exclusive offset bound a reader of this kind may see."""
+        return self.log.log_end_offset if replica_id >= 0 else self.log.high_watermark
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int]:
+        """ListOffsets for a consumer: (timestamp, offset), -1s when none qualifies."""
+        if not self.is_leader:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        hw = self.log.high_watermark
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, hw
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return -1, self.log.log_start_offset
+        if timestamp == MAX_TIMESTAMP:
+            found = self.log.max_timestamp_and_offset()
+            if found is None or found[1] >= hw:
+                return -1, -1
+            return found
+        found = self.log.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= hw:
+            return -1, -1
+        offset, record_timestamp = found
+        return record_timestamp, offset
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch in which ``offset`` was (or will be) written."""
+        epoch = -1
+        for entry_epoch, start_offset in self.log.epoch_cache.epoch_entries():
+            if start_offset > offset:
+                break
+            epoch = entry_epoch
+        return epoch
+
+    def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) from the epoch cache."""
+        return self.log.epoch_cache.end_offset_for(requested_epoch, self.log.log_end_offset)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,181 @@
+"""The asyncio server: one Connection per client socket around the sans-IO codec.
+
+Per connection, frames are decoded as they arrive and each request runs as its own
+task, so a long-polling fetch does not hold up the requests behind it; responses are
+nevertheless written strictly in request order (Kafka clients match them by order).
+Backpressure both ways: reading pauses while ``queued.max.requests.per.connection``
+requests are in flight or while the transport's write buffer is full.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+
+from kafka.protocol.api_key import ApiKey
+
+from protocol.errors import CorruptRequest, UnsupportedVersion
+from protocol.framing import FrameReader
+from protocol.messages import Request, decode_request, encode_response, \
+    unsupported_api_versions_response
+
+from .handlers import CLOSE, HANDLERS
+
+log = logging.getLogger(__name__)
+
+_CLOSE_MARK = object()
+
+
+class Connection(asyncio.Protocol):
+    """One client connection. Event-loop only.
+
+    Invariants: responses leave in the order requests arrived; after a malformed or
+    unsupported request nothing more is read, the responses already owed are written,
+    then the socket closes; when the socket is lost every pending request is cancelled
+    (which also withdraws it from the purgatories).
+    """
+
+    def __init__(self, broker):
+        self.broker = broker
+        config = broker.config
+        self.reader = FrameReader(max_frame_bytes=config["socket.request.max.bytes"])
+        self.max_in_flight = max(1, config["queued.max.requests.per.connection"])
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self._queue: deque = deque()  # asyncio.Task | bytes | _CLOSE_MARK, in arrival order
+        self._read_paused = False
+        self._write_paused = False
+        self._closing = False
+
+    # -- asyncio.Protocol --------------------------------------------------------
+
+    def connection_made(self, transport):
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc):
+        self._closing = True
+        self.broker.connections.discard(self)
+        for item in self._queue:
+            if isinstance(item, asyncio.Task):
+                item.cancel()
+        self._queue.clear()
+
+    def data_received(self, data):
+        if self._closing:
+            return
+        self.reader.feed(data)
+        while not self._closing:
+            try:
+                frame = self.reader.next_frame()
+            except CorruptRequest as exc:
+                log.warning("[Connection %s] malformed frame, closing: %s", self.peer, exc)
+                self._close_after_pending()
+                return
+            if frame is None:
+                break
+            self._dispatch(frame)
+        self._update_reading()
+
+    def pause_writing(self):
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self):
+        self._write_paused = False
+        self._update_reading()
+
+    # -- requests ----------------------------------------------------------------
+
+    def _dispatch(self, frame: bytes) -> None:
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersion as exc:
+            if exc.api_key == ApiKey.ApiVersions:
+                # KIP-511: answer with our ranges so the client can retry lower.
+                self._queue.append(unsupported_api_versions_response(exc.correlation_id))
+                self._flush()
+                return
+            log.warning("[Connection %s] %s; closing", self.peer, exc)
+            self._close_after_pending()
+            return
+        except CorruptRequest as exc:
+            log.warning("[Connection %s] %s; closing", self.peer, exc)
+            self._close_after_pending()
+            return
+        task = asyncio.get_running_loop().create_task(self._handle(request))
+        self._queue.append(task)
+        task.add_done_callback(self._on_done)
+
+    async def _handle(self, request: Request):
+        handler = HANDLERS[request.api_key]
+        try:
+            body = await handler(self.broker, request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("[Connection %s] %s v%d failed; closing", self.peer,
+                          request.spec.name, request.api_version)
+            return CLOSE
+        if body is None or body is CLOSE:
+            return body
+        return encode_response(request, body)
+
+    def _on_done(self, _task) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        """Write every finished response at the head of the queue, in order."""
+        while self._queue and not self._closing:
+            head = self._queue[0]
+            if isinstance(head, asyncio.Task):
+                if not head.done():
+                    break
+                result = None if head.cancelled() else head.result()
+            else:
+                result = head
+            self._queue.popleft()
+            if result is CLOSE or result is _CLOSE_MARK:
+                self._close_now()
+                return
+            if result is not None:
+                self.transport.write(result)
+        self._update_reading()
+
+    def _close_after_pending(self) -> None:
+        """Stop reading; close once the responses already owed have been written."""
+        self._queue.append(_CLOSE_MARK)
+        self.transport.pause_reading()
+        self._read_paused = True
+        self._flush()
+
+    def _close_now(self) -> None:
+        self._closing = True
+        for item in self._queue:
+            if isinstance(item, asyncio.Task):
+                item.cancel()
+        self._queue.clear()
+        self.transport.close()
+
+    def _update_reading(self) -> None:
+        if self._closing or self.transport is None or self.transport.is_closing():
+            return
+        if _CLOSE_MARK in self._queue:
+            return
+        busy = len(self._queue) >= self.max_in_flight or self._write_paused
+        if busy and not self._read_paused:
+            self.transport.pause_reading()
+            self._read_paused = True
+        elif not busy and self._read_paused:
+            self.transport.resume_reading()
+            self._read_paused = False
+
+    async def drain(self, timeout_s: float) -> None:
+        """Shutdown: let in-flight requests finish (bounded), then close."""
+        tasks = [item for item in self._queue if isinstance(item, asyncio.Task)]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout_s)
+        if not self._closing:
+            self._close_now()
