@@ -1,0 +1,99 @@
+"""Per-partition log configuration, named after Kafka's topic-level configs.
+
+The broker maps its broker-level defaults (``log.segment.bytes``, ``log.roll.ms``,
+``log.retention.ms``, ``log.flush.interval.messages`` ...) onto these fields and then
+applies topic overrides with ``LogConfig.from_properties``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+MIB = 1024 * 1024
+DAY_MS = 24 * 60 * 60 * 1000
+
+#: field name → Kafka topic config name
+PROPERTY_NAMES: dict[str, str] = {
+    "segment_bytes": "segment.bytes",
+    "segment_ms": "segment.ms",
+    "retention_ms": "retention.ms",
+    "retention_bytes": "retention.bytes",
+    "flush_messages": "flush.messages",
+    "flush_ms": "flush.ms",
+    "index_interval_bytes": "index.interval.bytes",
+    "segment_index_bytes": "segment.index.bytes",
+}
+
+# field → (inclusive minimum, inclusive maximum); Kafka's validators.
+_RANGES: dict[str, tuple[int, int]] = {
+    "segment_bytes": (14, INT_MAX),          # positions in the offset index are int32
+    "segment_ms": (1, LONG_MAX),
+    "retention_ms": (-1, LONG_MAX),          # -1 = unlimited
+    "retention_bytes": (-1, LONG_MAX),       # -1 = unlimited
+    "flush_messages": (1, LONG_MAX),         # LONG_MAX = never (rely on replication)
+    "flush_ms": (0, LONG_MAX),               # LONG_MAX = never
+    "index_interval_bytes": (0, INT_MAX),
+    "segment_index_bytes": (12, INT_MAX),    # room for at least one time-index entry
+}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Immutable settings of one partition log; replace it with ``PartitionLog.update_config``.
+
+    Invariant: every field lies in the range Kafka's validator allows (checked on
+    construction, ValueError naming the Kafka property otherwise).  Pure; any thread.
+    """
+
+    segment_bytes: int = 1024 * MIB
+    segment_ms: int = 7 * DAY_MS
+    retention_ms: int = 7 * DAY_MS
+    retention_bytes: int = -1
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10 * MIB
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            low, high = _RANGES[field.name]
+            key = PROPERTY_NAMES[field.name]
+            if type(value) is not int:
+                raise ValueError(f"{key}: expected an integer, got {value!r}")
+            if not low <= value <= high:
+                raise ValueError(f"{key}: {value} is outside [{low}, {high}]")
+
+    @classmethod
+    def from_properties(cls, properties: dict[str, str], base: LogConfig | None = None) -> LogConfig:
+        """Kafka topic-config names → LogConfig; unknown keys are ignored.
+
+        Values are applied over ``base`` (the broker defaults) or over Kafka's defaults.
+        A value that is not an integer, or out of range, raises ValueError naming the key.
+        """
+        changes: dict[str, int] = {}
+        for field, key in PROPERTY_NAMES.items():
+            if key not in properties:
+                continue
+            raw = properties[key]
+            try:
+                changes[field] = int(str(raw).strip())
+            except ValueError:
+                raise ValueError(f"{key}: expected an integer, got {raw!r}") from None
+        return dataclasses.replace(base if base is not None else cls(), **changes)
+
+    def to_properties(self) -> dict[str, str]:
+        """The Kafka topic-config names with string values (DescribeConfigs-ready)."""
+        return {key: str(getattr(self, field)) for field, key in PROPERTY_NAMES.items()}
+
+    @property
+    def max_index_entries_offset(self) -> int:
+        """Offset-index entries a segment may hold before it must roll (8 bytes each)."""
+        return self.segment_index_bytes // 8
+
+    @property
+    def max_index_entries_time(self) -> int:
+        """Time-index entries a segment may hold before it must roll (12 bytes each)."""
+        return self.segment_index_bytes // 12

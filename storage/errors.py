@@ -1,0 +1,63 @@
+"""The errors the storage layer raises.
+
+Every failure that leaves ``storage/`` is a ``StorageError``; the broker converts them
+to Kafka error codes at one boundary (``OffsetOutOfRange`` → OFFSET_OUT_OF_RANGE,
+``InvalidAppend`` → CORRUPT_MESSAGE / INVALID_RECORD or a fetcher reset, anything else
+→ KAFKA_STORAGE_ERROR).  Two kinds are distinguished, as in h11's ``_util``:
+
+* the caller misused the log (a stale epoch, a non-contiguous follower append, an
+  offset outside the log): ``OffsetOutOfRange``, ``InvalidAppend``,
+  ``InvalidEpochAssignment``, ``InvalidIndexEntry``, ``LogClosed``;
+* the disk misbehaved: ``CorruptIndex`` (recovery handles it by rebuilding),
+  ``CorruptLog`` (a segment no longer holds what was written to it, found after
+  startup) and ``StorageIOError`` (an OSError while writing); for the last two the
+  partition's directory should go offline.
+"""
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class of everything raised by ``storage/``."""
+
+
+class OffsetOutOfRange(StorageError):
+    """A read asked for an offset outside ``[log_start_offset, log_end_offset]``."""
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(f"offset {offset} is outside [{log_start_offset}, {log_end_offset}] "
+                         f"(log_start_offset, log_end_offset, both inclusive)")
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class InvalidAppend(StorageError):
+    """An append was refused before anything was written (bad batch, gap, stale epoch)."""
+
+
+class InvalidOffset(StorageError):
+    """An offset argument that can never be valid (negative, for instance)."""
+
+
+class InvalidEpochAssignment(StorageError):
+    """A leader epoch would move backwards or be reassigned to another start offset."""
+
+
+class InvalidIndexEntry(StorageError):
+    """An index append whose offset (or timestamp) does not increase, or overflows int32."""
+
+
+class CorruptIndex(StorageError):
+    """An index file failed its sanity check; recovery rebuilds it from the log."""
+
+
+class CorruptLog(StorageError):
+    """A segment file no longer matches what was appended (changed underneath the log)."""
+
+
+class StorageIOError(StorageError):
+    """An OSError while writing the log; the partition's directory should go offline."""
+
+
+class LogClosed(StorageError):
+    """The log was closed or deleted; no further reads or appends."""
