@@ -9,6 +9,7 @@ Boundary rule: every decode failure leaves this module as ``CorruptRequest`` or
 """
 from __future__ import annotations
 
+import io
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -109,11 +110,35 @@ def decode_request(frame: bytes) -> Request:
     if spec is None or not spec.serves(api_version):
         raise UnsupportedVersion(api_key, api_version, correlation_id)
     try:
-        body = spec.request_class.decode(frame, version=api_version, header=True)
+        body, end = _decode_body(spec.request_class, frame, api_version)
     except _DECODE_ERRORS as exc:
         raise CorruptRequest(f"{spec.name} v{api_version} does not parse: {exc!r}") from exc
+    if end > len(frame):
+        raise CorruptRequest(f"{spec.name} v{api_version} runs {end - len(frame)} bytes past "
+                             f"the end of its {len(frame)}-byte frame")
     return Request(api_key, api_version, correlation_id, body.header.client_id, body, spec,
                    len(frame))
+
+
+def _decode_body(request_class, frame: bytes, api_version: int):
+    """(body with its header, position where the body ended): ``ApiMessage.decode`` plus its end.
+
+    kafka-python's compiled decoders read strings and bytes as ``data[pos:pos + n]``: when ``n``
+    runs past the frame the slice is silently short (a truncated Metadata request names topic
+    "ord" instead of "orders"; a Produce request carries a cut batch), and only the final
+    position -- which ``ApiMessage.decode`` discards -- shows it.  So this repeats that method's
+    three steps (kafka-python 3.0.12, pinned) and keeps the position.  The header is parsed by
+    kafka-python's stream decoder, which does raise on underrun.  Bytes left over after the
+    body are not rejected here.
+    """
+    header_stream = io.BytesIO(frame)
+    header = request_class.parse_header(header_stream, version=api_version)
+    flexible = request_class.flexible_version_q(api_version)
+    decode_from = request_class._struct.compiled_decode_from(
+        api_version, compact=flexible, tagged=flexible, data_class=request_class)
+    body, end = decode_from(memoryview(frame), header_stream.tell())
+    body._header = header
+    return body, end
 
 
 def encode_response(request: Request, body) -> bytes:

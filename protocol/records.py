@@ -28,6 +28,7 @@ from .errors import ErrorCode, RecordError
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = BATCH_HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength
+MAGIC_OFFSET = 16
 CRC_START = 21
 MAGIC_V2 = 2
 NO_PARTITION_LEADER_EPOCH = -1
@@ -126,9 +127,11 @@ def valid_prefix(buf, *, check_crc: bool = True) -> tuple[list[BatchHeader], int
     """The longest run of well-formed batches at the start of ``buf``.
 
     Returns the headers and the number of bytes they cover.  Scanning stops at the
-    first batch that is torn, has a nonsensical length, a magic other than 2, a
-    ``lastOffsetDelta`` that disagrees with its count, or (with ``check_crc``) a CRC
-    mismatch.  Storage recovery cuts the log at the returned byte count.
+    first batch that is torn, has a nonsensical length, a magic other than 2, a negative
+    ``lastOffsetDelta``, or (with ``check_crc``) a CRC mismatch.  The record count is not
+    compared with ``lastOffsetDelta`` here: a stored batch may hold fewer records than its
+    offset span (Kafka's compaction keeps the span).  Storage recovery cuts the log at the
+    returned byte count.
     """
     headers: list[BatchHeader] = []
     position = 0
@@ -158,12 +161,15 @@ def validate_produce_records(records) -> tuple[bytearray, BatchHeader]:
     if records is None or len(records) == 0:
         raise RecordError(ErrorCode.INVALID_RECORD, "produce carries no record batch")
     buf = bytearray(records)
+    # Magic sits at byte 16 in every message format, and a v0/v1 message set can be shorter
+    # than a v2 header: judge the magic first so an old-format set is INVALID_RECORD (as in
+    # Kafka), not CORRUPT_MESSAGE for being short.
+    if len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] != MAGIC_V2:
+        raise RecordError(ErrorCode.INVALID_RECORD,
+                          f"magic {buf[MAGIC_OFFSET]}: only record batch v2 is accepted")
     if len(buf) < HEADER_SIZE:
         raise RecordError(ErrorCode.CORRUPT_MESSAGE, f"{len(buf)} bytes cannot hold a batch header")
     header = BatchHeader(0, *BATCH_HEADER.unpack_from(buf, 0))
-    if header.magic != MAGIC_V2:
-        raise RecordError(ErrorCode.INVALID_RECORD,
-                          f"magic {header.magic}: only record batch v2 is accepted")
     if header.size != len(buf):
         if header.size < HEADER_SIZE or header.size > len(buf):
             raise RecordError(ErrorCode.CORRUPT_MESSAGE,

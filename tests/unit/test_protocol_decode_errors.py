@@ -1,0 +1,206 @@
+"""Whatever bytes a peer sends, decode_request answers with a Request, CorruptRequest or
+UnsupportedVersion -- never struct.error, IndexError or another exception of the codec
+underneath (the one-boundary rule of protocol/messages.py).
+"""
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from protocol.errors import CorruptRequest, UnsupportedVersion
+from protocol.framing import FrameReader
+from protocol.messages import SERVED, Request, decode_request
+
+
+def _batch() -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 20)
+    builder.append(0, timestamp=1_700_000_000_000, key=b"key", value=b"value", headers=[])
+    return bytes(builder.build())
+
+
+def _produce(v):
+    P = ProduceRequest
+    return P[v](transactional_id="tx" if v >= 3 else None, acks=-1, timeout_ms=1000, topic_data=[
+        P.TopicProduceData(name="orders", partition_data=[
+            P.TopicProduceData.PartitionProduceData(index=0, records=_batch())])])
+
+
+def _fetch(v):
+    F = FetchRequest
+    return F[v](replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="r",
+                topics=[F.FetchTopic(topic="orders", partitions=[F.FetchTopic.FetchPartition(
+                    partition=0, current_leader_epoch=1, fetch_offset=5, log_start_offset=-1,
+                    partition_max_bytes=1 << 16)])])
+
+
+def _list_offsets(v):
+    L = ListOffsetsRequest
+    return L[v](replica_id=-1, isolation_level=0, topics=[L.ListOffsetsTopic(
+        name="orders", partitions=[L.ListOffsetsTopic.ListOffsetsPartition(
+            partition_index=0, current_leader_epoch=1, timestamp=-1)])])
+
+
+def _metadata(v):
+    return MetadataRequest[v](topics=[MetadataRequest.MetadataRequestTopic(name="orders")],
+                              allow_auto_topic_creation=True)
+
+
+def _create_topics(v):
+    C = CreateTopicsRequest.CreatableTopic
+    return CreateTopicsRequest[v](timeout_ms=1000, validate_only=False, topics=[
+        C(name="orders", num_partitions=1, replication_factor=1, assignments=[],
+          configs=[C.CreatableTopicConfig(name="retention.ms", value="1000")])])
+
+
+def _delete_topics(v):
+    D = DeleteTopicsRequest
+    return D[v](timeout_ms=1000, topic_names=["orders"],
+                topics=[D.DeleteTopicState(name="orders")])
+
+
+def _offset_for_leader_epoch(v):
+    O = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    return OffsetForLeaderEpochRequest[v](replica_id=-1, topics=[O(topic="orders", partitions=[
+        O.OffsetForLeaderPartition(partition=0, current_leader_epoch=2, leader_epoch=1)])])
+
+
+def _api_versions(v):
+    return ApiVersionsRequest[v](client_software_name="kafka-python",
+                                 client_software_version="3.0.12")
+
+
+# Each API at its lowest served version, its first flexible version and its highest.
+CORPUS_BUILDERS = {
+    "Produce": (_produce, [3, 8, 9, 12]),
+    "Fetch": (_fetch, [4, 11, 12]),
+    "ListOffsets": (_list_offsets, [1, 5, 6, 9]),
+    "Metadata": (_metadata, [0, 8, 9, 12]),
+    "CreateTopics": (_create_topics, [2, 4, 5, 7]),
+    "DeleteTopics": (_delete_topics, [1, 3, 4, 6]),
+    "OffsetForLeaderEpoch": (_offset_for_leader_epoch, [2, 3, 4]),
+    "ApiVersions": (_api_versions, [0, 2, 3, 4]),
+}
+
+
+def _corpus() -> list[tuple[str, bytes]]:
+    cases = []
+    for name, (build, versions) in CORPUS_BUILDERS.items():
+        for v in versions:
+            message = build(v)
+            message.with_header(correlation_id=1000 + v, client_id="robust")
+            cases.append((f"{name}-v{v}", bytes(message.encode(header=True, framed=False))))
+    return cases
+
+
+CORPUS = _corpus()
+
+
+def test_corpus_covers_every_served_api_and_decodes_whole():
+    assert {decode_request(payload).api_key for _, payload in CORPUS} == set(SERVED)
+
+
+@pytest.mark.parametrize("name,payload", CORPUS, ids=[name for name, _ in CORPUS])
+def test_every_prefix_of_a_valid_request_is_corrupt_never_a_codec_exception(name, payload):
+    decode_request(payload)  # the whole request is fine
+    wrongly_accepted = []
+    for cut in range(len(payload)):
+        try:
+            req = decode_request(payload[:cut])
+        except CorruptRequest:
+            continue
+        # Anything else -- struct.error, IndexError, UnsupportedVersion -- fails the test here.
+        wrongly_accepted.append((cut, req.body))
+    assert not wrongly_accepted, f"truncated {name} accepted: {wrongly_accepted[:3]}"
+
+
+@pytest.mark.parametrize("cut", range(8))
+def test_a_frame_too_short_for_the_fixed_header_is_corrupt(cut):
+    payload = CORPUS[0][1]
+    with pytest.raises(CorruptRequest):
+        decode_request(payload[:cut])
+
+
+def test_client_id_longer_than_the_frame_is_corrupt():
+    header = struct.pack(">hhih", 3, 1, 9, 500) + b"abc"
+    with pytest.raises(CorruptRequest):
+        decode_request(header + b"\x00\x00\x00\x00")
+
+
+def test_string_length_past_the_end_of_the_frame_is_corrupt_not_silently_shortened():
+    """A topic name announcing 32767 bytes with 6 present must not decode as a short name."""
+    frame = struct.pack(">hhih", 3, 1, 9, 1) + b"c" + struct.pack(">ih", 1, 0x7FFF) + b"orders"
+    with pytest.raises(CorruptRequest):
+        decode_request(frame)
+
+
+def test_records_length_past_the_end_of_the_frame_is_corrupt_not_silently_shortened():
+    name, payload = next(case for case in CORPUS if case[0] == "Produce-v3")
+    frame = bytearray(payload)
+    batch = _batch()
+    records_at = bytes(frame).rindex(batch)
+    struct.pack_into(">i", frame, records_at - 4, len(batch) + 100)  # claims 100 bytes more
+    with pytest.raises(CorruptRequest):
+        decode_request(bytes(frame))
+
+
+def _outcome(frame: bytes) -> str:
+    try:
+        result = decode_request(frame)
+    except CorruptRequest:
+        return "corrupt"
+    except UnsupportedVersion:
+        return "unsupported"
+    assert isinstance(result, Request)
+    return "decoded"
+
+
+def test_random_frames_decode_or_fail_only_with_our_two_errors():
+    rng = random.Random(0x5EED)
+    outcomes = {"corrupt": 0, "unsupported": 0, "decoded": 0}
+    for _ in range(400):
+        body = rng.randbytes(rng.randrange(0, 200))
+        if rng.random() < 0.7:
+            # A served api key and version, so the body parser (not the registry) is exercised.
+            spec = rng.choice(list(SERVED.values()))
+            version = rng.randint(spec.min_version, spec.max_version)
+            body = struct.pack(">hhi", spec.api_key, version, rng.getrandbits(31)) + body
+        outcomes[_outcome(body)] += 1
+    # The fuzzing reached the body parsers and the registry, not just peek_header.
+    assert outcomes["corrupt"] > 50 and outcomes["unsupported"] > 50
+
+
+def test_single_byte_mutations_of_valid_requests_fail_only_with_our_two_errors():
+    rng = random.Random(1234)
+    outcomes = {"corrupt": 0, "unsupported": 0, "decoded": 0}
+    for _ in range(600):
+        _, payload = rng.choice(CORPUS)
+        frame = bytearray(payload)
+        position = rng.randrange(len(frame))
+        frame[position] = rng.randrange(256)
+        outcomes[_outcome(bytes(frame))] += 1
+    assert outcomes["decoded"] > 0 and outcomes["corrupt"] > 0
+
+
+def test_random_stream_through_framing_and_decoding_raises_only_our_errors():
+    """Bytes a misbehaving peer might send, through the same two steps a connection uses."""
+    rng = random.Random(99)
+    for _ in range(200):
+        reader = FrameReader(max_frame_bytes=4096)
+        stream = b"".join(struct.pack(">i", rng.randrange(-4, 300))
+                          + rng.randbytes(rng.randrange(300)) for _ in range(3))
+        try:
+            reader.feed(stream)
+            while (frame := reader.next_frame()) is not None:
+                _outcome(frame)
+        except CorruptRequest:
+            pass

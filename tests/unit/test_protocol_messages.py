@@ -1,0 +1,761 @@
+"""Requests encoded by real clients' code decode through our registry, and our
+responses decode through theirs.
+
+The bytes under test are produced by kafka-python 3.x's message classes and by
+aiokafka's own request structs (a separate hand-written codec), never by
+protocol/: a test that only round-trips our own encoder through our own decoder
+would pass with both sides wrong in the same way.
+"""
+from __future__ import annotations
+
+import io
+import struct
+import uuid
+
+import pytest
+from kafka.protocol.admin import (
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+)
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from protocol.errors import ErrorCode, UnsupportedVersion
+from protocol.messages import (
+    SERVED, api_versions_body, decode_request, encode_response, unsupported_api_versions_response,
+)
+
+# What we serve, written out independently of protocol/messages.py (DESIGN.md: Produce and
+# Fetch capped at v12, Produce advertised from v0).  Inclusive ranges.
+EXPECTED_RANGES = {
+    0: (0, 12),   # Produce
+    1: (4, 12),   # Fetch
+    2: (1, 9),    # ListOffsets
+    3: (0, 12),   # Metadata
+    18: (0, 4),   # ApiVersions
+    19: (2, 7),   # CreateTopics
+    20: (1, 6),   # DeleteTopics
+    23: (2, 4),   # OffsetForLeaderEpoch
+}
+# First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
+# Flexible requests use request header v2, flexible responses response header v1 --
+# except ApiVersions, whose response header is always v0.
+FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 23: 4}
+
+CLIENT_ID = "raftwood-unit"
+TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
+
+
+def record_batch() -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 20)
+    for i in range(3):
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=b"v%d" % i,
+                       headers=[])
+    return bytes(builder.build())
+
+
+BATCH = record_batch()
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    return version >= FIRST_FLEXIBLE[api_key]
+
+
+def request_header_size(api_key: int, version: int, client_id: str | None) -> int:
+    """api_key, api_version, correlation_id, nullable client_id (+ empty tag buffer in v2)."""
+    client_bytes = 0 if client_id is None else len(client_id.encode())
+    return 8 + 2 + client_bytes + (1 if is_flexible(api_key, version) else 0)
+
+
+def kafka_python_frame(message, correlation_id: int, client_id: str | None = CLIENT_ID) -> bytes:
+    message.with_header(correlation_id=correlation_id, client_id=client_id)
+    data = bytes(message.encode(header=True, framed=True))
+    assert struct.unpack(">i", data[:4])[0] == len(data) - 4
+    return data[4:]
+
+
+def assert_header(req, api_key, version, correlation_id, client_id=CLIENT_ID):
+    assert req.api_key == api_key
+    assert req.api_version == version
+    assert req.correlation_id == correlation_id
+    assert req.client_id == client_id
+    assert req.spec is SERVED[api_key]
+
+
+def assert_body_reencodes_to_the_same_bytes(req, payload: bytes):
+    """The decoded body, encoded again at its version, is exactly the bytes after the header."""
+    header_size = request_header_size(req.api_key, req.api_version, req.client_id)
+    assert bytes(req.body.encode(version=req.api_version)) == payload[header_size:]
+
+
+def versions(api_key: int) -> list[int]:
+    low, high = EXPECTED_RANGES[api_key]
+    return list(range(low, high + 1))
+
+
+# --------------------------------------------------------------------------- the registry
+
+def test_served_ranges_are_exactly_the_designed_ones():
+    assert {key: (spec.min_version, spec.max_version) for key, spec in SERVED.items()} \
+        == EXPECTED_RANGES
+
+
+def test_every_served_range_lies_within_what_kafka_python_can_encode():
+    for spec in SERVED.values():
+        for cls in (spec.request_class, spec.response_class):
+            assert spec.max_version <= cls.max_version, (spec.name, cls.max_version)
+        assert spec.request_class.API_KEY == spec.response_class.API_KEY == spec.api_key
+
+
+def test_produce_is_advertised_from_v0_but_refused_below_v3():
+    spec = SERVED[0]
+    assert (spec.min_version, spec.refused_below) == (0, 3)
+    assert all(s.refused_below == 0 for key, s in SERVED.items() if key != 0)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_refused_produce_versions_still_decode_so_the_handler_can_answer_per_partition(version):
+    message = ProduceRequest[version](acks=1, timeout_ms=1000, topic_data=[
+        ProduceRequest.TopicProduceData(name="orders", partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=b"old")])])
+    req = decode_request(kafka_python_frame(message, 77))
+    assert req.api_version < req.spec.refused_below
+    assert req.body.topic_data[0].partition_data[0].index == 0
+
+
+# --------------------------------------------------------------------------- kafka-python requests
+
+@pytest.mark.parametrize("version", versions(18))
+def test_kafka_python_api_versions_request_round_trips(version):
+    message = ApiVersionsRequest[version](client_software_name="kafka-python",
+                                          client_software_version="3.0.12")
+    payload = kafka_python_frame(message, 1000 + version)
+    req = decode_request(payload)
+    assert_header(req, 18, version, 1000 + version)
+    if version >= 3:
+        assert req.body.client_software_name == "kafka-python"
+        assert req.body.client_software_version == "3.0.12"
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+
+@pytest.mark.parametrize("version", versions(3))
+def test_kafka_python_metadata_request_round_trips(version):
+    topics = [MetadataRequest.MetadataRequestTopic(name=name)
+              for name in ("orders", "événements")]
+    kwargs = {"topics": topics}
+    if version >= 4:
+        kwargs["allow_auto_topic_creation"] = False
+    if version >= 8:
+        kwargs["include_topic_authorized_operations"] = True
+    payload = kafka_python_frame(MetadataRequest[version](**kwargs), 2**31 - 1)
+    req = decode_request(payload)
+    assert_header(req, 3, version, 2**31 - 1)
+    assert [t.name for t in req.body.topics] == ["orders", "événements"]
+    if version >= 4:
+        assert req.body.allow_auto_topic_creation is False
+    if version >= 8:
+        assert req.body.include_topic_authorized_operations is True
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+
+@pytest.mark.parametrize("version", range(1, 13))
+def test_kafka_python_metadata_request_for_all_topics_decodes_as_null_topics(version):
+    req = decode_request(kafka_python_frame(MetadataRequest[version](topics=None), 5))
+    assert req.body.topics is None
+
+
+@pytest.mark.parametrize("version", versions(0)[3:])
+def test_kafka_python_produce_request_round_trips_with_the_record_batch_intact(version):
+    P = ProduceRequest
+    message = P[version](transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[
+        P.TopicProduceData(name="orders", partition_data=[
+            P.TopicProduceData.PartitionProduceData(index=2, records=BATCH)])])
+    payload = kafka_python_frame(message, 40 + version)
+    req = decode_request(payload)
+    assert_header(req, 0, version, 40 + version)
+    assert req.body.transactional_id is None
+    assert (req.body.acks, req.body.timeout_ms) == (-1, 30_000)
+    (topic,) = req.body.topic_data
+    (partition,) = topic.partition_data
+    assert (topic.name, partition.index) == ("orders", 2)
+    assert bytes(partition.records) == BATCH
+    assert req.expects_response()
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+
+def test_produce_with_acks_zero_expects_no_response():
+    P = ProduceRequest
+    message = P[9](transactional_id="tx-1", acks=0, timeout_ms=1, topic_data=[])
+    req = decode_request(kafka_python_frame(message, 9))
+    assert req.body.transactional_id == "tx-1"
+    assert not req.expects_response()
+
+
+@pytest.mark.parametrize("version", versions(1))
+def test_kafka_python_fetch_request_round_trips(version):
+    F = FetchRequest
+    partition = F.FetchTopic.FetchPartition(partition=3, current_leader_epoch=7, fetch_offset=1234,
+                                            last_fetched_epoch=6, log_start_offset=-1,
+                                            partition_max_bytes=1 << 20)
+    message = F[version](replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=50 << 20,
+                         isolation_level=1, session_id=0, session_epoch=-1,
+                         topics=[F.FetchTopic(topic="orders", partitions=[partition])],
+                         forgotten_topics_data=[], rack_id="rack-a")
+    payload = kafka_python_frame(message, 600 + version)
+    req = decode_request(payload)
+    assert_header(req, 1, version, 600 + version)
+    body = req.body
+    assert (body.replica_id, body.max_wait_ms, body.min_bytes) == (-1, 500, 1)
+    assert (body.max_bytes, body.isolation_level) == (50 << 20, 1)
+    (topic,) = body.topics
+    (got,) = topic.partitions
+    assert (topic.topic, got.partition, got.fetch_offset, got.partition_max_bytes) \
+        == ("orders", 3, 1234, 1 << 20)
+    if version >= 7:
+        assert (body.session_id, body.session_epoch) == (0, -1)
+    if version >= 9:
+        assert got.current_leader_epoch == 7
+    if version >= 11:
+        assert body.rack_id == "rack-a"
+    if version >= 12:
+        assert got.last_fetched_epoch == 6
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+
+@pytest.mark.parametrize("version", versions(2))
+def test_kafka_python_list_offsets_request_round_trips(version):
+    L = ListOffsetsRequest
+    partition = L.ListOffsetsTopic.ListOffsetsPartition(partition_index=1, current_leader_epoch=4,
+                                                        timestamp=-2)
+    message = L[version](replica_id=-1, isolation_level=1,
+                         topics=[L.ListOffsetsTopic(name="orders", partitions=[partition])])
+    payload = kafka_python_frame(message, 70 + version)
+    req = decode_request(payload)
+    assert_header(req, 2, version, 70 + version)
+    (topic,) = req.body.topics
+    (got,) = topic.partitions
+    assert (req.body.replica_id, topic.name, got.partition_index, got.timestamp) \
+        == (-1, "orders", 1, -2)
+    if version >= 2:
+        assert req.body.isolation_level == 1
+    if version >= 4:
+        assert got.current_leader_epoch == 4
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+
+@pytest.mark.parametrize("version", versions(19))
+def test_kafka_python_create_topics_request_round_trips(version):
+    C = CreateTopicsRequest.CreatableTopic
+    topic = C(name="orders", num_partitions=3, replication_factor=2, assignments=[],
+              configs=[C.CreatableTopicConfig(name="cleanup.policy", value="delete"),
+                       C.CreatableTopicConfig(name="retention.ms", value=None)])
+    manual = C(name="manual", num_partitions=-1, replication_factor=-1, configs=[],
+               assignments=[C.CreatableReplicaAssignment(partition_index=0, broker_ids=[1, 2])])
+    message = CreateTopicsRequest[version](topics=[topic, manual], timeout_ms=30_000,
+                                           validate_only=True)
+    payload = kafka_python_frame(message, 19)
+    req = decode_request(payload)
+    assert_header(req, 19, version, 19)
+    got, got_manual = req.body.topics
+    assert (got.name, got.num_partitions, got.replication_factor) == ("orders", 3, 2)
+    assert [(c.name, c.value) for c in got.configs] \
+        == [("cleanup.policy", "delete"), ("retention.ms", None)]
+    assert [(a.partition_index, a.broker_ids) for a in got_manual.assignments] == [(0, [1, 2])]
+    assert (req.body.timeout_ms, req.body.validate_only) == (30_000, True)
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+
+@pytest.mark.parametrize("version", versions(20))
+def test_kafka_python_delete_topics_request_round_trips(version):
+    D = DeleteTopicsRequest
+    if version >= 6:
+        message = D[version](timeout_ms=15_000, topics=[
+            D.DeleteTopicState(name="orders", topic_id=uuid.UUID(int=0)),
+            D.DeleteTopicState(name=None, topic_id=TOPIC_ID)])
+    else:
+        message = D[version](timeout_ms=15_000, topic_names=["orders", "events"])
+    payload = kafka_python_frame(message, 20)
+    req = decode_request(payload)
+    assert_header(req, 20, version, 20)
+    assert req.body.timeout_ms == 15_000
+    if version >= 6:
+        assert [t.name for t in req.body.topics] == ["orders", None]
+        assert req.body.topics[1].topic_id == TOPIC_ID
+    else:
+        assert req.body.topic_names == ["orders", "events"]
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+
+@pytest.mark.parametrize("version", versions(23))
+def test_kafka_python_offset_for_leader_epoch_request_round_trips(version):
+    O = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    message = OffsetForLeaderEpochRequest[version](replica_id=2, topics=[
+        O(topic="orders", partitions=[
+            O.OffsetForLeaderPartition(partition=0, current_leader_epoch=5, leader_epoch=4)])])
+    payload = kafka_python_frame(message, 23)
+    req = decode_request(payload)
+    assert_header(req, 23, version, 23)
+    (topic,) = req.body.topics
+    (got,) = topic.partitions
+    assert (topic.topic, got.partition, got.current_leader_epoch, got.leader_epoch) \
+        == ("orders", 0, 5, 4)
+    if version >= 3:
+        assert req.body.replica_id == 2
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+
+@pytest.mark.parametrize("version", [1, 9])  # request header v1 and v2
+def test_null_client_id_decodes_as_none(version):
+    payload = kafka_python_frame(MetadataRequest[version](topics=[]), 3, client_id=None)
+    req = decode_request(payload)
+    assert req.client_id is None
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+
+def test_request_size_is_the_frame_length():
+    payload = kafka_python_frame(MetadataRequest[4](topics=[], allow_auto_topic_creation=True), 1)
+    assert decode_request(payload).size_bytes == len(payload)
+
+
+# --------------------------------------------------------------------------- our responses
+
+def _metadata_response(v):
+    M = MetadataResponse
+    P = M.MetadataResponseTopic.MetadataResponsePartition
+    return M[v](throttle_time_ms=0, cluster_id="raftwood-cluster", controller_id=1,
+                brokers=[M.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=9092,
+                                                  rack=None),
+                         M.MetadataResponseBroker(node_id=2, host="127.0.0.2", port=9093,
+                                                  rack="r2")],
+                topics=[M.MetadataResponseTopic(
+                    error_code=0, name="orders", topic_id=TOPIC_ID, is_internal=False,
+                    partitions=[P(error_code=0, partition_index=0, leader_id=2, leader_epoch=7,
+                                  replica_nodes=[2, 1], isr_nodes=[2], offline_replicas=[])])])
+
+
+def _check_metadata(resp, v):
+    assert [(b.node_id, b.host, b.port) for b in resp.brokers] \
+        == [(1, "127.0.0.1", 9092), (2, "127.0.0.2", 9093)]
+    (topic,) = resp.topics
+    (partition,) = topic.partitions
+    assert (topic.name, partition.leader_id, partition.replica_nodes, partition.isr_nodes) \
+        == ("orders", 2, [2, 1], [2])
+    if v >= 1:
+        assert resp.controller_id == 1 and resp.brokers[1].rack == "r2"
+    if v >= 2:
+        assert resp.cluster_id == "raftwood-cluster"
+    if v >= 7:
+        assert partition.leader_epoch == 7
+    if v >= 10:
+        assert topic.topic_id == TOPIC_ID
+
+
+def _produce_response(v):
+    R = ProduceResponse.TopicProduceResponse
+    return ProduceResponse[v](throttle_time_ms=0, responses=[R(name="orders", partition_responses=[
+        R.PartitionProduceResponse(index=2, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                   base_offset=-1, log_append_time_ms=-1, log_start_offset=-1),
+        R.PartitionProduceResponse(index=3, error_code=0, base_offset=41,
+                                   log_append_time_ms=-1, log_start_offset=0)])])
+
+
+def _check_produce(resp, v):
+    (topic,) = resp.responses
+    assert topic.name == "orders"
+    assert [(p.index, p.error_code, p.base_offset) for p in topic.partition_responses] \
+        == [(2, 6, -1), (3, 0, 41)]
+
+
+def _fetch_response(v):
+    R = FetchResponse.FetchableTopicResponse
+    return FetchResponse[v](throttle_time_ms=0, error_code=0, session_id=0, responses=[
+        R(topic="orders", partitions=[R.PartitionData(
+            partition_index=0, error_code=0, high_watermark=3, last_stable_offset=3,
+            log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
+            records=BATCH)])])
+
+
+def _check_fetch(resp, v):
+    (topic,) = resp.responses
+    (partition,) = topic.partitions
+    assert (topic.topic, partition.partition_index, partition.high_watermark) == ("orders", 0, 3)
+    assert bytes(partition.records) == BATCH
+    if v >= 5:
+        assert partition.log_start_offset == 0
+
+
+def _list_offsets_response(v):
+    R = ListOffsetsResponse.ListOffsetsTopicResponse
+    return ListOffsetsResponse[v](throttle_time_ms=0, topics=[R(name="orders", partitions=[
+        R.ListOffsetsPartitionResponse(partition_index=1, error_code=0, timestamp=-1, offset=42,
+                                       leader_epoch=3)])])
+
+
+def _check_list_offsets(resp, v):
+    (topic,) = resp.topics
+    (partition,) = topic.partitions
+    assert (topic.name, partition.partition_index, partition.offset) == ("orders", 1, 42)
+    if v >= 4:
+        assert partition.leader_epoch == 3
+
+
+def _create_topics_response(v):
+    R = CreateTopicsResponse.CreatableTopicResult
+    return CreateTopicsResponse[v](throttle_time_ms=0, topics=[
+        R(name="orders", topic_id=TOPIC_ID, error_code=ErrorCode.TOPIC_ALREADY_EXISTS,
+          error_message="Topic 'orders' already exists.", num_partitions=-1,
+          replication_factor=-1, configs=None)])
+
+
+def _check_create_topics(resp, v):
+    (topic,) = resp.topics
+    assert (topic.name, topic.error_code) == ("orders", 36)
+    assert topic.error_message == "Topic 'orders' already exists."
+    if v >= 7:
+        assert topic.topic_id == TOPIC_ID
+
+
+def _delete_topics_response(v):
+    R = DeleteTopicsResponse.DeletableTopicResult
+    return DeleteTopicsResponse[v](throttle_time_ms=0, responses=[
+        R(name="orders", topic_id=TOPIC_ID, error_code=0, error_message=None),
+        R(name="nope", topic_id=uuid.UUID(int=0), error_code=3, error_message=None)])
+
+
+def _check_delete_topics(resp, v):
+    assert [(r.name, r.error_code) for r in resp.responses] == [("orders", 0), ("nope", 3)]
+
+
+def _offset_for_leader_epoch_response(v):
+    R = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+    return OffsetForLeaderEpochResponse[v](throttle_time_ms=0, topics=[
+        R(topic="orders", partitions=[
+            R.EpochEndOffset(error_code=0, partition=0, leader_epoch=4, end_offset=100)])])
+
+
+def _check_offset_for_leader_epoch(resp, v):
+    (topic,) = resp.topics
+    (partition,) = topic.partitions
+    assert (topic.topic, partition.partition, partition.leader_epoch, partition.end_offset) \
+        == ("orders", 0, 4, 100)
+
+
+def _api_versions_response(v):
+    return api_versions_body(version=v)
+
+
+def _check_api_versions(resp, v):
+    assert resp.error_code == 0
+    assert {(k.api_key, k.min_version, k.max_version) for k in resp.api_keys} \
+        == {(key, low, high) for key, (low, high) in EXPECTED_RANGES.items()}
+
+
+_REQUESTS = {
+    0: lambda v: ProduceRequest[v](transactional_id=None, acks=1, timeout_ms=1, topic_data=[]),
+    1: lambda v: FetchRequest[v](replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1, topics=[],
+                                 forgotten_topics_data=[]),
+    2: lambda v: ListOffsetsRequest[v](replica_id=-1, topics=[]),
+    3: lambda v: MetadataRequest[v](topics=[]),
+    18: lambda v: ApiVersionsRequest[v](client_software_name="x", client_software_version="1"),
+    19: lambda v: CreateTopicsRequest[v](topics=[], timeout_ms=1),
+    20: lambda v: DeleteTopicsRequest[v](topic_names=[], topics=[], timeout_ms=1),
+    23: lambda v: OffsetForLeaderEpochRequest[v](replica_id=-1, topics=[]),
+}
+_RESPONSES = {
+    0: (_produce_response, _check_produce, ProduceResponse),
+    1: (_fetch_response, _check_fetch, FetchResponse),
+    2: (_list_offsets_response, _check_list_offsets, ListOffsetsResponse),
+    3: (_metadata_response, _check_metadata, MetadataResponse),
+    18: (_api_versions_response, _check_api_versions, ApiVersionsResponse),
+    19: (_create_topics_response, _check_create_topics, CreateTopicsResponse),
+    20: (_delete_topics_response, _check_delete_topics, DeleteTopicsResponse),
+    23: (_offset_for_leader_epoch_response, _check_offset_for_leader_epoch,
+         OffsetForLeaderEpochResponse),
+}
+_RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
+                   if not (key == 0 and v < 3)]
+
+
+@pytest.mark.parametrize("api_key,version", _RESPONSE_CASES,
+                         ids=[f"{SERVED[k].name}-v{v}" for k, v in _RESPONSE_CASES])
+def test_response_uses_the_header_version_of_its_request_and_decodes_in_kafka_python(api_key,
+                                                                                     version):
+    build, check, response_class = _RESPONSES[api_key]
+    correlation_id = 0x5A5A0000 + api_key * 100 + version
+    req = decode_request(kafka_python_frame(_REQUESTS[api_key](version), correlation_id))
+    data = encode_response(req, build(version))
+
+    assert struct.unpack(">i", data[:4])[0] == len(data) - 4
+    assert struct.unpack(">i", data[4:8])[0] == correlation_id
+    # Response header v1 (flexible) adds an empty tagged-field buffer; ApiVersions never does.
+    header_v1 = is_flexible(api_key, version) and api_key != 18
+    body_start = 9 if header_v1 else 8
+    if header_v1:
+        assert data[8] == 0
+    body_alone = response_class.decode(data[body_start:], version=version)
+    check(body_alone, version)
+
+    decoded = response_class.decode(data[4:], version=version, header=True)
+    assert decoded.header.correlation_id == correlation_id
+    check(decoded, version)
+
+
+def test_api_versions_v3_response_keeps_header_v0_with_a_flexible_body():
+    req = decode_request(kafka_python_frame(ApiVersionsRequest[3](
+        client_software_name="librdkafka", client_software_version="2.6.0"), 42))
+    data = encode_response(req, api_versions_body(version=3))
+    assert data[4:8] == struct.pack(">i", 42)
+    assert data[8:10] == b"\x00\x00"  # error_code follows the correlation id directly
+    assert data[10] == len(EXPECTED_RANGES) + 1  # compact array length: flexible body
+    assert ApiVersionsResponse.decode(data[8:], version=3).api_keys[0].api_key == 0
+
+
+# --------------------------------------------------------------------------- unsupported versions
+
+def raw_header(api_key: int, version: int, correlation_id: int, client_id: bytes = b"x") -> bytes:
+    return struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+
+
+@pytest.mark.parametrize("api_key", [999, 67, -1, 32767, 4, 8])
+def test_unknown_api_key_is_unsupported_version_with_the_correlation_id_kept(api_key):
+    with pytest.raises(UnsupportedVersion) as info:
+        decode_request(raw_header(api_key, 0, 12345) + b"\x00" * 8)
+    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) \
+        == (api_key, 0, 12345)
+
+
+_OUTSIDE = sorted({(key, v) for key, (low, high) in EXPECTED_RANGES.items()
+                   for v in (low - 1, high + 1, -1, 32767)})
+
+
+@pytest.mark.parametrize("api_key,version", _OUTSIDE)
+def test_versions_just_outside_each_served_range_are_unsupported(api_key, version):
+    # The body is garbage: the version check must come before any attempt to parse it.
+    with pytest.raises(UnsupportedVersion) as info:
+        decode_request(raw_header(api_key, version, 777) + b"\xff" * 32)
+    assert (info.value.api_key, info.value.api_version, info.value.correlation_id) \
+        == (api_key, version, 777)
+
+
+@pytest.mark.parametrize("api_key,version", [(1, 3), (1, 13), (3, 13), (0, 13), (18, 5)])
+def test_well_formed_requests_from_kafka_python_at_unserved_versions_are_unsupported(api_key,
+                                                                                     version):
+    message = {
+        1: lambda: FetchRequest[version](replica_id=-1, max_wait_ms=1, min_bytes=1, max_bytes=1,
+                                         topics=[], forgotten_topics_data=[]),
+        3: lambda: MetadataRequest[version](topics=None),
+        0: lambda: ProduceRequest[version](transactional_id=None, acks=1, timeout_ms=1,
+                                           topic_data=[]),
+        18: lambda: ApiVersionsRequest[4](),
+    }[api_key]()
+    payload = bytearray(kafka_python_frame(message, 31))
+    struct.pack_into(">h", payload, 2, version)  # ApiVersions v5 does not exist in kafka-python
+    with pytest.raises(UnsupportedVersion) as info:
+        decode_request(bytes(payload))
+    assert info.value.correlation_id == 31
+
+
+def test_unsupported_api_versions_response_is_a_v0_body_with_error_35_and_every_range():
+    data = unsupported_api_versions_response(correlation_id=99)
+    assert struct.unpack(">i", data[:4])[0] == len(data) - 4
+    assert struct.unpack(">ih", data[4:10]) == (99, ErrorCode.UNSUPPORTED_VERSION)
+    decoded = ApiVersionsResponse.decode(data[4:], version=0, header=True)
+    assert decoded.header.correlation_id == 99
+    assert decoded.error_code == 35
+    assert {(k.api_key, k.min_version, k.max_version) for k in decoded.api_keys} \
+        == {(key, low, high) for key, (low, high) in EXPECTED_RANGES.items()}
+    # Exactly a v0 body: error_code, int32-counted array of 6-byte entries, nothing after.
+    assert len(data) == 4 + 4 + 2 + 4 + 6 * len(EXPECTED_RANGES)
+
+
+def test_client_that_sent_api_versions_v4_can_read_the_v0_fallback():
+    """kafka-python decodes with the version it sent; an error code switches it to v0 (KIP-511)."""
+    data = unsupported_api_versions_response(correlation_id=7)
+    decoded = ApiVersionsResponse.decode(data[4:], version=4, header=True)
+    assert decoded.error_code == 35
+    assert max(k.max_version for k in decoded.api_keys if k.api_key == 18) == 4
+
+
+# --------------------------------------------------------------------------- aiokafka's encoders
+
+aiokafka_api = pytest.importorskip("aiokafka.protocol.api")
+from aiokafka.protocol import admin as aio_admin  # noqa: E402
+from aiokafka.protocol import fetch as aio_fetch  # noqa: E402
+from aiokafka.protocol import metadata as aio_metadata  # noqa: E402
+from aiokafka.protocol import offset as aio_offset  # noqa: E402
+from aiokafka.protocol import produce as aio_produce  # noqa: E402
+
+
+def aiokafka_frame(request, version: int, correlation_id: int, client_id: str = "aiokafka-unit"):
+    """Bytes exactly as aiokafka.conn.AIOKafkaConnection.send writes them (minus the size)."""
+    request_struct = request.prepare({request.API_KEY: (version, version)})
+    assert request_struct.API_VERSION == version
+    header = request_struct.build_request_header(correlation_id=correlation_id,
+                                                 client_id=client_id)
+    message = header.encode() + request_struct.encode()
+    return request_struct, message
+
+
+def aiokafka_read_response(request_struct, data: bytes, correlation_id: int):
+    """As AIOKafkaConnection._handle_frame reads a response frame (after the size)."""
+    assert struct.unpack(">i", data[:4])[0] == len(data) - 4
+    buffer = io.BytesIO(data[4:])
+    header = request_struct.parse_response_header(buffer)
+    assert header.correlation_id == correlation_id
+    response = request_struct.RESPONSE_TYPE.decode(buffer)
+    assert buffer.read() == b"", "aiokafka left bytes of our response unread"
+    return response
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_aiokafka_api_versions_request_and_response(version):
+    request_struct, payload = aiokafka_frame(aio_admin.ApiVersionRequest(), version, 1)
+    req = decode_request(payload)
+    assert_header(req, 18, version, 1, "aiokafka-unit")
+    data = encode_response(req, api_versions_body(version=version))
+    response = aiokafka_read_response(request_struct, data, 1).to_object()
+    assert response["error_code"] == 0
+    assert {(a["api_key"], a["min_version"], a["max_version"])
+            for a in response["api_versions"]} \
+        == {(key, low, high) for key, (low, high) in EXPECTED_RANGES.items()}
+
+
+def test_aiokafka_reads_the_unsupported_api_versions_fallback():
+    request_struct = aio_admin.ApiVersionRequest().prepare({18: (0, 0)})
+    response = aiokafka_read_response(request_struct, unsupported_api_versions_response(5),
+                                      5).to_object()
+    assert response["error_code"] == 35
+    assert len(response["api_versions"]) == len(EXPECTED_RANGES)
+
+
+@pytest.mark.parametrize("version", range(0, 6))
+def test_aiokafka_metadata_request_and_response(version):
+    request = aio_metadata.MetadataRequest(topics=["orders", "events"],
+                                           allow_auto_topic_creation=False)
+    request_struct, payload = aiokafka_frame(request, version, 300 + version)
+    req = decode_request(payload)
+    assert_header(req, 3, version, 300 + version, "aiokafka-unit")
+    assert [t.name for t in req.body.topics] == ["orders", "events"]
+    if version >= 4:
+        assert req.body.allow_auto_topic_creation is False
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+    response = aiokafka_read_response(request_struct,
+                                      encode_response(req, _metadata_response(version)),
+                                      300 + version).to_object()
+    assert [b["node_id"] for b in response["brokers"]] == [1, 2]
+    (topic,) = response["topics"]
+    (partition,) = topic["partitions"]
+    assert (partition["leader"], partition["replicas"], partition["isr"]) == (2, [2, 1], [2])
+
+
+@pytest.mark.parametrize("version", range(1, 6))
+def test_aiokafka_metadata_request_for_all_topics_is_null(version):
+    _, payload = aiokafka_frame(aio_metadata.MetadataRequest(topics=None), version, 8)
+    assert decode_request(payload).body.topics is None
+
+
+@pytest.mark.parametrize("version", range(3, 8))
+def test_aiokafka_produce_request_and_response(version):
+    request = aio_produce.ProduceRequest(None, -1, 30_000, [("orders", [(2, BATCH)])])
+    request_struct, payload = aiokafka_frame(request, version, 500 + version)
+    req = decode_request(payload)
+    assert_header(req, 0, version, 500 + version, "aiokafka-unit")
+    (topic,) = req.body.topic_data
+    (partition,) = topic.partition_data
+    assert (req.body.acks, topic.name, partition.index) == (-1, "orders", 2)
+    assert bytes(partition.records) == BATCH
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+    response = aiokafka_read_response(request_struct,
+                                      encode_response(req, _produce_response(version)),
+                                      500 + version).to_object()
+    (topic,) = response["topics"]
+    assert [(p["partition"], p["error_code"], p["offset"]) for p in topic["partitions"]] \
+        == [(2, 6, -1), (3, 0, 41)]
+
+
+@pytest.mark.parametrize("version", range(4, 12))
+def test_aiokafka_fetch_request_and_response(version):
+    request = aio_fetch.FetchRequest(max_wait_time=500, min_bytes=1, max_bytes=50 << 20,
+                                     isolation_level=1, topics=[("orders", [(0, 1234, 1 << 20)])],
+                                     rack_id="rack-a")
+    request_struct, payload = aiokafka_frame(request, version, 700 + version)
+    req = decode_request(payload)
+    assert_header(req, 1, version, 700 + version, "aiokafka-unit")
+    (topic,) = req.body.topics
+    (partition,) = topic.partitions
+    assert (topic.topic, partition.partition, partition.fetch_offset) == ("orders", 0, 1234)
+    assert req.body.isolation_level == 1
+    if version >= 11:
+        assert req.body.rack_id == "rack-a"
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+    response = aiokafka_read_response(request_struct,
+                                      encode_response(req, _fetch_response(version)),
+                                      700 + version)
+    # (to_object() cannot walk a null aborted_transactions array, so read the tuples.)
+    ((topic_name, partitions),) = response.get_item("topics")
+    ((partition_id, error_code, highwater_offset, *_, message_set),) = partitions
+    assert (topic_name, partition_id, error_code, highwater_offset) == ("orders", 0, 0, 3)
+    assert bytes(message_set) == BATCH
+
+
+@pytest.mark.parametrize("version", range(1, 4))
+def test_aiokafka_list_offsets_request_and_response(version):
+    request = aio_offset.OffsetRequest(-1, 1 if version >= 2 else 0, [("orders", [(1, -1)])])
+    request_struct, payload = aiokafka_frame(request, version, 900 + version)
+    req = decode_request(payload)
+    assert_header(req, 2, version, 900 + version, "aiokafka-unit")
+    (topic,) = req.body.topics
+    (partition,) = topic.partitions
+    assert (topic.name, partition.partition_index, partition.timestamp) == ("orders", 1, -1)
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+    response = aiokafka_read_response(request_struct,
+                                      encode_response(req, _list_offsets_response(version)),
+                                      900 + version).to_object()
+    (topic,) = response["topics"]
+    (partition,) = topic["partitions"]
+    assert (partition["partition"], partition["offset"]) == (1, 42)
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_aiokafka_create_topics_request_and_response(version):
+    request = aio_admin.CreateTopicsRequest(
+        [("orders", 3, 2, [], [("cleanup.policy", "compact")])], 30_000, False)
+    request_struct, payload = aiokafka_frame(request, version, 19)
+    req = decode_request(payload)
+    assert_header(req, 19, version, 19, "aiokafka-unit")
+    (topic,) = req.body.topics
+    assert (topic.name, topic.num_partitions, topic.replication_factor) == ("orders", 3, 2)
+    assert [(c.name, c.value) for c in topic.configs] == [("cleanup.policy", "compact")]
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+    data = encode_response(req, _create_topics_response(version))
+    response = aiokafka_read_response(request_struct, data, 19).to_object()
+    (topic,) = response["topic_errors"]
+    assert (topic["topic"], topic["error_code"]) == ("orders", 36)
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_aiokafka_delete_topics_request_and_response(version):
+    request = aio_admin.DeleteTopicsRequest(["orders", "nope"], 15_000)
+    request_struct, payload = aiokafka_frame(request, version, 20)
+    req = decode_request(payload)
+    assert_header(req, 20, version, 20, "aiokafka-unit")
+    assert (req.body.topic_names, req.body.timeout_ms) == (["orders", "nope"], 15_000)
+    assert_body_reencodes_to_the_same_bytes(req, payload)
+
+    data = encode_response(req, _delete_topics_response(version))
+    response = aiokafka_read_response(request_struct, data, 20).to_object()
+    assert [(t["topic"], t["error_code"]) for t in response["topic_error_codes"]] \
+        == [("orders", 0), ("nope", 3)]
