@@ -1,0 +1,253 @@
+"""Bringing a partition directory back to a consistent log at startup, as named steps.
+
+1. ``remove_leftover_files``: ``.tmp`` / ``.deleted`` / ``.cleaned`` / ``.swap`` files
+   and index files whose ``.log`` is gone.
+2. ``load_segments``: every ``<20 digits>.log``, in base-offset order (one empty
+   segment at the saved log_start_offset if there is none).
+3. ``recover_segments``: walking the segments in order, each one that may hold
+   unflushed data (at/after the recovery point; none after a clean shutdown) is
+   scanned batch by batch with CRC checks and its indexes rebuilt; the others only
+   get their indexes' sanity check (4), and a full scan if it fails.  The first torn,
+   malformed, CRC-failing or non-contiguous batch and everything after it — the rest
+   of that segment and all later segments — are cut.
+5. ``clamp_offsets``: log_start_offset, high_watermark and recovery_point are brought
+   inside what survived; ``restore_epoch_cache`` truncates the leader-epoch cache to
+   the new log_end_offset and adds the epochs seen in scanned batches.
+
+Each step reports what it removed into a ``RecoveryReport``.  Called once, by
+``PartitionLog.open``, before the log is shared.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+from . import checkpoint
+from .checkpoint import PartitionOffsets
+from .config import LogConfig
+from .epoch_cache import LeaderEpochCache
+from .errors import CorruptIndex
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, SegmentScan, \
+    parse_segment_name
+
+logger = logging.getLogger(__name__)
+
+LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+
+
+@dataclass
+class RecoveryReport:
+    """What recovery did to one partition directory."""
+
+    clean_shutdown: bool = False
+    segments_scanned: int = 0
+    indexes_rebuilt: int = 0
+    batches_recovered: int = 0
+    bytes_truncated: int = 0
+    segments_deleted: int = 0
+    leftover_files_removed: list[str] = field(default_factory=list)
+    cuts: list[str] = field(default_factory=list)
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    high_watermark: int = 0
+    recovery_point: int = 0
+
+    @property
+    def cut_anything(self) -> bool:
+        return bool(self.bytes_truncated or self.segments_deleted)
+
+
+@dataclass
+class RecoveredLog:
+    segments: list[LogSegment]
+    offsets: PartitionOffsets
+    epoch_cache: LeaderEpochCache
+    report: RecoveryReport
+
+
+def recover_log(directory: str, config: LogConfig, log_prefix: str) -> RecoveredLog:
+    """Run every step on ``directory`` (which must exist) and return the consistent log."""
+    report = RecoveryReport(clean_shutdown=checkpoint.consume_clean_shutdown_marker(directory))
+    report.leftover_files_removed = remove_leftover_files(directory)
+    saved = checkpoint.read_offsets(directory)
+    saved_epochs = checkpoint.read_leader_epochs(directory)
+    segments = load_segments(directory, config, saved)
+    if saved is None and (len(segments) > 1 or segments[0].size_bytes):
+        logger.warning("%s no usable %s: recovering from the first segment",
+                       log_prefix, checkpoint.OFFSETS_CHECKPOINT)
+    scans = recover_segments(segments, first_scan_index(segments, saved, report),
+                             report, log_prefix)
+    offsets = clamp_offsets(saved, segments, report)
+    epoch_cache = restore_epoch_cache(directory, saved_epochs, segments, scans, offsets,
+                                      log_prefix)
+    report.log_start_offset = offsets.log_start_offset
+    report.log_end_offset = segments[-1].next_offset
+    report.high_watermark = offsets.high_watermark
+    report.recovery_point = offsets.recovery_point
+    _log_summary(report, log_prefix)
+    return RecoveredLog(segments, offsets, epoch_cache, report)
+
+
+def remove_leftover_files(directory: str) -> list[str]:
+    """Step 1: remove interrupted writes and deletions; return the names removed."""
+    names = sorted(os.listdir(directory))
+    logs = {name[:-len(LOG_SUFFIX)] for name in names if name.endswith(LOG_SUFFIX)}
+    removed = []
+    for name in names:
+        stem, suffix = os.path.splitext(name)
+        orphan_index = suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem not in logs
+        if name.endswith(LEFTOVER_SUFFIXES) or orphan_index:
+            os.unlink(os.path.join(directory, name))
+            removed.append(name)
+    return removed
+
+
+def load_segments(directory: str, config: LogConfig,
+                  saved: PartitionOffsets | None) -> list[LogSegment]:
+    """Step 2: the segments on disk, by base offset; never empty."""
+    bases = sorted(base for base in map(parse_segment_name, os.listdir(directory))
+                   if base is not None)
+    if not bases:
+        start = saved.log_start_offset if saved is not None else 0
+        return [LogSegment.create(directory, start, config.index_interval_bytes)]
+    return [LogSegment(directory, base, config.index_interval_bytes) for base in bases]
+
+
+def first_scan_index(segments: list[LogSegment], saved: PartitionOffsets | None,
+                     report: RecoveryReport) -> int:
+    """Index of the first segment that may hold unflushed data (len(segments) if none)."""
+    if report.clean_shutdown:
+        return len(segments)
+    recovery_point = saved.recovery_point if saved is not None else 0
+    for i in range(len(segments) - 1):
+        if segments[i + 1].base_offset > recovery_point:
+            return i
+    return len(segments) - 1
+
+
+def recover_segments(segments: list[LogSegment], first_scan: int, report: RecoveryReport,
+                     log_prefix: str) -> dict[int, SegmentScan]:
+    """Steps 3 and 4, in segment order; ``segments`` is cut in place.  Returns the scans."""
+    scans: dict[int, SegmentScan] = {}
+    expected = segments[0].base_offset
+    for i, segment in enumerate(segments):
+        if segment.base_offset != expected:
+            report.cuts.append(f"segment {segment.base_offset} does not continue the previous "
+                               f"segment's next offset {expected}")
+            _delete_from(segments, i, report)
+            break
+        scan = None
+        if i >= first_scan:
+            scan = segment.recover()
+            report.segments_scanned += 1
+        else:
+            scan = _validate_unscanned(segment, report, log_prefix)
+        if scan is not None:
+            scans[segment.base_offset] = scan
+            report.batches_recovered += scan.batches
+            report.bytes_truncated += scan.truncated_bytes
+        expected = segment.next_offset
+        if scan is not None and scan.cut_reason is not None:
+            report.cuts.append(f"segment {segment.base_offset}: {scan.cut_reason}; cut "
+                               f"{scan.truncated_bytes} bytes")
+            _delete_from(segments, i + 1, report)
+            break
+    return scans
+
+
+def _validate_unscanned(segment: LogSegment, report: RecoveryReport,
+                        log_prefix: str) -> SegmentScan | None:
+    """Step 4: sanity-check a flushed segment's indexes; rebuild them (full scan) if bad."""
+    try:
+        segment.sanity_check()
+        return None
+    except CorruptIndex as exc:
+        logger.warning("%s rebuilding indexes: %s", log_prefix, exc)
+    report.indexes_rebuilt += 1
+    return segment.recover()
+
+
+def _delete_from(segments: list[LogSegment], start: int, report: RecoveryReport) -> None:
+    """Delete ``segments[start:]`` (newest first, so a crash leaves a prefix)."""
+    doomed = segments[start:]
+    del segments[start:]
+    for segment in reversed(doomed):
+        report.bytes_truncated += segment.size_bytes
+        report.segments_deleted += 1
+        segment.delete()
+    if doomed:
+        report.cuts.append(f"deleted segments {[s.base_offset for s in doomed]}")
+
+
+def clamp_offsets(saved: PartitionOffsets | None, segments: list[LogSegment],
+                  report: RecoveryReport) -> PartitionOffsets:
+    """Step 5: first_base <= log_start_offset <= high_watermark <= log_end_offset,
+    recovery_point <= log_end_offset (== log_end_offset after a clean shutdown)."""
+    first_base = segments[0].base_offset
+    log_end_offset = segments[-1].next_offset
+    if saved is None:
+        saved = PartitionOffsets(first_base, first_base, first_base)
+    log_start_offset = min(max(saved.log_start_offset, first_base), log_end_offset)
+    high_watermark = min(max(saved.high_watermark, log_start_offset), log_end_offset)
+    if report.clean_shutdown:
+        recovery_point = log_end_offset
+    else:
+        recovery_point = min(max(saved.recovery_point, first_base), log_end_offset)
+    return PartitionOffsets(high_watermark, recovery_point, log_start_offset)
+
+
+def restore_epoch_cache(directory: str, saved_epochs: list[tuple[int, int]] | None,
+                        segments: list[LogSegment], scans: dict[int, SegmentScan],
+                        offsets: PartitionOffsets, log_prefix: str) -> LeaderEpochCache:
+    """Step 5b: the epoch cache, consistent with the recovered log.
+
+    Entries at/after the new log_end_offset go; epochs seen in scanned batches that
+    are newer than the cache's latest are added (the log wins over the checkpoint).
+    With no usable checkpoint, every segment's headers are walked to rebuild it.
+    """
+    cache = LeaderEpochCache(directory, saved_epochs or [], log_prefix=log_prefix)
+    log_end_offset = segments[-1].next_offset
+    cache.truncate_from_end(log_end_offset)
+    rebuild_all = saved_epochs is None and log_end_offset > segments[0].base_offset
+    if rebuild_all:
+        logger.warning("%s no usable %s: rebuilding it from batch headers",
+                       log_prefix, checkpoint.LEADER_EPOCH_CHECKPOINT)
+    for segment in segments:
+        scan = scans.get(segment.base_offset)
+        if scan is not None:
+            starts = scan.epoch_starts
+        elif rebuild_all:
+            starts = _epoch_starts_from_headers(segment)
+        else:
+            continue
+        for epoch, start_offset in starts:
+            latest = cache.latest_epoch
+            if latest is None or epoch > latest:
+                cache.truncate_from_end(start_offset)
+                cache.assign(epoch, start_offset)
+    cache.truncate_from_start(offsets.log_start_offset)
+    return cache
+
+
+def _epoch_starts_from_headers(segment: LogSegment) -> list[tuple[int, int]]:
+    starts: list[tuple[int, int]] = []
+    for header in segment.iter_headers():
+        epoch = header.partition_leader_epoch
+        if epoch >= 0 and (not starts or starts[-1][0] != epoch):
+            starts.append((epoch, header.base_offset))
+    return starts
+
+
+def _log_summary(report: RecoveryReport, log_prefix: str) -> None:
+    if report.leftover_files_removed:
+        logger.info("%s removed leftover files %s", log_prefix, report.leftover_files_removed)
+    if report.cut_anything:
+        logger.warning("%s recovery cut %d bytes (%d segments deleted): %s; "
+                       "log_end_offset is now %d", log_prefix, report.bytes_truncated,
+                       report.segments_deleted, "; ".join(report.cuts), report.log_end_offset)
+    logger.info("%s loaded: clean_shutdown=%s, %d segments scanned, %d indexes rebuilt, "
+                "%d batches recovered, log_start_offset=%d log_end_offset=%d "
+                "high_watermark=%d", log_prefix, report.clean_shutdown,
+                report.segments_scanned, report.indexes_rebuilt, report.batches_recovered,
+                report.log_start_offset, report.log_end_offset, report.high_watermark)
