@@ -36,7 +36,7 @@ async def handle_fetch(broker, request):
         by_topic.setdefault(topic, []).append(PartitionData(
             partition_index=index, error_code=result.error,
             high_watermark=result.high_watermark, last_stable_offset=result.high_watermark,
-            log_start_offset=result.log_start_offset, aborted_transactions=None,
+            log_start_offset=result.log_start_offset, aborted_transactions=[],
             preferred_read_replica=-1, records=result.records))
     return FetchResponse(
         throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,

@@ -33,8 +33,8 @@ async def handle_metadata(broker, request):
         node_id=broker.node_id, host=host, port=port, rack=None)]
     return MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=broker.metadata.cluster_id,
-        controller_id=broker.node_id, topics=topics,
-        cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+        controller_id=broker.node_id, topics=topics, error_code=ErrorCode.NONE,
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
 def _requested_topic(broker, requested, allow_create: bool):
@@ -44,7 +44,7 @@ def _requested_topic(broker, requested, allow_create: bool):
         if record is None:
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                          topic_id=requested.topic_id, is_internal=False, partitions=[],
-                         topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
         name = record.name
     if name not in broker.metadata.topics:
         if topic_name_problem(name) is not None:
@@ -57,7 +57,7 @@ def _requested_topic(broker, requested, allow_create: bool):
 
 def _error_topic(name, code: ErrorCode):
     return Topic(error_code=code, name=name, topic_id=None, is_internal=False,
-                 partitions=[], topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                 partitions=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
 def _describe_topic(broker, name: str):
@@ -77,4 +77,4 @@ def _describe_topic(broker, name: str):
             isr_nodes=list(partition.isr), offline_replicas=[]))
     return Topic(error_code=ErrorCode.NONE, name=name, topic_id=record.uuid,
                  is_internal=name.startswith("__"), partitions=partitions,
-                 topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
+                 authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
