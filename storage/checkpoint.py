@@ -94,7 +94,8 @@ _OFFSET_KEYS = ("high_watermark", "recovery_point", "log_start_offset")
 def write_offsets(directory: str | os.PathLike, offsets: PartitionOffsets) -> None:
     lines = [str(CHECKPOINT_VERSION)]
     lines += [f"{key} {getattr(offsets, key)}" for key in _OFFSET_KEYS]
-    write_atomically(os.path.join(directory, OFFSETS_CHECKPOINT), ("\n".join(lines) + "\n").encode())
+    write_atomically(os.path.join(directory, OFFSETS_CHECKPOINT),
+                     ("\n".join(lines) + "\n").encode())
 
 
 def read_offsets(directory: str | os.PathLike) -> PartitionOffsets | None:

@@ -67,7 +67,8 @@ class LogConfig:
                 raise ValueError(f"{key}: {value} is outside [{low}, {high}]")
 
     @classmethod
-    def from_properties(cls, properties: dict[str, str], base: LogConfig | None = None) -> LogConfig:
+    def from_properties(cls, properties: dict[str, str],
+                        base: LogConfig | None = None) -> LogConfig:
         """Kafka topic-config names → LogConfig; unknown keys are ignored.
 
         Values are applied over ``base`` (the broker defaults) or over Kafka's defaults.

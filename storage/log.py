@@ -316,7 +316,8 @@ class PartitionLog:
         """
         self._check_open()
         for segment in self._segments:
-            if segment.largest_timestamp < timestamp_ms or segment.next_offset <= self._log_start_offset:
+            if segment.largest_timestamp < timestamp_ms \
+                    or segment.next_offset <= self._log_start_offset:
                 continue
             for header in segment.batches_reaching_timestamp(timestamp_ms):
                 found = first_offset_at_or_after(segment.batch_at(header.position), timestamp_ms)
@@ -419,7 +420,8 @@ class PartitionLog:
         """Delete the oldest whole segments breaching retention.ms or retention.bytes.
 
         Only segments entirely below the high watermark go.  retention.ms: the
-        segment's largest timestamp is more than retention.ms before ``now_ms``.
+        segment's largest timestamp (file mtime if it has none) is more than
+        retention.ms before ``now_ms``.
         retention.bytes: oldest first while the log stays >= retention.bytes without
         it.  An expired active segment is rolled first, then deleted.
         log_start_offset moves to the first remaining segment.  Returns the count.
@@ -430,7 +432,7 @@ class PartitionLog:
         deleted = 0
         if config.retention_ms >= 0:
             deleted += self._delete_old_segments(
-                lambda segment: now_ms - segment.largest_timestamp > config.retention_ms,
+                lambda segment: now_ms - segment.retention_timestamp_ms() > config.retention_ms,
                 f"retention.ms {config.retention_ms}")
         if config.retention_bytes >= 0:
             excess = [self.size_bytes - config.retention_bytes]

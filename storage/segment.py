@@ -111,6 +111,13 @@ class LogSegment:
         """The largest batch max_timestamp in this segment; -1 when none."""
         return self._max_timestamp
 
+    def retention_timestamp_ms(self) -> int:
+        """The time retention.ms measures from: the largest timestamp, or (for a segment
+        without timestamps) the log file's modification time, as Kafka does."""
+        if self._max_timestamp >= 0:
+            return self._max_timestamp
+        return os.stat(self.log_path).st_mtime_ns // 1_000_000
+
     @property
     def offset_of_max_timestamp(self) -> int:
         """Base offset of the first batch that reached ``largest_timestamp``."""
@@ -188,7 +195,8 @@ class LogSegment:
     def _prefix_at(self, position: int) -> tuple[int, int]:
         """(base_offset, batch size in bytes) of the batch at ``position``."""
         base_offset, length = _PREFIX.unpack(self._pread(LOG_OVERHEAD, position))
-        if length < HEADER_SIZE - LOG_OVERHEAD or position + LOG_OVERHEAD + length > self._size_bytes:
+        if length < HEADER_SIZE - LOG_OVERHEAD \
+                or position + LOG_OVERHEAD + length > self._size_bytes:
             raise CorruptLog(f"{self.log_path}: batch at {position} has length {length}")
         return base_offset, LOG_OVERHEAD + length
 

@@ -495,3 +495,14 @@ def test_update_config_applies_to_the_next_roll(open_log):
     log.update_config(LogConfig(segment_bytes=len(make_batch())))
     fill(log, 1)
     assert [s.base_offset for s in log.segments] == [0, 6]
+
+
+def test_retention_ms_of_a_segment_without_timestamps_counts_from_its_file_time(open_log):
+    size = len(make_batch())
+    log = open_log(segment_bytes=size, retention_ms=60_000)
+    fill(log, 2, timestamps=[-1, -1, -1])
+    log.update_high_watermark(log.log_end_offset)
+    mtime_ms = os.stat(log.segments[0].log_path).st_mtime_ns // 1_000_000
+    assert log.enforce_retention(now_ms=mtime_ms + 1_000) == 0
+    assert log.enforce_retention(now_ms=mtime_ms + 61_000) == 2  # the active one rolled too
+    assert log.log_start_offset == log.log_end_offset == 6
