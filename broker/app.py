@@ -11,6 +11,7 @@ import logging
 import signal
 
 from .config import BrokerConfig
+from .handlers.producer_ids import ProducerIdManager
 from .local_metadata import LocalMetadata
 from .replica_manager import ReplicaManager
 from .server import Connection
@@ -28,6 +29,7 @@ class Broker:
         self.node_id = config.node_id
         self.metadata = LocalMetadata(config["log.dirs"], config["cluster.id"])
         self.replica_manager = ReplicaManager(config, self.metadata)
+        self.producer_ids = ProducerIdManager(self.metadata)
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
         self._stopped = asyncio.Event()

@@ -56,6 +56,7 @@ class LocalMetadata:
         self.path = os.path.join(log_dir, FILE_NAME)
         self.cluster_id = cluster_id
         self.topics: dict[str, TopicRecord] = {}
+        self.next_producer_id_block = 0
         os.makedirs(log_dir, exist_ok=True)
         self._load()
 
@@ -68,10 +69,12 @@ class LocalMetadata:
             doc = json.load(f)
         self.cluster_id = doc["cluster_id"]
         self.topics = {t["name"]: TopicRecord(**t) for t in doc["topics"]}
+        self.next_producer_id_block = doc.get("next_producer_id_block", 0)
 
     def _save(self) -> None:
         doc = {"version": 1, "cluster_id": self.cluster_id,
-               "topics": [asdict(t) for t in self.topics.values()]}
+               "topics": [asdict(t) for t in self.topics.values()],
+               "next_producer_id_block": self.next_producer_id_block}
         write_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicRecord:
@@ -86,6 +89,14 @@ class LocalMetadata:
         self._save()
         log.info("deleted topic %s", name)
         return record
+
+    def allocate_producer_id_block(self, size: int) -> int:
+        """Reserve ``size`` producer ids; returns the first. Persisted before returning,
+        so no id is handed out twice across restarts."""
+        first = self.next_producer_id_block
+        self.next_producer_id_block = first + size
+        self._save()
+        return first
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicRecord | None:
         text = str(topic_id)

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from protocol.errors import ErrorCode
+from protocol.records import BatchHeader, iter_headers
 from storage.errors import OffsetOutOfRange
 from storage.log import AppendInfo, PartitionLog
+from storage.producer_state import ProducerStateError, ProducerStateManager
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +25,7 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+PRODUCER_SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 class PartitionError(Exception):
@@ -78,6 +81,22 @@ class Partition:
     replicas: list[int] = field(default_factory=list)
     isr: list[int] = field(default_factory=list)
     followers: dict[int, ReplicaState] = field(default_factory=dict)
+    producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
+
+    def __post_init__(self) -> None:
+        self.rebuild_producer_state()
+
+    def rebuild_producer_state(self) -> None:
+        """Header-only scan of the whole log (producer ids, epochs, sequences)."""
+        self.producer_state = ProducerStateManager()
+        offset, end = self.log.log_start_offset, self.log.log_end_offset
+        while offset < end:
+            chunk = self.log.read(offset, PRODUCER_SCAN_CHUNK_BYTES)
+            if not chunk:
+                break
+            for header in iter_headers(chunk):
+                self.producer_state.update(header)
+                offset = header.next_offset
 
     @property
     def key(self) -> tuple[str, int]:
@@ -129,11 +148,14 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
-    def append_as_leader(self, batch: bytearray, required_acks: int) -> AppendInfo:
+    def append_as_leader(self, batch: bytearray, header: BatchHeader,
+                         required_acks: int) -> tuple[AppendInfo, bool]:
         """Append one validated client batch; offsets and our epoch are assigned in place.
 
-        Refuses with NOT_ENOUGH_REPLICAS *before* appending when acks=all and the ISR is
-        smaller than min.insync.replicas.
+        Returns (where it landed, whether it was a duplicate).  A duplicate of one of
+        the producer's last five batches is not appended again: its original offsets
+        are returned.  Refuses with NOT_ENOUGH_REPLICAS *before* appending when acks=all
+        and the ISR is smaller than min.insync.replicas.
         """
         if not self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -141,10 +163,17 @@ class Partition:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                  f"isr {self.isr} is smaller than min.insync.replicas="
                                  f"{self.settings.min_insync_replicas}")
+        try:
+            duplicate = self.producer_state.check(header)
+        except ProducerStateError as exc:
+            raise PartitionError(ErrorCode[exc.code_name], str(exc)) from exc
+        if duplicate is not None:
+            return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, -1, 0), True
         info = self.log.append_as_leader(batch, self.leader_epoch)
+        self.producer_state.update(header._replace(base_offset=info.first_offset))
         self.maybe_increment_high_watermark()
         self.log.maybe_flush()
-        return info
+        return info, False
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW := min LEO over the ISR, if that is higher. Triggers: append, follower fetch,

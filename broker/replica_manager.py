@@ -166,14 +166,15 @@ class ReplicaManager:
             if records is not None and len(records) > max_batch_bytes:
                 raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
                                   f"batch of {len(records)} bytes exceeds message.max.bytes")
-            batch, _ = validate_produce_records(records)
-            info = partition.append_as_leader(batch, acks)
+            batch, header = validate_produce_records(records)
+            info, duplicate = partition.append_as_leader(batch, header, acks)
         except RecordError as exc:
             log.warning("[Partition %s-%d] refused produce: %s", topic, index, exc)
             return ProducePartitionStatus(partition, -1, -1, exc.code)
         except PartitionError as exc:
             return ProducePartitionStatus(partition, -1, -1, exc.code)
-        self.on_append(partition)
+        if not duplicate:
+            self.on_append(partition)
         return ProducePartitionStatus(partition, info.last_offset + 1, info.first_offset,
                                       log_start_offset=partition.log_start_offset)
 

@@ -113,15 +113,16 @@ class Connection(asyncio.Protocol):
         handler = HANDLERS[request.api_key]
         try:
             body = await handler(self.broker, request)
+            if body is None or body is CLOSE:
+                return body
+            return encode_response(request, body)
         except asyncio.CancelledError:
             raise
         except Exception:
+            # A bug of ours, not the peer's: log it whole and close this connection only.
             log.exception("[Connection %s] %s v%d failed; closing", self.peer,
                           request.spec.name, request.api_version)
             return CLOSE
-        if body is None or body is CLOSE:
-            return body
-        return encode_response(request, body)
 
     def _on_done(self, _task) -> None:
         self._flush()

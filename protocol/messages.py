@@ -24,7 +24,9 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import (
     ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
 )
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
+)
 
 from .errors import CorruptRequest, ErrorCode, UnsupportedVersion
 
@@ -67,6 +69,7 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
     _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
+    _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
 )}
 
 

@@ -11,7 +11,7 @@ from typing import Awaitable, Callable
 
 from kafka.protocol.api_key import ApiKey
 
-from . import admin, fetch, metadata, offsets, produce
+from . import admin, fetch, metadata, offsets, produce, producer_ids
 
 CLOSE = object()
 
@@ -26,4 +26,5 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CreateTopics: admin.handle_create_topics,
     ApiKey.DeleteTopics: admin.handle_delete_topics,
     ApiKey.OffsetForLeaderEpoch: offsets.handle_offset_for_leader_epoch,
+    ApiKey.InitProducerId: producer_ids.handle_init_producer_id,
 }

@@ -9,7 +9,7 @@ from protocol.messages import api_versions_body
 from ..local_metadata import topic_name_problem
 
 # Metadata v8+ asks whether to include authorized operations; we have no ACLs.
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+AUTHORIZED_OPERATIONS_OMITTED = None  # kafka-python encodes None as INT32_MIN ("not requested")
 
 Topic = MetadataResponse.MetadataResponseTopic
 PartitionMeta = Topic.MetadataResponsePartition
