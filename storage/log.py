@@ -24,7 +24,7 @@ from .checkpoint import PartitionOffsets
 from .config import LONG_MAX, LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import InvalidAppend, InvalidOffset, LogClosed, OffsetOutOfRange
-from .recovery import RecoveryReport, recover_log
+from .recovery import RecoveredLog, RecoveryReport, recover_log
 from .segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class PartitionLog:
     """
 
     def __init__(self, directory: str, config: LogConfig, clock_ms: Callable[[], int],
-                 recovered) -> None:
+                 recovered: RecoveredLog) -> None:
         """Use ``PartitionLog.open``."""
         self.directory = directory
         self._config = config

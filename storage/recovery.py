@@ -207,6 +207,8 @@ def restore_epoch_cache(directory: str, saved_epochs: list[tuple[int, int]] | No
     With no usable checkpoint, every segment's headers are walked to rebuild it.
     """
     cache = LeaderEpochCache(directory, saved_epochs or [], log_prefix=log_prefix)
+    if saved_epochs is None:
+        cache.clear()  # replace a garbled file now, so the next start does not warn again
     log_end_offset = segments[-1].next_offset
     cache.truncate_from_end(log_end_offset)
     rebuild_all = saved_epochs is None and log_end_offset > segments[0].base_offset
