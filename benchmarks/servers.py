@@ -1,0 +1,292 @@
+"""Brokers the benchmarks measure, each run as a subprocess on 127.0.0.1.
+
+A target knows how to prepare itself (noida-db: install into its own venv) and which
+command starts it on a given port and data directory. `BrokerProcess` runs that command
+in a session of its own and is the only thing that starts or stops broker processes here.
+
+Pure helpers plus subprocess management; no Kafka client code except the readiness probe.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Callable, Iterator
+
+HOST = "127.0.0.1"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = Path(__file__).resolve().parent
+NOIDA_VERSION = "0.2.3"
+NOIDA_VENV = BENCH_DIR / ".noida-venv"
+PIP_INSTALL_TIMEOUT_S = 600
+
+Say = Callable[[str], None]
+
+
+class TargetError(Exception):
+    """A target could not be installed, started, reached or stopped."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (bind to 0, read, close)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+class RaftwoodTarget:
+    """This repository's broker, `python -m broker.cli start`, one node, from the work tree."""
+
+    name = "raftwood"
+    label = "Raftwood"
+
+    def prepare(self, say: Say) -> None:
+        if not (REPO_ROOT / "broker" / "cli.py").exists():
+            raise TargetError(f"{REPO_ROOT / 'broker' / 'cli.py'} does not exist yet: "
+                              "the broker cannot be started")
+
+    def command(self, port: int, data_dir: Path) -> list[str]:
+        return [sys.executable, "-m", "broker.cli", "start",
+                "--set", "node.id=1",
+                "--set", f"listeners=PLAINTEXT://{HOST}:{port}",
+                "--set", f"log.dirs={data_dir}",
+                "--set", "num.partitions=3"]
+
+    def version(self) -> str:
+        return "work tree"
+
+
+class NoidaTarget:
+    """noida-db from PyPI, Kafka service only, in a venv of its own (benchmarks/.noida-venv).
+
+    The `noida-db` console script is a Python wrapper that `subprocess.call`s a bundled
+    native binary and does not forward signals: terminating the wrapper leaves the server
+    running as an orphan. So we start the bundled binary itself (same arguments), which
+    makes it our direct child; the process-group kill in `BrokerProcess` is the fallback.
+    """
+
+    name = "noida"
+    label = "noida"
+
+    def __init__(self, venv_dir: Path = NOIDA_VENV) -> None:
+        self.venv_dir = venv_dir
+        self.binary: Path | None = None
+
+    def prepare(self, say: Say) -> None:
+        marker = self.venv_dir / f".installed-noida-db-{NOIDA_VERSION}"
+        if not marker.exists():
+            say(f"installing noida-db=={NOIDA_VERSION} into {self.venv_dir} (first use only)")
+            shutil.rmtree(self.venv_dir, ignore_errors=True)
+            _run_checked([sys.executable, "-m", "venv", str(self.venv_dir)], "create the noida venv")
+            _run_checked([str(self._python()), "-m", "pip", "install", "-q",
+                          "--disable-pip-version-check", f"noida-db=={NOIDA_VERSION}"],
+                         f"pip install noida-db=={NOIDA_VERSION}")
+            marker.write_text(NOIDA_VERSION + "\n")
+        self.binary = self._find_binary()
+
+    def command(self, port: int, data_dir: Path) -> list[str]:
+        program = str(self.binary) if self.binary else str(self.venv_dir / "bin" / "noida-db")
+        return [program, "start", "--data-dir", str(data_dir), "--host", HOST,
+                "--only", "kafka", "--kafka-port", str(port)]
+
+    def version(self) -> str:
+        return NOIDA_VERSION
+
+    def _python(self) -> Path:
+        return self.venv_dir / "bin" / "python"
+
+    def _find_binary(self) -> Path | None:
+        """The native binary inside the noida_db package, or None to use the wrapper."""
+        probe = ("from importlib.resources import files; "
+                 "print(files('noida_db').joinpath('noida-db'))")
+        out = _run_checked([str(self._python()), "-c", probe], "locate the noida-db binary")
+        path = Path(out.strip().splitlines()[-1])
+        if not path.is_file():
+            return None
+        path.chmod(0o755)
+        return path
+
+
+TARGETS = {"raftwood": RaftwoodTarget, "noida": NoidaTarget}
+
+
+def _run_checked(argv: list[str], what: str) -> str:
+    """Run a setup command; its stdout, or TargetError with the tail of its output."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=PIP_INSTALL_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TargetError(f"could not {what}: {exc}") from exc
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise TargetError(f"could not {what} (exit {done.returncode}):\n{tail}")
+    return done.stdout
+
+
+class BrokerProcess:
+    """One broker subprocess in a new session, so its process group holds it and its children.
+
+    Invariant: once `stop()` has returned, no live (non-zombie) process of that group
+    remains — SIGTERM to the group, wait up to `grace_s`, then SIGKILL. `stop()` is
+    idempotent and runs with SIGINT/SIGTERM blocked so a second Ctrl-C cannot cut it short.
+    Instances still running at interpreter exit are stopped by an atexit hook.
+    Called from the main thread only.
+    """
+
+    _running: set["BrokerProcess"] = set()
+
+    def __init__(self, name: str, argv: list[str], port: int, log_path: Path, cwd: Path) -> None:
+        self.name = name
+        self.argv = argv
+        self.port = port
+        self.log_path = log_path
+        self.cwd = cwd
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            try:
+                self._proc = subprocess.Popen(self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                                              stdout=log, stderr=subprocess.STDOUT,
+                                              start_new_session=True)
+            except OSError as exc:
+                raise TargetError(f"{self.name}: cannot run {self.argv[0]}: {exc}") from exc
+        BrokerProcess._running.add(self)
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Seconds until the port accepts TCP and Metadata lists a broker; TargetError if not."""
+        started = time.monotonic()
+        deadline = started + timeout_s
+        self._wait_tcp(deadline)
+        self._wait_metadata(deadline)
+        return time.monotonic() - started
+
+    def _wait_tcp(self, deadline: float) -> None:
+        while True:
+            self._raise_if_exited("before listening")
+            try:
+                socket.create_connection((HOST, self.port), timeout=1.0).close()
+                return
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise TargetError(f"{self.name}: port {self.port} not accepting connections "
+                                      f"in time\n{self.log_tail()}") from None
+                time.sleep(0.1)
+
+    def _wait_metadata(self, deadline: float) -> None:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        last_error: object = "no answer"
+        while True:
+            self._raise_if_exited("while answering Metadata")
+            remaining_s = deadline - time.monotonic()
+            if remaining_s <= 0:
+                raise TargetError(f"{self.name}: listens but Metadata did not list a broker "
+                                  f"in time (last: {last_error})\n{self.log_tail()}")
+            try:
+                metadata = admin.list_topics(timeout=max(0.5, min(5.0, remaining_s)))
+                if metadata.brokers:
+                    return
+                last_error = "Metadata with no brokers"
+            except KafkaException as exc:
+                last_error = exc.args[0] if exc.args else exc
+            time.sleep(0.2)
+
+    def _raise_if_exited(self, when: str) -> None:
+        code = self._proc.poll() if self._proc else None
+        if code is not None:
+            raise TargetError(f"{self.name}: exited with code {code} {when}\n{self.log_tail()}")
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        """Terminate, wait, kill. Returns the leader's exit code (None if it never started)."""
+        if self._proc is None:
+            return None
+        with _signals_blocked():
+            pgid = self._proc.pid
+            _signal_group(pgid, signal.SIGTERM)
+            if not _wait_group_gone(self._proc, pgid, grace_s):
+                _signal_group(pgid, signal.SIGKILL)
+                _wait_group_gone(self._proc, pgid, 5.0)
+            BrokerProcess._running.discard(self)
+            return self._proc.poll()
+
+    def log_tail(self, lines: int = 25) -> str:
+        try:
+            with open(self.log_path, errors="replace") as log:
+                tail = deque(log, maxlen=lines)
+        except OSError:
+            return f"  (no log at {self.log_path})"
+        body = "".join("  | " + line for line in tail).rstrip()
+        return f"  last lines of {self.log_path}:\n{body}" if body else "  (log is empty)"
+
+    @classmethod
+    def stop_all(cls) -> None:
+        for broker in list(cls._running):
+            broker.stop()
+
+
+atexit.register(BrokerProcess.stop_all)
+
+
+@contextlib.contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """Defer SIGINT/SIGTERM until the block ends (they are delivered then)."""
+    blocked = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _wait_group_gone(proc: subprocess.Popen, pgid: int, timeout_s: float) -> bool:
+    """True once the leader is reaped and no live member of the group is left."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.05)
+        if proc.poll() is not None and not _group_has_live_member(pgid):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _group_has_live_member(pgid: int) -> bool:
+    """Whether any non-zombie process is in group `pgid` (reads /proc; Linux)."""
+    proc_root = Path("/proc")
+    if not proc_root.is_dir():
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+    for stat_path in proc_root.glob("[0-9]*/stat"):
+        try:
+            stat = stat_path.read_text()
+        except OSError:
+            continue
+        # Fields after the ")" that closes the command name: state ppid pgrp ...
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
