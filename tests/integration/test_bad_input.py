@@ -1,7 +1,8 @@
 """Malformed and refused input on raw sockets: the broker answers or closes that one
 connection, and nothing else changes.
 
-Every case runs against one broker (socket.request.max.bytes = 1 MiB) holding a baseline
+Every case runs against one broker (socket.request.max.bytes = 1 MiB, message.max.bytes =
+64 KiB) holding a baseline
 topic with known records.  Around each case the test checks that (a) a healthy connection
 opened before the bad one still gets ApiVersions and Metadata answers, (b) the stored
 bytes of every baseline partition are identical (raw Fetch, byte for byte) and the latest
@@ -12,14 +13,17 @@ from __future__ import annotations
 import random
 import socket
 import struct
+import time
 
 import pytest
-from kafka.protocol.metadata import ApiVersionsResponse
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from broker.testing import BrokerProcess, KafkaConnection, build_batch
 
 MAX_REQUEST_BYTES = 1 << 20
+MAX_BATCH_BYTES = 64 * 1024
 TOPIC = "baseline"
 PARTITIONS = 2
 UNSUPPORTED_VERSION = 35
@@ -31,7 +35,8 @@ INVALID_RECORD = 87
 def broker(tmp_path_factory):
     home = tmp_path_factory.mktemp("bad-input")
     broker = BrokerProcess(home / "data", log_path=home / "broker.log", extra_settings={
-        "socket.request.max.bytes": MAX_REQUEST_BYTES, "auto.create.topics.enable": False})
+        "socket.request.max.bytes": MAX_REQUEST_BYTES, "message.max.bytes": MAX_BATCH_BYTES,
+        "auto.create.topics.enable": False})
     broker.start()
     with KafkaConnection(broker.bootstrap) as conn:
         assert conn.create_topic(TOPIC, PARTITIONS) == 0
@@ -212,3 +217,118 @@ def test_produce_v2_is_refused_per_partition(guarded):
         response = conn.request(request)
         errors = [p.error_code for t in response.responses for p in t.partition_responses]
         assert errors == [UNSUPPORTED_VERSION] * PARTITIONS, errors
+
+
+def _recrc(batch: bytearray) -> bytearray:
+    """Recompute the CRC-32C after changing bytes it covers (attributes onward)."""
+    import crc32c
+
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    return batch
+
+
+def _two_batches(batch: bytearray) -> bytearray:
+    return batch + batch
+
+
+def _last_offset_delta_wrong(batch: bytearray) -> bytearray:
+    struct.pack_into(">i", batch, 23, 7)  # 3 records claim lastOffsetDelta 7
+    return _recrc(batch)
+
+
+def _control_batch(batch: bytearray) -> bytearray:
+    struct.pack_into(">h", batch, 21, 0x20)  # attributes: control
+    return _recrc(batch)
+
+
+def _length_past_end(batch: bytearray) -> bytearray:
+    struct.pack_into(">i", batch, 8, len(batch))  # batchLength counts 12 bytes too many
+    return batch
+
+
+@pytest.mark.parametrize("mangle, error", [
+    pytest.param(_two_batches, INVALID_RECORD, id="two-batches"),
+    pytest.param(_last_offset_delta_wrong, INVALID_RECORD, id="last-offset-delta"),
+    pytest.param(_control_batch, INVALID_RECORD, id="control-batch"),
+    pytest.param(_length_past_end, CORRUPT_MESSAGE, id="length-past-end"),
+    pytest.param(lambda b: b[:40], CORRUPT_MESSAGE, id="shorter-than-header"),
+])
+def test_produce_v9_with_malformed_batch_is_refused(guarded, mangle, error):
+    with KafkaConnection(guarded.bootstrap) as conn:
+        answer = conn.produce(TOPIC, 1, bytes(mangle(_good_batch())), acks=-1, version=9)
+        assert answer.error_code == error, f"error {answer.error_code}"
+
+
+def test_produce_above_message_max_bytes_is_refused(guarded):
+    """A batch above message.max.bytes in a frame below socket.request.max.bytes gets
+    MESSAGE_TOO_LARGE (10) and the connection stays usable."""
+    big = build_batch([(None, random.Random(5).randbytes(MAX_BATCH_BYTES), 1_700_000_000_000, [])])
+    with KafkaConnection(guarded.bootstrap) as conn:
+        answer = conn.produce(TOPIC, 0, big, acks=1, version=9)
+        assert answer.error_code == 10, f"error {answer.error_code}"
+        assert conn.api_versions().error_code == 0
+
+
+def test_produce_to_unknown_partition_is_refused(guarded):
+    with KafkaConnection(guarded.bootstrap) as conn:
+        for topic, partition in (("no-such-topic", 0), (TOPIC, PARTITIONS)):
+            answer = conn.produce(topic, partition, bytes(_good_batch()), acks=1, version=9)
+            assert answer.error_code == 3, f"{topic}-{partition}: error {answer.error_code}"
+
+
+def test_request_body_cut_inside_a_whole_frame_closes(guarded):
+    """A frame whose size is right but whose body ends early (Metadata v8 cut in the
+    topic array) does not parse: that connection closes."""
+    body = struct.pack(">i", 1) + struct.pack(">h", 40) + b"only-ten!!"
+    with _connect(guarded) as sock:
+        sock.sendall(_frame(_header(3, 8) + body))
+        assert _closed_by_broker(sock)
+
+
+def test_fetch_out_of_range_offsets(guarded):
+    with KafkaConnection(guarded.bootstrap) as conn:
+        for offset in (-5, 13, 10**12):
+            data = conn.fetch(TOPIC, 0, offset)
+            assert data.error_code == 1, f"Fetch at {offset}: error {data.error_code}"
+        assert conn.fetch(TOPIC, 0, 12).error_code == 0, "Fetch at the latest offset"
+
+
+def test_request_sent_one_byte_at_a_time_is_answered(guarded):
+    request = ApiVersionsRequest[0]()
+    request.with_header(correlation_id=77, client_id="slow")
+    data = bytes(request.encode(header=True, framed=True))
+    with KafkaConnection(guarded.bootstrap) as conn:
+        for i in range(len(data)):
+            conn.send_raw(data[i:i + 1])
+            time.sleep(0.002)
+        response = ApiVersionsResponse.decode(conn.read_frame(), version=0, header=True)
+        assert (response.header.correlation_id, response.error_code) == (77, 0)
+
+
+def test_pipelined_requests_are_answered_in_order(guarded):
+    """Kafka clients depend on responses arriving in request order on a connection, even
+    when a slow request (acks=all produce, a Fetch that waits) sits between fast ones."""
+    with KafkaConnection(guarded.bootstrap) as conn:
+        requests = []
+        for i in range(30):
+            if i % 3 == 0:
+                request = ApiVersionsRequest[0]()
+            elif i % 3 == 1:
+                request = MetadataRequest[8](topics=None, allow_auto_topic_creation=False)
+            else:
+                request = _fetch_request(max_wait_ms=50)
+            requests.append((request, conn.send(request)))
+        for request, correlation_id in requests:
+            conn.receive(request, correlation_id)  # checks the correlation id
+
+
+def _fetch_request(max_wait_ms: int):
+    """A Fetch v11 at the latest offset of the baseline partition 0 (so it waits)."""
+    fetch_topic = FetchRequest.FetchTopic
+    return FetchRequest[11](
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+        isolation_level=0, session_id=0, session_epoch=-1,
+        topics=[fetch_topic(topic=TOPIC, partitions=[fetch_topic.FetchPartition(
+            partition=0, current_leader_epoch=-1, fetch_offset=12, log_start_offset=-1,
+            partition_max_bytes=1 << 20)])],
+        forgotten_topics_data=[], rack_id="")

@@ -19,6 +19,8 @@ class KafkaPythonDriver(ClientDriver):
     name = "kafka-python"
     lists_max_timestamp = True
 
+    api_version: tuple[int, int] | None = None  # None: negotiate with ApiVersions
+
     def __init__(self, bootstrap: str):
         super().__init__(bootstrap)
         self._consumer: KafkaConsumer | None = None
@@ -37,13 +39,14 @@ class KafkaPythonDriver(ClientDriver):
         return self._consumer
 
     def _new_consumer(self) -> KafkaConsumer:
-        return KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
+        return KafkaConsumer(bootstrap_servers=self.bootstrap, api_version=self.api_version,
+                             group_id=None,
                              enable_auto_commit=False, auto_offset_reset="none",
                              request_timeout_ms=10_000, fetch_max_wait_ms=100)
 
     def produce(self, topic: str, recs: list[Rec], *, acks, compression: str) -> list[int | None]:
         producer = KafkaProducer(
-            bootstrap_servers=self.bootstrap, acks=acks, linger_ms=5,
+            bootstrap_servers=self.bootstrap, api_version=self.api_version, acks=acks, linger_ms=5,
             compression_type=None if compression == "none" else compression,
             enable_idempotence=False, request_timeout_ms=10_000, max_block_ms=10_000)
         try:
@@ -101,9 +104,28 @@ class KafkaPythonDriver(ClientDriver):
         return [(b["broker_id"], b["host"], b["port"]) for b in cluster["brokers"]]
 
 
+class KafkaPython011Driver(KafkaPythonDriver):
+    """kafka-python told the broker is 0.11 (``api_version=(0, 11)``): the lowest versions
+    we serve (Produce v3, Fetch v4/v5, ListOffsets v2), no zstd and no MAX_TIMESTAMP."""
+
+    name = "kafka-python-0.11"
+    api_version = (0, 11)
+    codecs = ("none", "gzip", "snappy", "lz4")
+    lists_max_timestamp = False
+
+
 @pytest.mark.parametrize("scenario", scenarios_for(KafkaPythonDriver), ids=str)
 def test_kafka_python(scenario, compat_env):
     driver = KafkaPythonDriver(compat_env.bootstrap)
+    try:
+        scenario(driver, compat_env)
+    finally:
+        driver.close()
+
+
+@pytest.mark.parametrize("scenario", scenarios_for(KafkaPython011Driver), ids=str)
+def test_kafka_python_old_protocol(scenario, compat_env):
+    driver = KafkaPython011Driver(compat_env.bootstrap)
     try:
         scenario(driver, compat_env)
     finally:
