@@ -1,8 +1,12 @@
-"""The Broker: configuration, metadata, replica manager and server, and their lifecycle.
+"""The Broker: configuration, metadata store, controller, replica manager and server.
 
-Shutdown (SIGTERM/SIGINT) in uvicorn's order: stop accepting, answer what is in
-flight within a bound, cancel the rest, then close every log cleanly (which writes
-the clean-shutdown marker so the next start skips the recovery scan).
+Start-up order: open the metadata store (a Raft node, or a local file when alone);
+apply its image to the replica manager (opening and recovering logs); start the
+Kafka listener; register with the cluster, then heartbeat.  Shutdown (SIGTERM/SIGINT)
+in uvicorn's order, with Kafka's controlled shutdown first: move leadership away,
+stop accepting, answer what is in flight within a bound, cancel the rest, close every
+log cleanly (the clean-shutdown marker lets the next start skip the recovery scan),
+and leave the Raft group last.
 """
 from __future__ import annotations
 
@@ -11,8 +15,10 @@ import logging
 import signal
 
 from .config import BrokerConfig
+from .controller.controller import Controller
+from .controller.lifecycle import BrokerLifecycle
+from .controller.store import open_store
 from .handlers.producer_ids import ProducerIdManager
-from .local_metadata import LocalMetadata
 from .replica_manager import ReplicaManager
 from .server import Connection
 
@@ -27,31 +33,57 @@ class Broker:
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.node_id = config.node_id
-        self.metadata = LocalMetadata(config["log.dirs"], config["cluster.id"])
-        self.replica_manager = ReplicaManager(config, self.metadata)
-        self.producer_ids = ProducerIdManager(self.metadata)
+        self.store = open_store(config)
+        self.replica_manager = ReplicaManager(config)
+        self.store.add_listener(self.replica_manager.apply_image)
+        self.controller = Controller(self.store, config)
+        self.lifecycle = BrokerLifecycle(self.store, config, self.replica_manager)
+        self.producer_ids = ProducerIdManager(self.store)
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
         self._stopped = asyncio.Event()
 
+    @property
+    def image(self):
+        return self.store.image
+
     async def start(self) -> None:
-        self.replica_manager.startup()
+        await self.store.start()
         self.replica_manager.start_maintenance()
         host, port = self.config.listener
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: Connection(self), host, port,
                                                 reuse_address=True, backlog=1024)
+        self._spawn(self.controller.run())
+        await self.lifecycle.register()
+        if not self.store.image.cluster_id:
+            await self.store.submit("init_cluster", _new_cluster_id())
+        self._spawn(self.lifecycle.heartbeat_loop())
         adv_host, adv_port = self.config.advertised_listener
         log.info("Raftwood broker %d started: listening on %s:%d, advertised as %s:%d, "
                  "cluster %s, data in %s", self.node_id, host, port, adv_host, adv_port,
-                 self.metadata.cluster_id, self.config["log.dirs"])
+                 self.store.image.cluster_id, self.config["log.dirs"])
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def serve_until_signalled(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stopped.set)
-        await self.start()
-        await self._stopped.wait()
+        start = loop.create_task(self.start())
+        stopped = loop.create_task(self._stopped.wait())
+        await asyncio.wait({start, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not start.done():
+            start.cancel()
+        elif start.exception() is not None:
+            stopped.cancel()
+            await self.shutdown()
+            raise start.exception()
+        await stopped
         await self.shutdown()
 
     def request_stop(self) -> None:
@@ -59,6 +91,10 @@ class Broker:
 
     async def shutdown(self) -> None:
         log.info("Raftwood broker %d shutting down", self.node_id)
+        await self.lifecycle.controlled_shutdown()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             self._server.close()
         connections = list(self.connections)
@@ -66,4 +102,12 @@ class Broker:
             await asyncio.gather(*(c.drain(SHUTDOWN_DRAIN_S) for c in connections),
                                  return_exceptions=True)
         await self.replica_manager.shutdown()
+        await self.store.stop()
         log.info("Raftwood broker %d stopped", self.node_id)
+
+
+def _new_cluster_id() -> str:
+    """A Kafka-style cluster id: 16 random bytes, URL-safe base64 without padding."""
+    import base64
+    import uuid
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -72,6 +72,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("replica.fetch.wait.max.ms", int, 500, "Follower fetch long-poll wait"),
     Setting("broker.session.timeout.ms", int, 9_000, "Fence a broker silent this long"),
     Setting("broker.heartbeat.interval.ms", int, 2_000, "Broker heartbeat period"),
+    Setting("auto.leader.rebalance.enable", _bool, True,
+            "Move leadership back to preferred replicas"),
+    Setting("leader.imbalance.check.interval.seconds", float, 300.0,
+            "How often the controller restores preferred leaders"),
     Setting("group.initial.rebalance.delay.ms", int, 3_000, "Wait for members before first rebalance"),
     Setting("cluster.id", _str, "", "Cluster id (generated and stored on first start if empty)"),
 )}

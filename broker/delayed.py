@@ -73,6 +73,7 @@ class DelayedProduce(DelayedOperation):
 
 @dataclass
 class FetchPartitionStatus:
+    key: tuple[str, int]
     partition: Partition | None
     fetch_offset: int
     max_bytes: int

@@ -139,6 +139,28 @@ class Partition:
                  self.name, self.node_id, leader_epoch, self.isr,
                  self.log_end_offset, self.high_watermark)
 
+    def make_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int,
+                      replicas: list[int], isr: list[int]) -> None:
+        """Follow ``leader_id`` (or nobody: -1) in ``leader_epoch``. The replica fetcher
+        (data plane) reconciles the log with the leader's before fetching."""
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas = list(replicas)
+        self.isr = list(isr)
+        self.followers = {}
+        log.info("[Partition %s broker=%d] follower of %d in epoch %d, leo=%d, hw=%d",
+                 self.name, self.node_id, leader_id, leader_epoch, self.log_end_offset,
+                 self.high_watermark)
+
+    def update_isr(self, isr: list[int], partition_epoch: int) -> None:
+        """The leader takes an ISR the controller committed (its own or a fencing)."""
+        if isr != self.isr:
+            log.info("[Partition %s broker=%d] isr %s -> %s (partition epoch %d)", self.name,
+                     self.node_id, self.isr, isr, partition_epoch)
+        self.isr = list(isr)
+        self.partition_epoch = partition_epoch
+
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320: a client's view of the epoch must match ours (-1 = not checked)."""
         if current_leader_epoch == NO_EPOCH:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass
 
@@ -19,9 +18,9 @@ from storage.config import LogConfig
 from storage.log import PartitionLog
 
 from .config import BrokerConfig
+from .controller.state import ClusterState, TopicInfo
 from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
                       ProducePartitionStatus)
-from .local_metadata import LocalMetadata, TopicRecord
 from .partition import Partition, PartitionError, PartitionSettings
 from .purgatory import Purgatory
 
@@ -43,9 +42,9 @@ class FetchedPartition:
 class ReplicaManager:
     """Hosts partitions for this broker. Event-loop only."""
 
-    def __init__(self, config: BrokerConfig, metadata: LocalMetadata):
+    def __init__(self, config: BrokerConfig):
         self.config = config
-        self.metadata = metadata
+        self.image = ClusterState()
         self.node_id = config.node_id
         self.log_dir = config["log.dirs"]
         self.partitions: dict[Key, Partition] = {}
@@ -54,13 +53,6 @@ class ReplicaManager:
         self._tasks: set[asyncio.Task] = set()
 
     # -- lifecycle ---------------------------------------------------------------
-
-    def startup(self) -> None:
-        """Open (and recover) every partition of every known topic and lead it."""
-        for topic in self.metadata.topics.values():
-            self._host_topic(topic)
-        log.info("[ReplicaManager broker=%d] hosting %d partitions", self.node_id,
-                 len(self.partitions))
 
     def start_maintenance(self) -> None:
         """Background loops: retention, checkpoints. Each exits on cancellation."""
@@ -89,6 +81,7 @@ class ReplicaManager:
             for partition in list(self.partitions.values()):
                 deleted = partition.log.enforce_retention(now_ms)
                 if deleted:
+                    partition.producer_state.truncate_before(partition.log_start_offset)
                     self.fetch_purgatory.check_and_complete(partition.key)
 
     async def _checkpoint_loop(self) -> None:
@@ -97,62 +90,118 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(interval_s)
             for partition in list(self.partitions.values()):
+                partition.log.maybe_flush()
                 partition.log.checkpoint()
 
-    # -- topics ------------------------------------------------------------------
+    # -- metadata image -> partitions ----------------------------------------------
 
-    def log_config(self, topic: TopicRecord) -> LogConfig:
-        props = self.config.topic_defaults()
-        props.update(topic.configs)
-        return LogConfig.from_properties(props)
+    def apply_image(self, image: ClusterState) -> None:
+        """Listener: make the hosted partitions match the metadata image.
 
-    def partition_settings(self, topic: TopicRecord) -> PartitionSettings:
+        For each partition with a replica here: open its log if new, follow config
+        changes, and become leader or follower when the image's leader or leader epoch
+        differs from ours (or take the new ISR when only that changed).  Partitions of
+        deleted topics are closed and their logs removed.
+        """
+        self.image = image
+        wanted = set()
+        for topic, index, info in image.partitions():
+            if self.node_id not in info.replicas:
+                continue
+            wanted.add((topic.name, index))
+            partition = self.partitions.get((topic.name, index))
+            if partition is None:
+                partition = self._open_partition(topic, index)
+            else:
+                self._follow_configs(partition, topic)
+            self._apply_partition_state(partition, info)
+        for key in [k for k in self.partitions if k not in wanted]:
+            self._remove_partition(key)
+
+    def _apply_partition_state(self, partition: Partition, info) -> None:
+        if info.leader == self.node_id:
+            if not partition.is_leader or partition.leader_epoch != info.leader_epoch:
+                partition.make_leader(info.leader_epoch, info.partition_epoch,
+                                      info.replicas, info.isr)
+                self._leadership_changed(partition)
+            elif partition.partition_epoch != info.partition_epoch:
+                partition.update_isr(info.isr, info.partition_epoch)
+                self.on_isr_changed(partition)
+        elif partition.leader_id != info.leader or partition.leader_epoch != info.leader_epoch \
+                or partition.is_leader:
+            partition.make_follower(info.leader, info.leader_epoch, info.partition_epoch,
+                                    info.replicas, info.isr)
+            self._leadership_changed(partition)
+        else:
+            partition.partition_epoch = info.partition_epoch
+            partition.isr = list(info.isr)
+
+    def _leadership_changed(self, partition: Partition) -> None:
+        """Waiting produces and fetches on this partition must hear about it now."""
+        self.produce_purgatory.check_and_complete(partition.key)
+        self.fetch_purgatory.complete_all(partition.key)
+
+    def _open_partition(self, topic: TopicInfo, index: int) -> Partition:
+        directory = os.path.join(self.log_dir, f"{topic.name}-{index}")
+        partition_log = PartitionLog.open(directory, self.log_config(topic))
+        partition = Partition(topic.name, index, topic.topic_id, partition_log,
+                              self.node_id, self.partition_settings(topic))
+        self.partitions[partition.key] = partition
+        return partition
+
+    def _follow_configs(self, partition: Partition, topic: TopicInfo) -> None:
+        settings = self.partition_settings(topic)
+        if settings != partition.settings:
+            partition.settings = settings
+        log_config = self.log_config(topic)
+        if log_config != partition.log.config:
+            partition.log.update_config(log_config)
+
+    def _remove_partition(self, key: Key) -> None:
+        partition = self.partitions.pop(key)
+        self.produce_purgatory.complete_all(key)
+        self.fetch_purgatory.complete_all(key)
+        partition.log.delete()
+        log.info("[ReplicaManager broker=%d] removed partition %s-%d and its log",
+                 self.node_id, *key)
+
+    def log_end_offsets(self) -> dict[str, int]:
+        """"topic:partition" → LEO of every hosted replica (the controller's hints)."""
+        return {f"{t}:{p}": partition.log_end_offset
+                for (t, p), partition in self.partitions.items()}
+
+    # -- topic configs ---------------------------------------------------------------
+
+    def _topic_props(self, topic_configs: dict[str, str]) -> dict[str, str]:
         props = self.config.topic_defaults()
-        props.update(topic.configs)
+        props.update(topic_configs)
+        return props
+
+    def log_config(self, topic: TopicInfo) -> LogConfig:
+        return LogConfig.from_properties(self._topic_props(topic.configs))
+
+    def partition_settings(self, topic: TopicInfo) -> PartitionSettings:
+        props = self._topic_props(topic.configs)
         return PartitionSettings(
             min_insync_replicas=int(props["min.insync.replicas"]),
             unclean_leader_election=props["unclean.leader.election.enable"] == "true")
 
-    def _host_topic(self, topic: TopicRecord) -> None:
-        log_config = self.log_config(topic)
-        settings = self.partition_settings(topic)
-        for index in range(topic.partitions):
-            directory = os.path.join(self.log_dir, f"{topic.name}-{index}")
-            partition_log = PartitionLog.open(directory, log_config)
-            partition = Partition(topic.name, index, topic.topic_id, partition_log,
-                                  self.node_id, settings)
-            latest = partition_log.epoch_cache.latest_epoch
-            partition.make_leader(leader_epoch=max(0, latest or 0), partition_epoch=0,
-                                  replicas=[self.node_id], isr=[self.node_id])
-            self.partitions[partition.key] = partition
-
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> TopicRecord:
-        topic = self.metadata.create_topic(name, partitions, configs)
-        self._host_topic(topic)
-        return topic
-
-    def delete_topic(self, name: str) -> None:
-        topic = self.metadata.delete_topic(name)
-        for index in range(topic.partitions):
-            partition = self.partitions.pop((name, index), None)
-            if partition is None:
-                continue
-            self.produce_purgatory.complete_all(partition.key)
-            self.fetch_purgatory.complete_all(partition.key)
-            partition.log.close()
-            shutil.rmtree(partition.log.directory, ignore_errors=True)
-
     def validate_topic_configs(self, configs: dict[str, str]) -> None:
         """Raise ValueError naming the bad key if ``configs`` would not parse."""
-        props = self.config.topic_defaults()
-        props.update(configs)
+        props = self._topic_props(configs)
         LogConfig.from_properties(props)
-        min_isr = int(props["min.insync.replicas"])
-        if min_isr < 1:
+        if int(props["min.insync.replicas"]) < 1:
             raise ValueError("min.insync.replicas must be at least 1")
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
+
+    def missing_partition_error(self, topic: str, index: int) -> ErrorCode:
+        """Kafka's answer for a partition not hosted here: known elsewhere or unknown."""
+        info = self.image.topics.get(topic)
+        if info is not None and index in info.partitions:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     # -- produce -----------------------------------------------------------------
 
@@ -161,7 +210,7 @@ class ReplicaManager:
         """Validate and append one partition's batch. Never raises for bad input."""
         partition = self.get_partition(topic, index)
         if partition is None:
-            return ProducePartitionStatus(None, -1, -1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return ProducePartitionStatus(None, -1, -1, self.missing_partition_error(topic, index))
         try:
             if records is not None and len(records) > max_batch_bytes:
                 raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
@@ -182,6 +231,12 @@ class ReplicaManager:
         """Trigger after an append: waiting fetches (and, if the HW moved, produces)."""
         self.fetch_purgatory.check_and_complete(partition.key)
         self.produce_purgatory.check_and_complete(partition.key)
+
+    def on_isr_changed(self, partition: Partition) -> None:
+        """Trigger after an ISR change: the HW may move, acks=all may complete or fail."""
+        partition.maybe_increment_high_watermark()
+        self.produce_purgatory.check_and_complete(partition.key)
+        self.fetch_purgatory.check_and_complete(partition.key)
 
     async def wait_for_acks(self, statuses: dict[Key, ProducePartitionStatus],
                             timeout_ms: int) -> dict[Key, ProducePartitionStatus]:
@@ -213,7 +268,7 @@ class ReplicaManager:
         for status in statuses:
             partition = status.partition
             if partition is None:
-                results.append(FetchedPartition(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                results.append(FetchedPartition(self.missing_partition_error(*status.key)))
                 continue
             limit = max(0, min(status.max_bytes, remaining))
             try:

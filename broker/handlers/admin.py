@@ -1,17 +1,21 @@
-"""CreateTopics and DeleteTopics on a single broker.
+"""CreateTopics and DeleteTopics, through the cluster metadata.
 
-Replication factor: a lone broker can hold one replica, so a factor above 1 answers
-INVALID_REPLICATION_FACTOR, as Kafka does when it exceeds the live brokers.
+Assignment spreads replicas over the live brokers with leaders balanced
+(``assign_replicas``); a replication factor above the live brokers answers
+INVALID_REPLICATION_FACTOR, as Kafka does.
 """
 from __future__ import annotations
 
 import logging
+import uuid
 
 from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 
 from protocol.errors import ErrorCode
 
-from ..local_metadata import topic_name_problem
+from ..controller.state import ApplyError, assign_replicas
+from ..controller.store import MetadataUnavailable
+from ..topics import topic_name_problem
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +32,23 @@ class TopicRefused(Exception):
         self.code = code
 
 
+async def create_topic_now(broker, name: str, partitions: int, replication: int,
+                           configs: dict[str, str],
+                           assignment: list[list[int]] | None = None) -> str:
+    """Commit a new topic to the metadata; returns its id (ApplyError if refused)."""
+    image = broker.image
+    if assignment is None:
+        live = image.live_brokers()
+        if replication > len(live):
+            raise ApplyError("INVALID_REPLICATION_FACTOR",
+                             f"replication factor {replication} exceeds the {len(live)} "
+                             f"live broker(s)")
+        assignment = assign_replicas(live, partitions, replication,
+                                     start=sum(name.encode()) % max(1, len(live)))
+    return await broker.store.submit("create_topic", name, str(uuid.uuid4()), assignment,
+                                     configs)
+
+
 async def handle_create_topics(broker, request):
     body = request.body
     results = []
@@ -37,37 +58,51 @@ async def handle_create_topics(broker, request):
             if topic.name in seen:
                 raise TopicRefused(ErrorCode.INVALID_REQUEST, "topic named twice in one request")
             seen.add(topic.name)
-            partitions, replication, configs = _validate(broker, topic)
-            record = None
+            partitions, replication, configs, assignment = _validate(broker, topic)
+            topic_id = None
             if not body.validate_only:
-                record = broker.replica_manager.create_topic(topic.name, partitions, configs)
-            results.append(_created(broker, topic.name, record, partitions, replication, configs))
+                topic_id = await create_topic_now(broker, topic.name, partitions, replication,
+                                                  configs, assignment)
+            results.append(_created(broker, topic.name, topic_id, partitions, replication,
+                                    configs))
         except TopicRefused as exc:
-            results.append(Created(name=topic.name, topic_id=None, error_code=exc.code,
-                                   error_message=str(exc), num_partitions=-1,
-                                   replication_factor=-1, configs=None))
+            results.append(_refused(topic.name, exc.code, str(exc)))
+        except ApplyError as exc:
+            results.append(_refused(topic.name, ErrorCode[exc.code], str(exc)))
+        except MetadataUnavailable as exc:
+            results.append(_refused(topic.name, ErrorCode.REQUEST_TIMED_OUT, str(exc)))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _validate(broker, topic) -> tuple[int, int, dict[str, str]]:
+def _refused(name, code, message):
+    return Created(name=name, topic_id=None, error_code=code, error_message=message,
+                   num_partitions=-1, replication_factor=-1, configs=None)
+
+
+def _validate(broker, topic):
     problem = topic_name_problem(topic.name)
     if problem:
         raise TopicRefused(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    if topic.name in broker.metadata.topics:
+    image = broker.image
+    if topic.name in image.topics:
         raise TopicRefused(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
+    live = image.live_brokers()
+    assignment = None
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise TopicRefused(ErrorCode.INVALID_REQUEST,
                                "give either assignments or partitions and replication factor")
-        indexes = sorted(a.partition_index for a in topic.assignments)
-        if indexes != list(range(len(indexes))):
+        by_index = {a.partition_index: list(a.broker_ids) for a in topic.assignments}
+        if sorted(by_index) != list(range(len(by_index))):
             raise TopicRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                "assignments must cover partitions 0..n-1")
-        for assignment in topic.assignments:
-            if list(assignment.broker_ids) != [broker.node_id]:
+        assignment = [by_index[i] for i in range(len(by_index))]
+        for replicas in assignment:
+            if not replicas or len(set(replicas)) != len(replicas) \
+                    or any(r not in image.brokers for r in replicas):
                 raise TopicRefused(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                   f"unknown brokers in {list(assignment.broker_ids)}")
-        partitions, replication = len(indexes), 1
+                                   f"bad replica list {replicas}")
+        partitions, replication = len(assignment), len(assignment[0])
     else:
         partitions = topic.num_partitions
         if partitions == -1:
@@ -80,25 +115,25 @@ def _validate(broker, topic) -> tuple[int, int, dict[str, str]]:
     if replication < 1:
         raise TopicRefused(ErrorCode.INVALID_REPLICATION_FACTOR,
                            "replication factor must be at least 1")
-    live_brokers = 1
-    if replication > live_brokers:
+    if assignment is None and replication > len(live):
         raise TopicRefused(ErrorCode.INVALID_REPLICATION_FACTOR,
-                           f"replication factor {replication} exceeds the {live_brokers} "
+                           f"replication factor {replication} exceeds the {len(live)} "
                            f"live broker(s)")
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     try:
         broker.replica_manager.validate_topic_configs(configs)
     except (ValueError, KeyError) as exc:
         raise TopicRefused(ErrorCode.INVALID_CONFIG, str(exc)) from exc
-    return partitions, replication, configs
+    return partitions, replication, configs, assignment
 
 
-def _created(broker, name, record, partitions, replication, configs):
+def _created(broker, name, topic_id, partitions, replication, configs):
     effective = broker.config.topic_defaults()
     effective.update(configs)
     return Created(
-        name=name, topic_id=record.uuid if record else None, error_code=ErrorCode.NONE,
-        error_message=None, num_partitions=partitions, replication_factor=replication,
+        name=name, topic_id=uuid.UUID(topic_id) if topic_id else None,
+        error_code=ErrorCode.NONE, error_message=None, num_partitions=partitions,
+        replication_factor=replication,
         configs=[CreatedConfig(name=k, value=v, read_only=False,
                                config_source=CONFIG_SOURCE_TOPIC if k in configs
                                else CONFIG_SOURCE_DEFAULT, is_sensitive=False)
@@ -113,15 +148,22 @@ async def handle_delete_topics(broker, request):
         wanted = [(name, None) for name in body.topic_names]
     results = []
     for name, topic_id in wanted:
-        record = broker.metadata.topics.get(name) if name else None
+        image = broker.image
+        record = image.topics.get(name) if name else None
         if record is None and topic_id is not None:
-            record = broker.metadata.topic_by_id(topic_id)
+            record = image.topic_by_id(str(topic_id))
         if record is None:
             code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             results.append(Deleted(name=name, topic_id=topic_id, error_code=code,
                                    error_message=code.name))
             continue
-        broker.replica_manager.delete_topic(record.name)
-        results.append(Deleted(name=record.name, topic_id=record.uuid,
-                               error_code=ErrorCode.NONE, error_message=None))
+        try:
+            await broker.store.submit("delete_topic", record.name)
+            code, message = ErrorCode.NONE, None
+        except ApplyError as exc:
+            code, message = ErrorCode[exc.code], str(exc)
+        except MetadataUnavailable as exc:
+            code, message = ErrorCode.REQUEST_TIMED_OUT, str(exc)
+        results.append(Deleted(name=record.name, topic_id=uuid.UUID(record.topic_id),
+                               error_code=code, error_message=message))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -26,7 +26,8 @@ async def handle_fetch(broker, request):
     for topic in body.topics:
         for p in topic.partitions:
             statuses.append(FetchPartitionStatus(
-                rm.get_partition(topic.topic, p.partition), p.fetch_offset,
+                (topic.topic, p.partition), rm.get_partition(topic.topic, p.partition),
+                p.fetch_offset,
                 p.partition_max_bytes, p.current_leader_epoch))
             order.append((topic.topic, p.partition))
     max_bytes = body.max_bytes if request.api_version >= 3 else 2 ** 31 - 1

@@ -1,15 +1,20 @@
 """InitProducerId for idempotent producers (transactions are not served).
 
-Producer ids come from blocks reserved in the cluster metadata, so they stay unique
-across restarts; a block is used up in memory, one metadata write per block.  A
-producer that re-initialises with its current id and epoch (KIP-360) gets the epoch
-bumped; at the epoch limit it gets a new id.
+Producer ids come from blocks reserved through the cluster metadata
+(``allocate_producer_ids``), so they are unique across brokers and restarts; a block
+is used up in memory, one metadata command per block.  A producer that
+re-initialises with its current id and epoch (KIP-360) gets the epoch bumped; at the
+epoch limit it gets a new id.
 """
 from __future__ import annotations
+
+import asyncio
 
 from kafka.protocol.producer import InitProducerIdResponse
 
 from protocol.errors import ErrorCode
+
+from ..controller.store import MetadataUnavailable
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 MAX_PRODUCER_EPOCH = 32767
@@ -21,30 +26,35 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 class ProducerIdManager:
     """Hands out producer ids from reserved blocks. Event-loop only."""
 
-    def __init__(self, metadata):
-        self.metadata = metadata
+    def __init__(self, store):
+        self.store = store
         self._next = 0
         self._end = 0
+        self._lock = asyncio.Lock()
 
-    def next_producer_id(self) -> int:
-        if self._next >= self._end:
-            self._next = self.metadata.allocate_producer_id_block(PRODUCER_ID_BLOCK_SIZE)
-            self._end = self._next + PRODUCER_ID_BLOCK_SIZE
-        producer_id = self._next
-        self._next += 1
-        return producer_id
+    async def next_producer_id(self) -> int:
+        async with self._lock:  # one block request at a time
+            if self._next >= self._end:
+                first = await self.store.submit("allocate_producer_ids", PRODUCER_ID_BLOCK_SIZE)
+                self._next, self._end = first, first + PRODUCER_ID_BLOCK_SIZE
+            producer_id = self._next
+            self._next += 1
+            return producer_id
+
+
+def _response(error_code: int, producer_id: int = -1, producer_epoch: int = -1):
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=error_code,
+                                  producer_id=producer_id, producer_epoch=producer_epoch)
 
 
 async def handle_init_producer_id(broker, request):
     body = request.body
     if body.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0,
-                                      error_code=TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      producer_id=-1, producer_epoch=-1)
+        return _response(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     producer_id, epoch = body.producer_id, body.producer_epoch
     if producer_id >= 0 and 0 <= epoch < MAX_PRODUCER_EPOCH - 1:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                      producer_id=producer_id, producer_epoch=epoch + 1)
-    return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
-                                  producer_id=broker.producer_ids.next_producer_id(),
-                                  producer_epoch=0)
+        return _response(ErrorCode.NONE, producer_id, epoch + 1)
+    try:
+        return _response(ErrorCode.NONE, await broker.producer_ids.next_producer_id(), 0)
+    except MetadataUnavailable:
+        return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -11,7 +11,7 @@ import pytest
 from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.errors import CorruptRequest, UnsupportedVersion
@@ -79,6 +79,11 @@ def _api_versions(v):
                                  client_software_version="3.0.12")
 
 
+def _init_producer_id(v):
+    return InitProducerIdRequest[v](transactional_id=None, transaction_timeout_ms=60000,
+                                    producer_id=-1, producer_epoch=-1)
+
+
 # Each API at its lowest served version, its first flexible version and its highest.
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
@@ -89,6 +94,7 @@ CORPUS_BUILDERS = {
     "DeleteTopics": (_delete_topics, [1, 3, 4, 6]),
     "OffsetForLeaderEpoch": (_offset_for_leader_epoch, [2, 3, 4]),
     "ApiVersions": (_api_versions, [0, 2, 3, 4]),
+    "InitProducerId": (_init_producer_id, [0, 1, 2, 5]),
 }
 
 

@@ -23,7 +23,8 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import (
     ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
 )
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import (
+    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse)
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.errors import ErrorCode, UnsupportedVersion
@@ -41,12 +42,13 @@ EXPECTED_RANGES = {
     18: (0, 4),   # ApiVersions
     19: (2, 7),   # CreateTopics
     20: (1, 6),   # DeleteTopics
+    22: (0, 5),   # InitProducerId
     23: (2, 4),   # OffsetForLeaderEpoch
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
 # except ApiVersions, whose response header is always v0.
-FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 23: 4}
+FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -448,6 +450,15 @@ def _check_offset_for_leader_epoch(resp, v):
         == ("orders", 0, 4, 100)
 
 
+def _init_producer_id_response(v):
+    return InitProducerIdResponse[v](throttle_time_ms=0, error_code=0, producer_id=4242,
+                                     producer_epoch=3)
+
+
+def _check_init_producer_id(resp, v):
+    assert (resp.error_code, resp.producer_id, resp.producer_epoch) == (0, 4242, 3)
+
+
 def _api_versions_response(v):
     return api_versions_body(version=v)
 
@@ -467,6 +478,8 @@ _REQUESTS = {
     18: lambda v: ApiVersionsRequest[v](client_software_name="x", client_software_version="1"),
     19: lambda v: CreateTopicsRequest[v](topics=[], timeout_ms=1),
     20: lambda v: DeleteTopicsRequest[v](topic_names=[], topics=[], timeout_ms=1),
+    22: lambda v: InitProducerIdRequest[v](transactional_id=None, transaction_timeout_ms=1,
+                                           producer_id=-1, producer_epoch=-1),
     23: lambda v: OffsetForLeaderEpochRequest[v](replica_id=-1, topics=[]),
 }
 _RESPONSES = {
@@ -477,6 +490,7 @@ _RESPONSES = {
     18: (_api_versions_response, _check_api_versions, ApiVersionsResponse),
     19: (_create_topics_response, _check_create_topics, CreateTopicsResponse),
     20: (_delete_topics_response, _check_delete_topics, DeleteTopicsResponse),
+    22: (_init_producer_id_response, _check_init_producer_id, InitProducerIdResponse),
     23: (_offset_for_leader_epoch_response, _check_offset_for_leader_epoch,
          OffsetForLeaderEpochResponse),
 }

@@ -1,0 +1,95 @@
+"""The controller: decisions taken on the Raft leader, applied through the store.
+
+Runs on every broker's event loop but acts only while this broker's Raft node leads.
+It reacts to:
+  * heartbeats (every broker's, seen as applied commands): a broker is alive while
+    its heartbeats keep arriving; the log end offsets they carry are election hints;
+  * its own timer (every half heartbeat interval): fence brokers whose session
+    expired (elections follow inside the same command), and, every
+    ``leader.imbalance.check.interval.seconds``, restore preferred leaders.
+Exits on cancellation.  On becoming controller every registered broker gets a fresh
+session (a new controller cannot know how long a broker has been silent).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from .state import ApplyError, ClusterState
+from .store import MetadataUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    """Event-loop only."""
+
+    def __init__(self, store, config):
+        self.store = store
+        self.node_id = config.node_id
+        self.session_timeout_s = config["broker.session.timeout.ms"] / 1000.0
+        self.tick_s = max(0.05, config["broker.heartbeat.interval.ms"] / 2000.0)
+        self.unclean_default = config["unclean.leader.election.enable"]
+        self.auto_rebalance = config["auto.leader.rebalance.enable"]
+        self.rebalance_interval_s = config["leader.imbalance.check.interval.seconds"]
+        self.last_seen: dict[int, float] = {}
+        self.leo_hints: dict[str, dict[int, int]] = {}
+        self.active = False
+        self._last_rebalance = 0.0
+        store.add_heartbeat_observer(self.on_heartbeat)
+
+    def on_heartbeat(self, broker_id: int, broker_epoch: int, unclean_default=False,
+                     log_end_offsets: dict | None = None) -> None:
+        self.last_seen[broker_id] = time.monotonic()
+        for key, leo in (log_end_offsets or {}).items():
+            self.leo_hints.setdefault(key, {})[broker_id] = leo
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_s)
+            try:
+                await self.tick()
+            except (MetadataUnavailable, ApplyError) as exc:
+                log.info("[Controller %d] deferred: %s", self.node_id, exc)
+
+    async def tick(self) -> None:
+        if not self.store.is_controller:
+            if self.active:
+                log.info("[Controller %d] no longer the controller", self.node_id)
+            self.active = False
+            return
+        now = time.monotonic()
+        image: ClusterState = self.store.image
+        if not self.active:
+            self.active = True
+            self._last_rebalance = now
+            self.last_seen = {b: now for b in image.brokers}
+            log.info("[Controller %d] became the controller (metadata version %d)",
+                     self.node_id, image.version)
+            return
+        expired = [b for b in image.live_brokers()
+                   if now - self.last_seen.get(b, now) > self.session_timeout_s]
+        if expired:
+            log.warning("[Controller %d] fencing brokers %s: no heartbeat for %.1fs",
+                        self.node_id, expired, self.session_timeout_s)
+            elections = await self.store.submit("fence_brokers", expired, self.leo_hints,
+                                                self.unclean_default)
+            self._log_elections(elections)
+        if self.auto_rebalance and now - self._last_rebalance >= self.rebalance_interval_s:
+            self._last_rebalance = now
+            await self.restore_preferred_leaders(self.store.image)
+
+    async def restore_preferred_leaders(self, image: ClusterState) -> None:
+        targets = [(topic.name, index) for topic, index, p in image.partitions()
+                   if p.leader != p.replicas[0] and p.replicas[0] in p.isr
+                   and image.is_live(p.replicas[0])]
+        if targets:
+            elections = await self.store.submit("elect_preferred", targets)
+            self._log_elections(elections, "preferred")
+
+    def _log_elections(self, elections, kind: str = "") -> None:
+        for e in elections:
+            log.info("[Controller %d] %s election: %s-%d led by %d in epoch %d%s", self.node_id,
+                     kind or "leader", e.topic, e.partition, e.leader, e.leader_epoch,
+                     " (UNCLEAN)" if e.unclean else "")

@@ -1,0 +1,82 @@
+"""Each broker's side of membership: register, heartbeat, controlled shutdown.
+
+The heartbeat loop reacts to its timer (``broker.heartbeat.interval.ms``); it sends
+this broker's epoch and the log end offset of every replica it hosts (the
+controller's election hints), re-registers when the cluster no longer knows its
+epoch, and exits on cancellation.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+from .state import ApplyError
+from .store import MetadataUnavailable
+
+log = logging.getLogger(__name__)
+
+REGISTER_RETRY_S = 0.5
+SHUTDOWN_WAIT_S = 10.0
+
+
+class BrokerLifecycle:
+    """Event-loop only."""
+
+    def __init__(self, store, config, replica_manager):
+        self.store = store
+        self.config = config
+        self.node_id = config.node_id
+        self.replica_manager = replica_manager
+        self.incarnation = uuid.uuid4().hex
+        self.broker_epoch = -1
+        self.interval_s = config["broker.heartbeat.interval.ms"] / 1000.0
+
+    async def register(self, deadline_s: float = 120.0) -> int:
+        """Register with the cluster, retrying until a quorum answers."""
+        host, port = self.config.advertised_listener
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + deadline_s
+        while True:
+            try:
+                self.broker_epoch = await self.store.submit(
+                    "register_broker", self.node_id, host, port, self.incarnation,
+                    self.config["unclean.leader.election.enable"])
+                log.info("[Broker %d] registered with broker epoch %d", self.node_id,
+                         self.broker_epoch)
+                return self.broker_epoch
+            except MetadataUnavailable as exc:
+                if loop.time() > give_up:
+                    raise
+                log.info("[Broker %d] waiting for the metadata quorum: %s", self.node_id, exc)
+                await asyncio.sleep(REGISTER_RETRY_S)
+
+    async def heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                known = await self.store.submit(
+                    "heartbeat", self.node_id, self.broker_epoch,
+                    self.config["unclean.leader.election.enable"],
+                    self.replica_manager.log_end_offsets(), timeout_s=self.interval_s * 2)
+                if not known:
+                    log.warning("[Broker %d] cluster does not know epoch %d: re-registering",
+                                self.node_id, self.broker_epoch)
+                    await self.register()
+            except (MetadataUnavailable, ApplyError) as exc:
+                log.info("[Broker %d] heartbeat not applied: %s", self.node_id, exc)
+
+    async def controlled_shutdown(self) -> None:
+        """Move leadership away before exiting: fence ourselves (elections follow) and
+        wait until our image shows no partition led here."""
+        image = self.store.image
+        if not any(p.leader == self.node_id for _, _, p in image.partitions()) \
+                or len(image.live_brokers()) <= 1:
+            return
+        try:
+            await self.store.submit("fence_brokers", [self.node_id],
+                                    {}, self.config["unclean.leader.election.enable"],
+                                    timeout_s=SHUTDOWN_WAIT_S)
+            log.info("[Broker %d] controlled shutdown: leadership moved", self.node_id)
+        except (MetadataUnavailable, ApplyError) as exc:
+            log.warning("[Broker %d] controlled shutdown incomplete: %s", self.node_id, exc)

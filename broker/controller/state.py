@@ -1,0 +1,366 @@
+"""The cluster metadata state machine: brokers, topics, partitions, producer-id blocks.
+
+Every change goes through one of ``ClusterState``'s ``apply_*`` methods, which the
+Raft group (or, for a lone broker, the local store) calls in log order on every
+node.  They are pure and replay-safe: they read only the state and their arguments
+(no clock, no randomness, no I/O), so replaying the journal rebuilds the same state.
+Decisions that need information outside the state — which broker looks dead, the
+log end offsets used to pick a leader — are taken by the controller and passed in
+as arguments; the apply methods re-validate them against the state (a stale
+decision is refused, never half-applied).
+
+``version`` counts applied changes; a method that changes nothing leaves it alone,
+so listeners can skip no-op commands such as heartbeats.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+from dataclasses import dataclass, field
+
+from .replica_state import ReplicaState, transition
+
+log = logging.getLogger(__name__)
+
+NO_LEADER = -1
+
+
+class ApplyError(Exception):
+    """A command was refused; ``code`` is the name of a Kafka error code."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    broker_epoch: int
+    incarnation: str
+    fenced: bool = False
+
+
+@dataclass
+class PartitionInfo:
+    """One partition. Invariants: ``isr`` ⊆ ``replicas`` and never empty; the leader
+    (when not NO_LEADER) is in the ISR; both epochs only grow."""
+
+    replicas: list[int]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: list[int]
+    replica_states: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: str
+    configs: dict[str, str]
+    partitions: dict[int, PartitionInfo]
+
+
+@dataclass
+class Election:
+    """What one apply did to one partition (for logs and tests)."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    unclean: bool = False
+
+
+class ClusterState:
+    """The replicated metadata. Mutated only by ``apply_*`` (on the Raft thread or the
+    local store); readers get ``snapshot()`` copies."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.cluster_id = ""
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.next_producer_id = 0
+
+    def snapshot(self) -> ClusterState:
+        return copy.deepcopy(self)
+
+    # -- queries ------------------------------------------------------------------
+
+    def live_brokers(self) -> list[int]:
+        return sorted(b for b, info in self.brokers.items() if not info.fenced)
+
+    def is_live(self, broker_id: int) -> bool:
+        info = self.brokers.get(broker_id)
+        return info is not None and not info.fenced
+
+    def partitions(self):
+        for topic in self.topics.values():
+            for index, partition in topic.partitions.items():
+                yield topic, index, partition
+
+    def topic_by_id(self, topic_id: str) -> TopicInfo | None:
+        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
+
+    # -- cluster and brokers -----------------------------------------------------
+
+    def apply_init_cluster(self, cluster_id: str) -> str:
+        """Set the cluster id once; later calls return the existing id."""
+        if not self.cluster_id:
+            self.cluster_id = cluster_id
+            self.version += 1
+        return self.cluster_id
+
+    def apply_register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
+                              unclean_default: bool = False) -> int:
+        """A broker (re)joins: new broker epoch, unfenced, its replicas online.
+
+        Offline partitions it can lead (it is in their ISR, or unclean election is
+        allowed for them) get it as leader.  Returns the broker epoch.
+        """
+        current = self.brokers.get(broker_id)
+        if current is not None and current.incarnation == incarnation and not current.fenced:
+            return current.broker_epoch  # a retried registration: nothing changes
+        if current is not None and not current.fenced:
+            # Restarted within its session: fence the old incarnation first, so the
+            # partitions it led elect again (epochs move) instead of trusting a new
+            # process with the old one's leadership.
+            self.apply_fence_brokers([broker_id], {}, unclean_default)
+        self.version += 1
+        self.brokers[broker_id] = BrokerInfo(broker_id, host, port, self.version, incarnation)
+        self._bring_online(broker_id, unclean_default)
+        return self.version
+
+    def apply_heartbeat(self, broker_id: int, broker_epoch: int,
+                        unclean_default: bool = False, log_end_offsets: dict | None = None) -> bool:
+        """A live broker's heartbeat. Unfences a fenced broker of the same epoch
+        (it came back from a pause); True when the broker is known and current.
+        ``log_end_offsets`` is not stored: the controller reads it as election hints."""
+        info = self.brokers.get(broker_id)
+        if info is None or info.broker_epoch != broker_epoch:
+            return False
+        if info.fenced:
+            self.version += 1
+            info.fenced = False
+            self._bring_online(broker_id, unclean_default)
+            log.info("broker %d unfenced by heartbeat", broker_id)
+        return True
+
+    def apply_fence_brokers(self, broker_ids: list[int], leo_hints: dict,
+                            unclean_default: bool = False) -> list[Election]:
+        """Fence brokers (session expired or controlled shutdown).
+
+        Each leaves every ISR (but an ISR never becomes empty: a last member stays, so
+        it can be elected cleanly when it returns); partitions it led elect a new
+        leader.  ``leo_hints`` maps "topic:partition" → {broker_id: log end offset}.
+        """
+        to_fence = [b for b in broker_ids if self.is_live(b)]
+        if not to_fence:
+            return []
+        self.version += 1
+        for broker_id in to_fence:
+            self.brokers[broker_id].fenced = True
+        elections = []
+        for topic, index, partition in self.partitions():
+            touched = False
+            for broker_id in to_fence:
+                if broker_id in partition.replicas:
+                    self._move_replica(partition, broker_id, ReplicaState.OFFLINE)
+                if broker_id in partition.isr and len(partition.isr) > 1:
+                    partition.isr = [r for r in partition.isr if r != broker_id]
+                    touched = True
+            if partition.leader in to_fence or partition.leader == NO_LEADER:
+                election = self._elect(topic, index, partition, leo_hints, unclean_default)
+                if election is not None:
+                    elections.append(election)
+                    touched = False  # _elect bumped the epochs
+            if touched:
+                partition.partition_epoch += 1
+        return elections
+
+    def _bring_online(self, broker_id: int, unclean_default: bool) -> None:
+        for topic, index, partition in self.partitions():
+            if broker_id not in partition.replicas:
+                continue
+            self._move_replica(partition, broker_id, ReplicaState.ONLINE)
+            if partition.leader == NO_LEADER:
+                self._elect(topic, index, partition, {}, unclean_default)
+
+    def _move_replica(self, partition: PartitionInfo, broker_id: int,
+                      target: ReplicaState) -> None:
+        current = ReplicaState(partition.replica_states.get(broker_id, ReplicaState.NON_EXISTENT.value))
+        partition.replica_states[broker_id] = transition(current, target).value
+
+    # -- elections ---------------------------------------------------------------
+
+    def _elect(self, topic: TopicInfo, index: int, partition: PartitionInfo, leo_hints: dict,
+               unclean_default: bool) -> Election | None:
+        """Pick a leader for a partition whose leader is gone. Clean: the live ISR
+        member with the greatest known LEO, ties by assignment order. Unclean (only
+        when enabled): the same among live out-of-sync replicas."""
+        hints = leo_hints.get(f"{topic.name}:{index}", {})
+        candidates = [r for r in partition.replicas if r in partition.isr and self.is_live(r)]
+        unclean = False
+        if not candidates and _unclean_enabled(topic, unclean_default):
+            candidates = [r for r in partition.replicas if self.is_live(r)]
+            unclean = bool(candidates)
+        if not candidates:
+            if partition.leader != NO_LEADER:
+                partition.leader = NO_LEADER
+                partition.leader_epoch += 1
+                partition.partition_epoch += 1
+                log.warning("partition %s-%d is offline: no live in-sync replica in %s",
+                            topic.name, index, partition.isr)
+            return None
+        best = max(candidates, key=lambda r: (_hint(hints, r), -partition.replicas.index(r)))
+        partition.leader = best
+        partition.leader_epoch += 1
+        partition.partition_epoch += 1
+        if unclean:
+            partition.isr = [best]
+            log.warning("UNCLEAN leader election for %s-%d: broker %d was not in sync; "
+                        "records committed before may be lost", topic.name, index, best)
+        return Election(topic.name, index, best, partition.leader_epoch, unclean)
+
+    def apply_elect_preferred(self, targets: list[tuple[str, int]]) -> list[Election]:
+        """Preferred-replica election: the first assigned replica leads again when it
+        is live and in the ISR (stale or needless targets are skipped)."""
+        elections = []
+        for name, index in targets:
+            topic = self.topics.get(name)
+            partition = topic.partitions.get(index) if topic else None
+            if partition is None:
+                continue
+            preferred = partition.replicas[0]
+            if partition.leader == preferred or preferred not in partition.isr \
+                    or not self.is_live(preferred):
+                continue
+            partition.leader = preferred
+            partition.leader_epoch += 1
+            partition.partition_epoch += 1
+            elections.append(Election(name, index, preferred, partition.leader_epoch))
+        if elections:
+            self.version += 1
+        return elections
+
+    # -- topics ------------------------------------------------------------------
+
+    def apply_create_topic(self, name: str, topic_id: str, assignment: list[list[int]],
+                           configs: dict[str, str]) -> str:
+        """Create a topic with the given replica assignment; the first live replica of
+        each partition leads, the ISR starts as all replicas. Returns the topic id."""
+        if name in self.topics:
+            raise ApplyError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
+        partitions = {}
+        for index, replicas in enumerate(assignment):
+            live = [r for r in replicas if self.is_live(r)]
+            partition = PartitionInfo(list(replicas), live[0] if live else NO_LEADER, 0, 0,
+                                      list(replicas))
+            for replica in replicas:
+                self._move_replica(partition, replica, ReplicaState.NEW)
+                self._move_replica(partition, replica, ReplicaState.ONLINE
+                                   if self.is_live(replica) else ReplicaState.OFFLINE)
+            partitions[index] = partition
+        self.topics[name] = TopicInfo(name, topic_id, dict(configs), partitions)
+        self.version += 1
+        return topic_id
+
+    def apply_delete_topic(self, name: str) -> str:
+        """Delete a topic: every replica walks Offline → DeletionStarted →
+        DeletionSuccessful → NonExistent; brokers drop the logs when the topic
+        disappears from their image. Returns the topic id."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise ApplyError("UNKNOWN_TOPIC_OR_PARTITION", f"no topic {name!r}")
+        for partition in topic.partitions.values():
+            for replica in partition.replicas:
+                for target in (ReplicaState.OFFLINE, ReplicaState.DELETION_STARTED,
+                               ReplicaState.DELETION_SUCCESSFUL, ReplicaState.NON_EXISTENT):
+                    self._move_replica(partition, replica, target)
+        del self.topics[name]
+        self.version += 1
+        return topic.topic_id
+
+    def apply_alter_topic_configs(self, name: str, changes: dict[str, str | None]) -> None:
+        """Set (value) or remove (None) topic-level config overrides."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise ApplyError("UNKNOWN_TOPIC_OR_PARTITION", f"no topic {name!r}")
+        for key, value in changes.items():
+            if value is None:
+                topic.configs.pop(key, None)
+            else:
+                topic.configs[key] = value
+        self.version += 1
+
+    # -- ISR changes (Kafka's AlterPartition rule) --------------------------------
+
+    def apply_alter_partition(self, name: str, index: int, leader_id: int, leader_epoch: int,
+                              partition_epoch: int, new_isr: list[int]) -> int:
+        """A leader proposes a new ISR. Accepted only from the current leader in the
+        current leader epoch carrying the current partition epoch; every member must be
+        a live replica and the leader must stay in. Returns the new partition epoch."""
+        topic = self.topics.get(name)
+        partition = topic.partitions.get(index) if topic else None
+        if partition is None:
+            raise ApplyError("UNKNOWN_TOPIC_OR_PARTITION", f"no partition {name}-{index}")
+        if leader_id != partition.leader or leader_epoch != partition.leader_epoch:
+            raise ApplyError("FENCED_LEADER_EPOCH",
+                             f"{name}-{index}: leader {leader_id} epoch {leader_epoch} is not "
+                             f"the current leader {partition.leader} epoch {partition.leader_epoch}")
+        if partition_epoch != partition.partition_epoch:
+            raise ApplyError("INVALID_UPDATE_VERSION",
+                             f"{name}-{index}: partition epoch {partition_epoch} is stale "
+                             f"(current {partition.partition_epoch})")
+        if leader_id not in new_isr or any(r not in partition.replicas for r in new_isr):
+            raise ApplyError("INVALID_REQUEST", f"{name}-{index}: bad ISR {new_isr}")
+        added = [r for r in new_isr if r not in partition.isr and not self.is_live(r)]
+        if added:
+            raise ApplyError("INELIGIBLE_REPLICA", f"{name}-{index}: {added} are fenced")
+        partition.isr = [r for r in partition.replicas if r in new_isr]
+        partition.partition_epoch += 1
+        self.version += 1
+        return partition.partition_epoch
+
+    # -- producer ids --------------------------------------------------------------
+
+    def apply_allocate_producer_ids(self, count: int) -> int:
+        """Reserve ``count`` producer ids, unique across the cluster. Returns the first."""
+        first = self.next_producer_id
+        self.next_producer_id += count
+        self.version += 1
+        return first
+
+
+def _hint(hints: dict, replica: int) -> int:
+    value = hints.get(replica, hints.get(str(replica), -1))
+    return int(value)
+
+
+def _unclean_enabled(topic: TopicInfo, default: bool) -> bool:
+    value = topic.configs.get("unclean.leader.election.enable")
+    return default if value is None else value.lower() == "true"
+
+
+def assign_replicas(brokers: list[int], partitions: int, replication_factor: int,
+                    start: int = 0) -> list[list[int]]:
+    """Spread replicas round-robin with leaders (first replicas) balanced across the
+    brokers, and followers shifted so no two partitions repeat the same replica list
+    when it can be avoided (Kafka's rack-unaware assignment, simplified)."""
+    brokers = sorted(brokers)
+    count = len(brokers)
+    assignment = []
+    for p in range(partitions):
+        first = (start + p) % count
+        shift = 1 + (p // count) % max(1, count - 1)
+        replicas = [brokers[first]]
+        for r in range(1, replication_factor):
+            replicas.append(brokers[(first + r * shift) % count])
+        if len(set(replicas)) != len(replicas):  # shift collided: fall back to consecutive
+            replicas = [brokers[(first + r) % count] for r in range(replication_factor)]
+        assignment.append(replicas)
+    return assignment

@@ -1,0 +1,200 @@
+"""How metadata commands reach the ClusterState: Raft (pysyncobj) or a local file.
+
+Both stores offer the same event-loop interface:
+
+* ``await store.submit(method, *args)`` applies ``ClusterState.apply_<method>`` in log
+  order and returns its result (raises ApplyError when refused, MetadataUnavailable
+  when no quorum answers in time);
+* ``store.image`` is the latest applied state, a private copy owned by the loop;
+* listeners registered with ``add_listener`` get every new image (only when the
+  state's version moved) and ``add_heartbeat_observer`` sees every heartbeat command.
+
+Threads: pysyncobj applies commands on its own thread.  Nothing there touches loop
+state: the apply makes a snapshot and hands it over with ``call_soon_threadsafe``.
+Because the snapshot is posted before the command's result, a caller resuming from
+``submit`` already sees the image that contains its change.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+from typing import Any, Callable
+
+from storage.checkpoint import write_atomically
+
+from .state import ApplyError, ClusterState
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[ClusterState], None]
+
+
+class MetadataUnavailable(Exception):
+    """No quorum / leader could apply the command in time (retriable)."""
+
+
+def parse_voters(text: str) -> dict[int, str]:
+    """``1@host:port,2@host:port`` → {1: "host:port", 2: "host:port"}."""
+    voters = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        node, sep, address = item.partition("@")
+        if not sep or ":" not in address:
+            raise ValueError(f"controller.quorum.voters entry {item!r} is not id@host:port")
+        voters[int(node)] = address
+    return voters
+
+
+class _StoreBase:
+    def __init__(self) -> None:
+        self.image = ClusterState()
+        self._listeners: list[Listener] = []
+        self._heartbeat_observers: list[Callable] = []
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def add_heartbeat_observer(self, observer: Callable) -> None:
+        self._heartbeat_observers.append(observer)
+
+    def _publish(self, image: ClusterState) -> None:
+        if image.version < self.image.version:
+            return  # never go back (a late snapshot after a newer one)
+        self.image = image
+        for listener in list(self._listeners):
+            try:
+                listener(image)
+            except Exception:
+                log.exception("metadata listener failed")
+
+    def _observe(self, method: str, args: tuple) -> None:
+        if method == "heartbeat":
+            for observer in list(self._heartbeat_observers):
+                observer(*args)
+
+
+class LocalStore(_StoreBase):
+    """A lone broker's metadata: applied at once, persisted atomically per change.
+    Event-loop only."""
+
+    controller_id: int
+
+    def __init__(self, directory: str, node_id: int):
+        super().__init__()
+        self.path = os.path.join(directory, "metadata.state")
+        self.controller_id = node_id
+        os.makedirs(directory, exist_ok=True)
+        if os.path.exists(self.path):
+            with open(self.path, "rb") as f:
+                self.image = pickle.load(f)
+
+    @property
+    def is_controller(self) -> bool:
+        return True
+
+    async def start(self) -> None:
+        self._publish(self.image.snapshot())
+
+    async def stop(self) -> None:
+        pass
+
+    async def submit(self, method: str, *args: Any, timeout_s: float = 10.0) -> Any:
+        state = self.image.snapshot()
+        before = state.version
+        result = getattr(state, "apply_" + method)(*args)
+        if state.version != before:
+            write_atomically(self.path, pickle.dumps(state))
+            self._publish(state)
+        self._observe(method, args)
+        return result
+
+
+class RaftStore(_StoreBase):
+    """Metadata in a pysyncobj Raft group; the Raft leader is the controller."""
+
+    def __init__(self, directory: str, node_id: int, voters: dict[int, str],
+                 append_entries_period_s: float = 0.02, tick_period_s: float = 0.01):
+        super().__init__()
+        if node_id not in voters:
+            raise ValueError(f"node.id {node_id} is not in controller.quorum.voters {voters}")
+        self.node_id = node_id
+        self.voters = voters
+        self._by_address = {address: node for node, address in voters.items()}
+        self._directory = directory
+        self._periods = (append_entries_period_s, tick_period_s)
+        self._syncobj = None
+        self._consumer = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> None:
+        from .raft import start_raft_node
+
+        self._loop = asyncio.get_running_loop()
+        os.makedirs(self._directory, exist_ok=True)
+        partners = [a for n, a in sorted(self.voters.items()) if n != self.node_id]
+        self._syncobj, self._consumer = start_raft_node(
+            self.voters[self.node_id], partners, self._directory, self._periods,
+            on_applied=self._on_applied_threadsafe)
+
+    async def stop(self) -> None:
+        if self._syncobj is not None:
+            syncobj, self._syncobj = self._syncobj, None
+            await asyncio.get_running_loop().run_in_executor(None, syncobj.destroy_synchronous)
+
+    @property
+    def controller_id(self) -> int:
+        leader = self._syncobj._getLeader() if self._syncobj else None
+        if leader is None:
+            return -1
+        return self._by_address.get(getattr(leader, "address", str(leader)), -1)
+
+    @property
+    def is_controller(self) -> bool:
+        return self._syncobj is not None and self._syncobj._isLeader()
+
+    def _on_applied_threadsafe(self, method: str, args: tuple, image: ClusterState | None):
+        """Raft thread: hand the new image (if any) and the command to the loop."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if image is not None:
+            loop.call_soon_threadsafe(self._publish, image)
+        if method == "heartbeat":
+            loop.call_soon_threadsafe(self._observe, method, args)
+
+    async def submit(self, method: str, *args: Any, timeout_s: float = 10.0) -> Any:
+        if self._syncobj is None:
+            raise MetadataUnavailable("the metadata quorum is not running")
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def done(result, error):  # Raft thread
+            loop.call_soon_threadsafe(_settle, future, result, error)
+
+        self._consumer.command(method, args, callback=done)
+        try:
+            outcome = await asyncio.wait_for(future, timeout_s)
+        except asyncio.TimeoutError:
+            raise MetadataUnavailable(f"{method}: no quorum answered in {timeout_s}s") from None
+        if outcome[0] == "error":
+            raise ApplyError(outcome[1], outcome[2])
+        return outcome[1]
+
+
+def _settle(future: asyncio.Future, result, error) -> None:
+    if future.done():
+        return
+    if error != 0 or result is None:
+        future.set_exception(MetadataUnavailable(f"raft refused the command (reason {error})"))
+    else:
+        future.set_result(result)
+
+
+def open_store(config) -> LocalStore | RaftStore:
+    """The store this broker's config asks for (voters absent: a lone broker)."""
+    directory = os.path.join(config["log.dirs"], "__cluster_metadata")
+    voters_text = config["controller.quorum.voters"]
+    if not voters_text:
+        return LocalStore(directory, config.node_id)
+    return RaftStore(directory, config.node_id, parse_voters(voters_text))
