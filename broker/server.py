@@ -16,10 +16,12 @@ from kafka.protocol.api_key import ApiKey
 
 from protocol.errors import CorruptRequest, UnsupportedVersion
 from protocol.framing import FrameReader
-from protocol.messages import Request, decode_request, encode_response, \
+from protocol.messages import Request, decode_request, encode_response, peek_header, \
     unsupported_api_versions_response
+from protocol.status import STATUS_API_KEY, decode_status_request
 
 from .handlers import CLOSE, HANDLERS
+from .handlers.status import status_response
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +93,11 @@ class Connection(asyncio.Protocol):
 
     def _dispatch(self, frame: bytes) -> None:
         try:
+            if peek_header(frame)[0] == STATUS_API_KEY:
+                correlation_id, _query = decode_status_request(frame)
+                self._queue.append(status_response(self.broker, correlation_id))
+                self._flush()
+                return
             request = decode_request(frame)
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.ApiVersions:

@@ -37,13 +37,16 @@ class Controller:
         self.leo_hints: dict[str, dict[int, int]] = {}
         self.active = False
         self._last_rebalance = 0.0
-        store.add_heartbeat_observer(self.on_heartbeat)
+        store.add_membership_observer(self.on_membership)
 
-    def on_heartbeat(self, broker_id: int, broker_epoch: int, unclean_default=False,
-                     log_end_offsets: dict | None = None) -> None:
+    def on_membership(self, method: str, args: tuple) -> None:
+        """A registration or heartbeat was applied: the broker is alive now. A
+        heartbeat's 4th argument carries its replicas' log end offsets."""
+        broker_id = args[0]
         self.last_seen[broker_id] = time.monotonic()
-        for key, leo in (log_end_offsets or {}).items():
-            self.leo_hints.setdefault(key, {})[broker_id] = leo
+        if method == "heartbeat" and len(args) > 3:
+            for key, leo in (args[3] or {}).items():
+                self.leo_hints.setdefault(key, {})[broker_id] = leo
 
     async def run(self) -> None:
         while True:

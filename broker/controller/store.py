@@ -7,7 +7,7 @@ Both stores offer the same event-loop interface:
   when no quorum answers in time);
 * ``store.image`` is the latest applied state, a private copy owned by the loop;
 * listeners registered with ``add_listener`` get every new image (only when the
-  state's version moved) and ``add_heartbeat_observer`` sees every heartbeat command.
+  state's version moved) and ``add_membership_observer`` sees every registration and heartbeat command.
 
 Threads: pysyncobj applies commands on its own thread.  Nothing there touches loop
 state: the apply makes a snapshot and hands it over with ``call_soon_threadsafe``.
@@ -29,6 +29,7 @@ from .state import ApplyError, ClusterState
 log = logging.getLogger(__name__)
 
 Listener = Callable[[ClusterState], None]
+MEMBERSHIP_COMMANDS = ("register_broker", "heartbeat")
 
 
 class MetadataUnavailable(Exception):
@@ -50,13 +51,14 @@ class _StoreBase:
     def __init__(self) -> None:
         self.image = ClusterState()
         self._listeners: list[Listener] = []
-        self._heartbeat_observers: list[Callable] = []
+        self._membership_observers: list[Callable] = []
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    def add_heartbeat_observer(self, observer: Callable) -> None:
-        self._heartbeat_observers.append(observer)
+    def add_membership_observer(self, observer: Callable[[str, tuple], None]) -> None:
+        """``observer(method, args)`` for every applied register_broker / heartbeat."""
+        self._membership_observers.append(observer)
 
     def _publish(self, image: ClusterState) -> None:
         if image.version < self.image.version:
@@ -69,9 +71,9 @@ class _StoreBase:
                 log.exception("metadata listener failed")
 
     def _observe(self, method: str, args: tuple) -> None:
-        if method == "heartbeat":
-            for observer in list(self._heartbeat_observers):
-                observer(*args)
+        if method in MEMBERSHIP_COMMANDS:
+            for observer in list(self._membership_observers):
+                observer(method, args)
 
 
 class LocalStore(_StoreBase):
@@ -160,7 +162,7 @@ class RaftStore(_StoreBase):
             return
         if image is not None:
             loop.call_soon_threadsafe(self._publish, image)
-        if method == "heartbeat":
+        if method in MEMBERSHIP_COMMANDS:
             loop.call_soon_threadsafe(self._observe, method, args)
 
     async def submit(self, method: str, *args: Any, timeout_s: float = 10.0) -> Any:

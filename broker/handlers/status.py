@@ -1,0 +1,54 @@
+"""Raftwood's private status request (see protocol/status.py for the JSON shape)."""
+from __future__ import annotations
+
+import time
+
+from protocol.status import encode_status_response
+
+
+def status(broker) -> dict:
+    image = broker.image
+    rm = broker.replica_manager
+    now_ms = int(time.time() * 1000)
+    lag_limit_ms = broker.config["replica.lag.time.max.ms"]
+    hosted = []
+    for (topic, index), partition in sorted(rm.partitions.items()):
+        role = "leader" if partition.is_leader else (
+            "follower" if partition.leader_id >= 0 else "offline")
+        followers = [{
+            "replica_id": f.replica_id, "log_end_offset": f.log_end_offset,
+            "lag": max(0, partition.log_end_offset - max(0, f.log_end_offset)),
+            "in_sync": f.replica_id in partition.isr,
+            "caught_up_ms_ago": now_ms - f.last_caught_up_ms if f.last_caught_up_ms else None,
+        } for f in sorted(partition.followers.values(), key=lambda f: f.replica_id)]
+        hosted.append({
+            "topic": topic, "partition": index, "role": role,
+            "leader_epoch": partition.leader_epoch,
+            "log_start_offset": partition.log_start_offset,
+            "log_end_offset": partition.log_end_offset,
+            "high_watermark": partition.high_watermark, "followers": followers,
+            "replica_lag_time_max_ms": lag_limit_ms,
+        })
+    return {
+        "broker_id": broker.node_id,
+        "controller_id": broker.store.controller_id,
+        "cluster_id": image.cluster_id,
+        "metadata_version": image.version,
+        "brokers": [{"id": b.broker_id, "host": b.host, "port": b.port,
+                     "epoch": b.broker_epoch, "fenced": b.fenced}
+                    for b in sorted(image.brokers.values(), key=lambda b: b.broker_id)],
+        "topics": [{
+            "name": t.name, "topic_id": t.topic_id, "configs": dict(t.configs),
+            "partitions": [{
+                "partition": index, "replicas": list(p.replicas), "leader": p.leader,
+                "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
+                "isr": list(p.isr),
+                "replica_states": {str(r): s for r, s in sorted(p.replica_states.items())},
+            } for index, p in sorted(t.partitions.items())],
+        } for t in sorted(image.topics.values(), key=lambda t: t.name)],
+        "hosted": hosted,
+    }
+
+
+def status_response(broker, correlation_id: int) -> bytes:
+    return encode_status_response(correlation_id, status(broker))
