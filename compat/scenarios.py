@@ -63,6 +63,7 @@ class ClientDriver:
     sets_headers = True          # can produce headers per record
     reports_offsets = True       # produce reports each record's offset for acks=1/all
     lists_max_timestamp = False  # ListOffsets MAX_TIMESTAMP (-3)
+    idempotent = True            # an idempotent producer (InitProducerId, sequence numbers)
 
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
@@ -70,7 +71,8 @@ class ClientDriver:
     def close(self) -> None:
         pass
 
-    def produce(self, topic: str, recs: list[Rec], *, acks, compression: str) -> list[int | None]:
+    def produce(self, topic: str, recs: list[Rec], *, acks, compression: str,
+                idempotent: bool = False) -> list[int | None]:
         raise NotImplementedError
 
     def consume(self, topic: str, partition: int, offset: int, count: int) -> list[Got]:
@@ -210,13 +212,14 @@ def _by_partition(recs: list[Rec], offsets: list[int | None]) -> dict[int, list[
 
 
 # -- scenarios ----------------------------------------------------------------------------
-def produce_and_read_back(driver: ClientDriver, env: CompatEnv, *, acks, codec: str) -> None:
+def produce_and_read_back(driver: ClientDriver, env: CompatEnv, *, acks, codec: str,
+                          idempotent: bool = False) -> None:
     """Every produced record is stored once, at dense offsets from 0 in its partition, with
     the bytes that were sent; reading from the start and from a middle offset agrees; the
     earliest offset is 0 and the latest equals the count."""
     topic = env.new_topic(PARTITIONS)
     recs = _records(driver, RECORDS_PER_PARTITION, int(time.time() * 1000) - 60_000)
-    offsets = driver.produce(topic, recs, acks=acks, compression=codec)
+    offsets = driver.produce(topic, recs, acks=acks, compression=codec, idempotent=idempotent)
     assert len(offsets) == len(recs)
     if acks != 0 and driver.reports_offsets:
         assert None not in offsets, f"acks={acks}: client reported no offset for {offsets}"
@@ -304,6 +307,9 @@ SCENARIOS: list[Scenario] = [
     *(Scenario(f"produce-acks{acks}-{codec}", produce_and_read_back,
                params={"acks": acks, "codec": codec})
       for acks in ACKS for codec in CODECS),
+    *(Scenario(f"produce-idempotent-{codec}", produce_and_read_back, needs=("idempotent",),
+               params={"acks": "all", "codec": codec, "idempotent": True})
+      for codec in ("none", "lz4")),
     Scenario("list-offsets-by-timestamp", list_offsets_by_timestamp),
     Scenario("list-offsets-max-timestamp", list_offsets_max_timestamp,
              needs=("lists_max_timestamp",)),

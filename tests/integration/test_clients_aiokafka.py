@@ -42,12 +42,13 @@ class AiokafkaDriver(ClientDriver):
             await self._consumer.start()
         return self._consumer
 
-    def produce(self, topic: str, recs: list[Rec], *, acks, compression: str) -> list[int | None]:
+    def produce(self, topic: str, recs: list[Rec], *, acks, compression: str,
+                idempotent: bool = False) -> list[int | None]:
         async def run():
             producer = AIOKafkaProducer(
                 bootstrap_servers=self.bootstrap, acks=acks, linger_ms=5,
                 compression_type=None if compression == "none" else compression,
-                request_timeout_ms=10_000)
+                enable_idempotence=idempotent, request_timeout_ms=10_000)
             await producer.start()
             try:
                 futures = [await producer.send(topic, value=r.value, key=r.key,

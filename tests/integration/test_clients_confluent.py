@@ -45,10 +45,11 @@ class ConfluentDriver(ClientDriver):
             self._admin = AdminClient({"bootstrap.servers": self.bootstrap})
         return self._admin
 
-    def produce(self, topic: str, recs: list[Rec], *, acks, compression: str) -> list[int | None]:
+    def produce(self, topic: str, recs: list[Rec], *, acks, compression: str,
+                idempotent: bool = False) -> list[int | None]:
         producer = Producer({"bootstrap.servers": self.bootstrap, "acks": str(acks),
                              "compression.type": compression, "linger.ms": 5,
-                             "enable.idempotence": False, "message.timeout.ms": 10_000})
+                             "enable.idempotence": idempotent, "message.timeout.ms": 10_000})
         reports: dict[int, tuple] = {}
 
         def on_delivery(index):

@@ -1,8 +1,8 @@
 """compat scenarios run by kafka-python (KafkaProducer, KafkaConsumer, KafkaAdminClient).
 
 Consumers use manual assignment (assign/seek, no group, no commits): the broker serves no
-group APIs yet.  The producer runs with ``enable_idempotence=False``: InitProducerId is not
-served yet either.
+group APIs yet.  The producer sets ``enable_idempotence`` explicitly (kafka-python defaults
+it on and would silently turn it off for acks 0/1).
 """
 from __future__ import annotations
 
@@ -44,11 +44,12 @@ class KafkaPythonDriver(ClientDriver):
                              enable_auto_commit=False, auto_offset_reset="none",
                              request_timeout_ms=10_000, fetch_max_wait_ms=100)
 
-    def produce(self, topic: str, recs: list[Rec], *, acks, compression: str) -> list[int | None]:
+    def produce(self, topic: str, recs: list[Rec], *, acks, compression: str,
+                idempotent: bool = False) -> list[int | None]:
         producer = KafkaProducer(
             bootstrap_servers=self.bootstrap, api_version=self.api_version, acks=acks, linger_ms=5,
             compression_type=None if compression == "none" else compression,
-            enable_idempotence=False, request_timeout_ms=10_000, max_block_ms=10_000)
+            enable_idempotence=idempotent, request_timeout_ms=10_000, max_block_ms=10_000)
         try:
             futures = [producer.send(topic, value=r.value, key=r.key, partition=r.partition,
                                      timestamp_ms=r.timestamp_ms, headers=list(r.headers))
@@ -112,6 +113,7 @@ class KafkaPython011Driver(KafkaPythonDriver):
     api_version = (0, 11)
     codecs = ("none", "gzip", "snappy", "lz4")
     lists_max_timestamp = False
+    idempotent = False  # the negotiated run covers the idempotent producer
 
 
 @pytest.mark.parametrize("scenario", scenarios_for(KafkaPythonDriver), ids=str)
@@ -133,8 +135,7 @@ def test_kafka_python_old_protocol(scenario, compat_env):
 
 
 def test_default_producer_config_delivers(compat_env):
-    """A KafkaProducer with every default (idempotence on, acks=all) still delivers:
-    the client must fall back cleanly when the broker does not offer InitProducerId."""
+    """A KafkaProducer with every default (idempotent, acks=all) delivers at offset 0."""
     topic = compat_env.new_topic(1)
     producer = KafkaProducer(bootstrap_servers=compat_env.bootstrap, max_block_ms=10_000,
                              request_timeout_ms=10_000)

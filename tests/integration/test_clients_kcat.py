@@ -42,7 +42,8 @@ class KcatDriver(ClientDriver):
     def _base(self, mode: str) -> list[str]:
         return [mode, "-b", self.bootstrap, "-m", "10", "-q"]
 
-    def produce(self, topic: str, recs: list[Rec], *, acks, compression: str) -> list[int | None]:
+    def produce(self, topic: str, recs: list[Rec], *, acks, compression: str,
+                idempotent: bool = False) -> list[int | None]:
         groups: dict[tuple, list[int]] = {}
         for index, r in enumerate(recs):
             groups.setdefault((r.partition, r.headers), []).append(index)
@@ -54,7 +55,8 @@ class KcatDriver(ClientDriver):
             stderr: list[str] = []
             kcat("-P", "-b", self.bootstrap, "-m", "10", "-v", "-v", "-v", "-t", topic,
                  "-p", str(partition), "-K", "\t", "-z", compression, "-X", f"acks={acks}",
-                 "-X", "linger.ms=5", *header_args, stdin=lines, stderr=stderr)
+                 "-X", "linger.ms=5", "-X", f"enable.idempotence={str(idempotent).lower()}",
+                 *header_args, stdin=lines, stderr=stderr)
             delivered = DELIVERED.findall(stderr[0])
             assert len(delivered) == len(indexes), f"{len(delivered)} delivery reports:\n{stderr[0]}"
             assert {int(p) for p, _ in delivered} == {partition}
