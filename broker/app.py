@@ -34,7 +34,7 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.store = open_store(config)
-        self.replica_manager = ReplicaManager(config)
+        self.replica_manager = ReplicaManager(config, self.store)
         self.store.add_listener(self.replica_manager.apply_image)
         self.controller = Controller(self.store, config)
         self.lifecycle = BrokerLifecycle(self.store, config, self.replica_manager)

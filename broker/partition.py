@@ -38,12 +38,27 @@ class PartitionError(Exception):
 
 @dataclass
 class ReplicaState:
-    """The leader's view of one follower."""
+    """The leader's view of one follower.
+
+    ``last_caught_up_ms`` follows Kafka's rule: a fetch at or past the leader's LEO
+    makes the follower caught up at that fetch; a fetch at or past the LEO the leader
+    had at the follower's previous fetch makes it caught up as of that previous fetch.
+    """
 
     replica_id: int
     log_end_offset: int = -1
     last_fetch_ms: int = 0
     last_caught_up_ms: int = 0
+    leader_leo_at_last_fetch: int = -1
+
+    def on_fetch(self, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
+        if fetch_offset >= leader_leo:
+            self.last_caught_up_ms = now_ms
+        elif fetch_offset >= self.leader_leo_at_last_fetch >= 0:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.log_end_offset = fetch_offset
+        self.leader_leo_at_last_fetch = leader_leo
+        self.last_fetch_ms = now_ms
 
 
 class ReadResult(NamedTuple):
@@ -82,6 +97,11 @@ class Partition:
     isr: list[int] = field(default_factory=list)
     followers: dict[int, ReplicaState] = field(default_factory=dict)
     producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
+    # Replicas whose addition to the ISR the controller has not committed yet; they
+    # count for the high watermark already (Kafka's "maximal ISR"), so the HW never
+    # passes a replica about to join.
+    pending_isr_additions: set[int] = field(default_factory=set)
+    isr_change_in_flight: bool = False
 
     def __post_init__(self) -> None:
         self.rebuild_producer_state()
@@ -133,6 +153,8 @@ class Partition:
         now_ms = _now_ms()
         self.followers = {r: ReplicaState(r, last_caught_up_ms=now_ms)
                           for r in replicas if r != self.node_id}
+        self.pending_isr_additions = set()
+        self.isr_change_in_flight = False
         self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         self.maybe_increment_high_watermark()
         log.info("[Partition %s broker=%d] leader in epoch %d, isr=%s, leo=%d, hw=%d",
@@ -149,6 +171,8 @@ class Partition:
         self.replicas = list(replicas)
         self.isr = list(isr)
         self.followers = {}
+        self.pending_isr_additions = set()
+        self.isr_change_in_flight = False
         log.info("[Partition %s broker=%d] follower of %d in epoch %d, leo=%d, hw=%d",
                  self.name, self.node_id, leader_id, leader_epoch, self.log_end_offset,
                  self.high_watermark)
@@ -160,6 +184,69 @@ class Partition:
                      self.node_id, self.isr, isr, partition_epoch)
         self.isr = list(isr)
         self.partition_epoch = partition_epoch
+        self.pending_isr_additions -= set(isr)
+
+    # -- leader: followers and the ISR ----------------------------------------------
+
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched at ``fetch_offset`` (its LEO). Returns True when that is a
+        replica of ours (the caller then tries ISR expansion and the HW)."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            return False
+        state.on_fetch(fetch_offset, self.log.log_end_offset, now_ms)
+        return True
+
+    def can_join_isr(self, replica_id: int) -> bool:
+        """Kafka's expansion rule: caught up to the HW and into the current epoch."""
+        state = self.followers.get(replica_id)
+        if state is None or replica_id in self.isr or replica_id in self.pending_isr_additions:
+            return False
+        epoch_start = self.epoch_start_offset()
+        return state.log_end_offset >= self.high_watermark and state.log_end_offset >= epoch_start
+
+    def epoch_start_offset(self) -> int:
+        for epoch, start in reversed(self.log.epoch_cache.epoch_entries()):
+            if epoch == self.leader_epoch:
+                return start
+        return self.log.log_end_offset
+
+    def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> list[int]:
+        """ISR followers that have not caught up within ``lag_time_max_ms``."""
+        return [r for r in self.isr if r != self.node_id and
+                now_ms - self.followers.get(r, ReplicaState(r)).last_caught_up_ms > lag_time_max_ms]
+
+    # -- follower: the log mirrors the leader's ------------------------------------------
+
+    def append_as_follower(self, records: bytes, leader_high_watermark: int) -> int:
+        """Append batches fetched from the leader; HW := min(leader HW, own LEO).
+        Returns the number of bytes appended."""
+        if records:
+            info = self.log.append_as_follower(records)
+            if info is not None:
+                for header in iter_headers(records):
+                    self.producer_state.update(header)
+        hw = min(leader_high_watermark, self.log.log_end_offset)
+        if hw > self.log.high_watermark:
+            self.log.update_high_watermark(hw)
+        return len(records) if records else 0
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut our log at ``offset`` (divergence with the leader)."""
+        if offset >= self.log.log_end_offset:
+            return
+        before = self.log.log_end_offset
+        self.log.truncate_to(offset)
+        self.producer_state.truncate_to(self.log.log_end_offset)
+        log.info("[Partition %s broker=%d] truncated from %d to %d (leader %d epoch %d)",
+                 self.name, self.node_id, before, self.log.log_end_offset, self.leader_id,
+                 self.leader_epoch)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+        self.producer_state = ProducerStateManager()
+        log.info("[Partition %s broker=%d] log reset to start at %d", self.name, self.node_id,
+                 offset)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320: a client's view of the epoch must match ours (-1 = not checked)."""
@@ -201,7 +288,7 @@ class Partition:
         """HW := min LEO over the ISR, if that is higher. Triggers: append, follower fetch,
         ISR change. Returns True when it moved."""
         new_hw = self.log.log_end_offset
-        for replica_id in self.isr:
+        for replica_id in set(self.isr) | self.pending_isr_additions:
             if replica_id != self.node_id:
                 state = self.followers.get(replica_id)
                 new_hw = min(new_hw, state.log_end_offset if state else -1)

@@ -19,8 +19,11 @@ from storage.log import PartitionLog
 
 from .config import BrokerConfig
 from .controller.state import ClusterState, TopicInfo
+from .controller.state import ApplyError
+from .controller.store import MetadataUnavailable
 from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
                       ProducePartitionStatus)
+from .fetcher import ReplicaFetcherManager
 from .partition import Partition, PartitionError, PartitionSettings
 from .purgatory import Purgatory
 
@@ -42,8 +45,9 @@ class FetchedPartition:
 class ReplicaManager:
     """Hosts partitions for this broker. Event-loop only."""
 
-    def __init__(self, config: BrokerConfig):
+    def __init__(self, config: BrokerConfig, store=None):
         self.config = config
+        self.store = store
         self.image = ClusterState()
         self.node_id = config.node_id
         self.log_dir = config["log.dirs"]
@@ -51,17 +55,23 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory("produce")
         self.fetch_purgatory = Purgatory("fetch")
         self._tasks: set[asyncio.Task] = set()
+        self.fetchers = ReplicaFetcherManager(self.node_id, config, self._broker_address)
+        self.lag_time_max_ms = config["replica.lag.time.max.ms"]
 
     # -- lifecycle ---------------------------------------------------------------
 
     def start_maintenance(self) -> None:
         """Background loops: retention, checkpoints. Each exits on cancellation."""
-        for coro in (self._retention_loop(), self._checkpoint_loop()):
-            task = asyncio.get_running_loop().create_task(coro)
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        for coro in (self._retention_loop(), self._checkpoint_loop(), self._isr_shrink_loop()):
+            self._spawn(coro)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def shutdown(self) -> None:
+        await self.fetchers.shutdown()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -121,6 +131,7 @@ class ReplicaManager:
     def _apply_partition_state(self, partition: Partition, info) -> None:
         if info.leader == self.node_id:
             if not partition.is_leader or partition.leader_epoch != info.leader_epoch:
+                self.fetchers.unfollow(partition.key)
                 partition.make_leader(info.leader_epoch, info.partition_epoch,
                                       info.replicas, info.isr)
                 self._leadership_changed(partition)
@@ -132,6 +143,7 @@ class ReplicaManager:
             partition.make_follower(info.leader, info.leader_epoch, info.partition_epoch,
                                     info.replicas, info.isr)
             self._leadership_changed(partition)
+            self.fetchers.follow(partition)
         else:
             partition.partition_epoch = info.partition_epoch
             partition.isr = list(info.isr)
@@ -159,11 +171,78 @@ class ReplicaManager:
 
     def _remove_partition(self, key: Key) -> None:
         partition = self.partitions.pop(key)
+        self.fetchers.unfollow(key)
         self.produce_purgatory.complete_all(key)
         self.fetch_purgatory.complete_all(key)
         partition.log.delete()
         log.info("[ReplicaManager broker=%d] removed partition %s-%d and its log",
                  self.node_id, *key)
+
+    def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        info = self.image.brokers.get(broker_id)
+        return (info.host, info.port) if info is not None else None
+
+    # -- leader: follower fetches and the ISR (Kafka's AlterPartition rule) -------------
+
+    def record_follower_fetches(self, statuses: list[FetchPartitionStatus],
+                                replica_id: int) -> None:
+        """A follower fetched: its LEO is the fetch offset. Expand the ISR when it has
+        caught up; advance the HW (which may complete acks=all produces)."""
+        now_ms = int(time.time() * 1000)
+        for status in statuses:
+            partition = status.partition
+            if partition is None or not partition.is_leader:
+                continue
+            if not partition.update_follower_fetch(replica_id, status.fetch_offset, now_ms):
+                continue
+            if partition.can_join_isr(replica_id):
+                self._propose_isr(partition, partition.isr + [replica_id], added=replica_id)
+            if partition.maybe_increment_high_watermark():
+                self.on_high_watermark_moved(partition)
+
+    def on_high_watermark_moved(self, partition: Partition) -> None:
+        self.produce_purgatory.check_and_complete(partition.key)
+        self.fetch_purgatory.check_and_complete(partition.key)
+
+    def _propose_isr(self, partition: Partition, new_isr: list[int], added: int | None = None):
+        """Send one ISR change to the controller (one in flight per partition)."""
+        if partition.isr_change_in_flight or self.store is None:
+            return
+        partition.isr_change_in_flight = True
+        if added is not None:
+            partition.pending_isr_additions.add(added)
+        self._spawn(self._alter_partition(partition, new_isr, added))
+
+    async def _alter_partition(self, partition: Partition, new_isr: list[int], added) -> None:
+        epochs = (partition.leader_epoch, partition.partition_epoch)
+        try:
+            await self.store.submit("alter_partition", partition.topic, partition.index,
+                                    self.node_id, epochs[0], epochs[1], sorted(new_isr))
+            log.info("[Partition %s broker=%d] ISR change to %s committed", partition.name,
+                     self.node_id, sorted(new_isr))
+        except (ApplyError, MetadataUnavailable) as exc:
+            log.info("[Partition %s broker=%d] ISR change to %s not applied: %s",
+                     partition.name, self.node_id, sorted(new_isr), exc)
+            if added is not None:
+                partition.pending_isr_additions.discard(added)
+        finally:
+            partition.isr_change_in_flight = False
+
+    async def _isr_shrink_loop(self) -> None:
+        """Reacts to: a timer of half ``replica.lag.time.max.ms``. Proposes removing ISR
+        followers that have not caught up within the lag time. Exits on cancel."""
+        interval_s = max(0.05, self.lag_time_max_ms / 2000.0)
+        while True:
+            await asyncio.sleep(interval_s)
+            now_ms = int(time.time() * 1000)
+            for partition in list(self.partitions.values()):
+                if not partition.is_leader:
+                    continue
+                lagging = partition.out_of_sync_replicas(now_ms, self.lag_time_max_ms)
+                if lagging:
+                    log.info("[Partition %s broker=%d] followers %s out of sync (lag time %d ms)",
+                             partition.name, self.node_id, lagging, self.lag_time_max_ms)
+                    self._propose_isr(partition, [r for r in partition.isr if r not in lagging])
 
     def log_end_offsets(self) -> dict[str, int]:
         """"topic:partition" → LEO of every hosted replica (the controller's hints)."""
@@ -287,6 +366,8 @@ class ReplicaManager:
     async def fetch(self, statuses: list[FetchPartitionStatus], replica_id: int,
                     max_wait_ms: int, min_bytes: int, max_bytes: int) -> list[FetchedPartition]:
         """Answer at once if there is enough (or an error); otherwise long-poll."""
+        if replica_id >= 0:
+            self.record_follower_fetches(statuses, replica_id)
         results = self.read_partitions(statuses, replica_id, max_bytes)
         available = sum(len(r.records) for r in results)
         has_error = any(r.error != ErrorCode.NONE for r in results)
