@@ -56,6 +56,7 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory("fetch")
         self._tasks: set[asyncio.Task] = set()
         self.fetchers = ReplicaFetcherManager(self.node_id, config, self._broker_address)
+        self._leadership_listeners: list = []
         self.lag_time_max_ms = config["replica.lag.time.max.ms"]
 
     # -- lifecycle ---------------------------------------------------------------
@@ -148,10 +149,21 @@ class ReplicaManager:
             partition.partition_epoch = info.partition_epoch
             partition.isr = list(info.isr)
 
+    def add_leadership_listener(self, listener) -> None:
+        """``listener(partition)`` after this broker became leader or follower of a
+        partition, or stopped hosting it (then ``partition.leader_id`` is -1). Used by
+        coordinators that keep state per partition (consumer groups)."""
+        self._leadership_listeners.append(listener)
+
     def _leadership_changed(self, partition: Partition) -> None:
         """Waiting produces and fetches on this partition must hear about it now."""
         self.produce_purgatory.check_and_complete(partition.key)
         self.fetch_purgatory.complete_all(partition.key)
+        for listener in self._leadership_listeners:
+            try:
+                listener(partition)
+            except Exception:
+                log.exception("leadership listener failed for %s", partition.name)
 
     def _open_partition(self, topic: TopicInfo, index: int) -> Partition:
         directory = os.path.join(self.log_dir, f"{topic.name}-{index}")
@@ -171,6 +183,8 @@ class ReplicaManager:
 
     def _remove_partition(self, key: Key) -> None:
         partition = self.partitions.pop(key)
+        partition.leader_id = -1
+        self._leadership_changed(partition)
         self.fetchers.unfollow(key)
         self.produce_purgatory.complete_all(key)
         self.fetch_purgatory.complete_all(key)
