@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    AlterConfigsRequest, AlterConfigsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
@@ -70,6 +72,9 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
     _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
+    _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
+    _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+    _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
 )}
 
 

@@ -11,7 +11,7 @@ from typing import Awaitable, Callable
 
 from kafka.protocol.api_key import ApiKey
 
-from . import admin, fetch, metadata, offsets, produce, producer_ids
+from . import admin, configs, fetch, metadata, offsets, produce, producer_ids
 
 CLOSE = object()
 
@@ -27,4 +27,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DeleteTopics: admin.handle_delete_topics,
     ApiKey.OffsetForLeaderEpoch: offsets.handle_offset_for_leader_epoch,
     ApiKey.InitProducerId: producer_ids.handle_init_producer_id,
+    ApiKey.DescribeConfigs: configs.handle_describe_configs,
+    ApiKey.AlterConfigs: configs.handle_alter_configs,
+    ApiKey.IncrementalAlterConfigs: configs.handle_incremental_alter_configs,
 }

@@ -8,7 +8,9 @@ import random
 import struct
 
 import pytest
-from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+from kafka.protocol.admin import (
+    AlterConfigsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest)
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
@@ -84,6 +86,27 @@ def _init_producer_id(v):
                                     producer_id=-1, producer_epoch=-1)
 
 
+def _describe_configs(v):
+    D = DescribeConfigsRequest
+    return D[v](resources=[D.DescribeConfigsResource(resource_type=2, resource_name="orders",
+                                                     configuration_keys=["retention.ms"])],
+                include_synonyms=False, include_documentation=False)
+
+
+def _incremental_alter_configs(v):
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    return IncrementalAlterConfigsRequest[v](validate_only=False, resources=[R(
+        resource_type=2, resource_name="orders",
+        configs=[R.AlterableConfig(name="retention.ms", config_operation=0, value="1000")])])
+
+
+def _alter_configs(v):
+    R = AlterConfigsRequest.AlterConfigsResource
+    return AlterConfigsRequest[v](validate_only=False, resources=[R(
+        resource_type=2, resource_name="orders",
+        configs=[R.AlterableConfig(name="retention.ms", value="1000")])])
+
+
 # Each API at its lowest served version, its first flexible version and its highest.
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
@@ -95,6 +118,9 @@ CORPUS_BUILDERS = {
     "OffsetForLeaderEpoch": (_offset_for_leader_epoch, [2, 3, 4]),
     "ApiVersions": (_api_versions, [0, 2, 3, 4]),
     "InitProducerId": (_init_producer_id, [0, 1, 2, 5]),
+    "DescribeConfigs": (_describe_configs, [1, 3, 4]),
+    "AlterConfigs": (_alter_configs, [0, 1, 2]),
+    "IncrementalAlterConfigs": (_incremental_alter_configs, [0, 1]),
 }
 
 

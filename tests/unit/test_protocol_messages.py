@@ -23,6 +23,9 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import (
     ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
 )
+from kafka.protocol.admin import (
+    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse)
 from kafka.protocol.producer import (
     InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse)
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -44,11 +47,14 @@ EXPECTED_RANGES = {
     20: (1, 6),   # DeleteTopics
     22: (0, 5),   # InitProducerId
     23: (2, 4),   # OffsetForLeaderEpoch
+    32: (1, 4),   # DescribeConfigs
+    33: (0, 2),   # AlterConfigs
+    44: (0, 1),   # IncrementalAlterConfigs
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
 # except ApiVersions, whose response header is always v0.
-FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4}
+FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 44: 1}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -459,6 +465,34 @@ def _check_init_producer_id(resp, v):
     assert (resp.error_code, resp.producer_id, resp.producer_epoch) == (0, 4242, 3)
 
 
+def _describe_configs_response(v):
+    R = DescribeConfigsResponse.DescribeConfigsResult
+    return DescribeConfigsResponse[v](throttle_time_ms=0, results=[R(
+        error_code=0, error_message=None, resource_type=2, resource_name="orders", configs=[
+            R.DescribeConfigsResourceResult(name="retention.ms", value="1000", read_only=False,
+                                            config_source=1, is_default=False,
+                                            is_sensitive=False, synonyms=[], config_type=0,
+                                            documentation=None)])])
+
+
+def _check_describe_configs(resp, v):
+    (result,) = resp.results
+    (entry,) = result.configs
+    assert (result.resource_name, entry.name, entry.value) == ("orders", "retention.ms", "1000")
+
+
+def _alter_configs_response(cls):
+    def build(v):
+        return cls[v](throttle_time_ms=0, responses=[cls.AlterConfigsResourceResponse(
+            error_code=40, error_message="bad", resource_type=2, resource_name="orders")])
+    return build
+
+
+def _check_alter_configs(resp, v):
+    (result,) = resp.responses
+    assert (result.error_code, result.resource_name) == (40, "orders")
+
+
 def _api_versions_response(v):
     return api_versions_body(version=v)
 
@@ -481,6 +515,10 @@ _REQUESTS = {
     22: lambda v: InitProducerIdRequest[v](transactional_id=None, transaction_timeout_ms=1,
                                            producer_id=-1, producer_epoch=-1),
     23: lambda v: OffsetForLeaderEpochRequest[v](replica_id=-1, topics=[]),
+    32: lambda v: DescribeConfigsRequest[v](resources=[], include_synonyms=False,
+                                            include_documentation=False),
+    33: lambda v: AlterConfigsRequest[v](resources=[], validate_only=False),
+    44: lambda v: IncrementalAlterConfigsRequest[v](resources=[], validate_only=False),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -493,6 +531,10 @@ _RESPONSES = {
     22: (_init_producer_id_response, _check_init_producer_id, InitProducerIdResponse),
     23: (_offset_for_leader_epoch_response, _check_offset_for_leader_epoch,
          OffsetForLeaderEpochResponse),
+    32: (_describe_configs_response, _check_describe_configs, DescribeConfigsResponse),
+    33: (_alter_configs_response(AlterConfigsResponse), _check_alter_configs, AlterConfigsResponse),
+    44: (_alter_configs_response(IncrementalAlterConfigsResponse), _check_alter_configs,
+         IncrementalAlterConfigsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]

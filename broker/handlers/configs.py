@@ -1,0 +1,165 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+
+Topic configs are overrides kept in the cluster metadata (``alter_topic_configs``);
+every broker follows them (the replica manager re-reads them from each new image).
+Broker configs are static here: they can be described, not altered (INVALID_REQUEST
+says so), where Kafka would also accept dynamic broker configs.
+"""
+from __future__ import annotations
+
+from kafka.protocol.admin import (
+    AlterConfigsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse,
+)
+
+from protocol.errors import ErrorCode
+from storage.config import LogConfig
+
+from ..controller.state import ApplyError
+from ..controller.store import MetadataUnavailable
+
+TOPIC = 2
+BROKER = 4
+SOURCE_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+# Topic-level names we act on; others are refused with INVALID_CONFIG.
+TOPIC_CONFIG_KEYS = frozenset(LogConfig().to_properties()) | {
+    "min.insync.replicas", "unclean.leader.election.enable", "cleanup.policy"}
+TOPIC_DEFAULTS_EXTRA = {"cleanup.policy": "delete"}
+
+Result = DescribeConfigsResponse.DescribeConfigsResult
+Entry = Result.DescribeConfigsResourceResult
+AlterResult = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+PlainAlterResult = AlterConfigsResponse.AlterConfigsResourceResponse
+
+
+class ConfigRefused(Exception):
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def topic_defaults(broker) -> dict[str, str]:
+    defaults = dict(TOPIC_DEFAULTS_EXTRA)
+    defaults.update(LogConfig().to_properties())
+    defaults.update(broker.config.topic_defaults())
+    return defaults
+
+
+async def handle_describe_configs(broker, request):
+    results = []
+    for resource in request.body.resources:
+        keys = resource.configuration_keys
+        try:
+            values = _describe(broker, resource.resource_type, resource.resource_name)
+            configs = [_entry(name, value, source, request.api_version)
+                       for name, (value, source) in sorted(values.items())
+                       if keys is None or name in keys]
+            results.append(Result(error_code=ErrorCode.NONE, error_message=None,
+                                  resource_type=resource.resource_type,
+                                  resource_name=resource.resource_name, configs=configs))
+        except ConfigRefused as exc:
+            results.append(Result(error_code=exc.code, error_message=str(exc),
+                                  resource_type=resource.resource_type,
+                                  resource_name=resource.resource_name, configs=[]))
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _describe(broker, resource_type: int, name: str) -> dict[str, tuple[str, int]]:
+    if resource_type == TOPIC:
+        topic = broker.image.topics.get(name)
+        if topic is None:
+            raise ConfigRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+        values = {k: (v, SOURCE_DEFAULT) for k, v in topic_defaults(broker).items()}
+        values.update({k: (v, SOURCE_TOPIC) for k, v in topic.configs.items()})
+        return values
+    if resource_type == BROKER:
+        if name not in ("", str(broker.node_id)):
+            raise ConfigRefused(ErrorCode.INVALID_REQUEST, f"this is broker {broker.node_id}")
+        return {k: (_text(v), SOURCE_STATIC_BROKER) for k, v in broker.config.as_dict().items()}
+    raise ConfigRefused(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} not served")
+
+
+def _text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _entry(name: str, value: str, source: int, version: int):
+    return Entry(name=name, value=value, read_only=False, config_source=source,
+                 is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=[],
+                 config_type=0, documentation=None)
+
+
+async def handle_incremental_alter_configs(broker, request):
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        try:
+            changes = {}
+            for c in resource.configs:
+                if c.config_operation == SET:
+                    changes[c.name] = c.value
+                elif c.config_operation == DELETE:
+                    changes[c.name] = None
+                else:
+                    raise ConfigRefused(ErrorCode.INVALID_REQUEST,
+                                        f"{c.name}: APPEND/SUBTRACT apply to list configs only")
+            await _alter_topic(broker, resource.resource_type, resource.resource_name, changes,
+                               body.validate_only, replace=False)
+            code, message = ErrorCode.NONE, None
+        except ConfigRefused as exc:
+            code, message = exc.code, str(exc)
+        responses.append(AlterResult(error_code=code, error_message=message,
+                                     resource_type=resource.resource_type,
+                                     resource_name=resource.resource_name))
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+async def handle_alter_configs(broker, request):
+    """The legacy AlterConfigs: the given set replaces every topic override."""
+    body = request.body
+    responses = []
+    for resource in body.resources:
+        try:
+            changes = {c.name: c.value for c in resource.configs}
+            await _alter_topic(broker, resource.resource_type, resource.resource_name, changes,
+                               body.validate_only, replace=True)
+            code, message = ErrorCode.NONE, None
+        except ConfigRefused as exc:
+            code, message = exc.code, str(exc)
+        responses.append(PlainAlterResult(error_code=code, error_message=message,
+                                          resource_type=resource.resource_type,
+                                          resource_name=resource.resource_name))
+    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+async def _alter_topic(broker, resource_type: int, name: str, changes: dict, validate_only: bool,
+                       replace: bool) -> None:
+    if resource_type != TOPIC:
+        raise ConfigRefused(ErrorCode.INVALID_REQUEST, "broker configs are static in Raftwood")
+    topic = broker.image.topics.get(name)
+    if topic is None:
+        raise ConfigRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+    unknown = sorted(k for k in changes if k not in TOPIC_CONFIG_KEYS)
+    if unknown:
+        raise ConfigRefused(ErrorCode.INVALID_CONFIG, f"unknown topic configs {unknown}")
+    if replace:
+        changes = {**{k: None for k in topic.configs}, **changes}
+    merged = {k: v for k, v in {**topic.configs, **changes}.items() if v is not None}
+    policy = merged.get("cleanup.policy", "delete")
+    if policy not in ("delete", "compact", "compact,delete", "delete,compact"):
+        raise ConfigRefused(ErrorCode.INVALID_CONFIG, f"cleanup.policy {policy!r}")
+    try:
+        broker.replica_manager.validate_topic_configs(merged)
+    except (ValueError, KeyError) as exc:
+        raise ConfigRefused(ErrorCode.INVALID_CONFIG, str(exc)) from exc
+    if validate_only:
+        return
+    try:
+        await broker.store.submit("alter_topic_configs", name, changes)
+    except ApplyError as exc:
+        raise ConfigRefused(ErrorCode[exc.code], str(exc)) from exc
+    except MetadataUnavailable as exc:
+        raise ConfigRefused(ErrorCode.REQUEST_TIMED_OUT, str(exc)) from exc
