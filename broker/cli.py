@@ -1,6 +1,10 @@
 """The ``raftwood`` command line.
 
     raftwood start [--config FILE] [--set key=value ...]   one broker, foreground
+    raftwood dev [--brokers 3] [--data-dir ./data] [--port 9092]
+                                                          a local cluster of N brokers
+    raftwood topics create|list|describe|delete ... [--bootstrap-server HOST:PORT]
+    raftwood cluster [--bootstrap-server HOST:PORT]       brokers, controller, problems
 """
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import asyncio
 import logging
 import sys
 
+from . import cli_admin, cli_dev
 from . import config as config_module
 
 
@@ -54,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one setting (repeatable)")
     start.set_defaults(func=cmd_start)
+    cli_dev.add_command(commands)
+    cli_admin.add_commands(commands)
     return parser
 
 

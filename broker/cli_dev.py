@@ -1,0 +1,417 @@
+"""``raftwood dev``: a local cluster of N broker processes with a live status table.
+
+Port layout (``--port P``, ``--raft-port-base R``, default R = P + 100), for broker i
+counted from 1:
+
+    node.id                  i
+    listeners                PLAINTEXT://127.0.0.1:<P + i - 1>
+    controller.quorum.voters 1@127.0.0.1:<R>,2@127.0.0.1:<R + 1>,...   (only when N > 1)
+    log.dirs                 <data-dir>/broker-<i>
+    stdout + stderr          <data-dir>/broker-<i>/broker.log
+
+so ``--brokers 3 --port 9092`` serves Kafka on 9092-9094 and Raft on 9192-9194.  A lone
+broker (N = 1) gets no voters setting: it is its own quorum.  Extra ``--set key=value``
+settings go to every broker; the four above are managed here and refused in ``--set``.
+
+Start-up: all brokers are launched at once (a Raft quorum needs a majority up); each is
+ready when its port answers ApiVersions; then ``dev`` waits (within ``--start-timeout``)
+until broker 1's status shows a controller and every broker registered and unfenced, and
+only then prints ``bootstrap servers: ...``, so the cluster is usable from that line on.
+
+Each broker runs as ``<python> -m broker.cli start --set ...`` in its own session, so a
+Ctrl-C in the terminal reaches ``dev`` only; ``dev`` then sends SIGTERM to every broker,
+waits up to ``STOP_TIMEOUT_S`` in all, SIGKILLs what is left and exits 0.  On Linux a
+broker also gets SIGKILL from the kernel if ``dev`` itself dies (PR_SET_PDEATHSIG), so
+no broker outlives its supervisor.  A broker that dies is shown as down and is not
+restarted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import config as config_module
+from .cli_client import answers_api_versions, fetch_statuses
+from .cli_status import UNKNOWN, broker_summary
+from .tables import format_table
+
+HOST = "127.0.0.1"
+RAFT_PORT_OFFSET = 100
+MANAGED_SETTINGS = ("node.id", "listeners", "log.dirs", "controller.quorum.voters")
+STOP_TIMEOUT_S = 15.0
+DEFAULT_START_TIMEOUT_S = 60.0
+REFRESH_S = 2.0
+QUIET_REPRINT_S = 10.0     # without a TTY: print an unchanged table this often
+STATUS_TIMEOUT_S = 1.0
+TICK_S = 0.1
+_PACKAGE_PARENT = Path(__file__).resolve().parent.parent
+
+# Same trick as broker/testing.py: the broker gets SIGKILL when the thread that started it
+# dies (PR_SET_PDEATHSIG survives exec); then exec the real command line.
+_LAUNCHER = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))\n"
+    "    if os.getppid() != int(sys.argv[1]): os._exit(1)\n"
+    "except (OSError, AttributeError): pass\n"
+    "os.execv(sys.executable, [sys.executable] + sys.argv[2:])\n"
+)
+
+
+class DevError(Exception):
+    """``raftwood dev`` cannot go on (bad layout, a broker that did not start)."""
+
+
+# -- layout (pure) ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DevBroker:
+    """One broker of the layout; ``port`` serves Kafka, ``raft_port`` the Raft quorum."""
+
+    node_id: int
+    port: int
+    raft_port: int
+    data_dir: Path
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "broker.log"
+
+
+def plan_cluster(brokers: int, port: int, data_dir, raft_port_base: int | None = None
+                 ) -> list[DevBroker]:
+    """The layout of the module docstring; DevError when ports clash or leave 1..65535."""
+    if brokers < 1:
+        raise DevError("--brokers must be at least 1")
+    raft_base = port + RAFT_PORT_OFFSET if raft_port_base is None else raft_port_base
+    layout = [DevBroker(i, port + i - 1, raft_base + i - 1, Path(data_dir) / f"broker-{i}")
+              for i in range(1, brokers + 1)]
+    kafka_ports = {b.port for b in layout}
+    raft_ports = {b.raft_port for b in layout} if brokers > 1 else set()
+    if kafka_ports & raft_ports:
+        raise DevError(f"Kafka ports {port}-{port + brokers - 1} overlap Raft ports "
+                       f"{raft_base}-{raft_base + brokers - 1}; pick another --raft-port-base")
+    if min(kafka_ports | raft_ports) < 1 or max(kafka_ports | raft_ports) > 65535:
+        raise DevError("ports must lie in 1..65535")
+    return layout
+
+
+def voters(layout: list[DevBroker]) -> str:
+    """``1@127.0.0.1:9192,2@127.0.0.1:9193,...``; empty for a lone broker."""
+    if len(layout) < 2:
+        return ""
+    return ",".join(f"{b.node_id}@{HOST}:{b.raft_port}" for b in layout)
+
+
+def broker_settings(layout: list[DevBroker], member: DevBroker,
+                    extra: dict[str, str]) -> dict[str, str]:
+    """Every ``--set`` of one broker, managed ones first; DevError if ``extra`` names one."""
+    clash = sorted(set(MANAGED_SETTINGS) & extra.keys())
+    if clash:
+        raise DevError(f"{', '.join(clash)} are set by raftwood dev for each broker; "
+                       f"use --port/--raft-port-base/--data-dir instead")
+    settings = {"node.id": str(member.node_id), "listeners": f"PLAINTEXT://{member.address}",
+                "log.dirs": str(member.data_dir)}
+    if voters(layout):
+        settings["controller.quorum.voters"] = voters(layout)
+    settings.update(extra)
+    return settings
+
+
+def broker_command(settings: dict[str, str], python: str = sys.executable) -> list[str]:
+    argv = [python, "-m", "broker.cli", "start"]
+    for key, value in settings.items():
+        argv += ["--set", f"{key}={value}"]
+    return argv
+
+
+def bootstrap_line(layout: list[DevBroker]) -> str:
+    return "bootstrap servers: " + ",".join(b.address for b in layout)
+
+
+# -- processes --------------------------------------------------------------------------------
+
+class DevCluster:
+    """The broker processes of one ``raftwood dev`` run.  Main thread only.
+
+    Invariant: ``processes[i]`` is the Popen of ``layout[i]`` once ``launch()`` ran; a
+    process is started once and never restarted.  ``stop_requests`` counts SIGINT/SIGTERM
+    received; loops poll it every ``TICK_S``.
+    """
+
+    def __init__(self, layout: list[DevBroker], extra: dict[str, str], out=sys.stdout):
+        self.layout = layout
+        self.settings = [broker_settings(layout, b, extra) for b in layout]
+        self.commands = [broker_command(settings) for settings in self.settings]
+        self.processes: list[subprocess.Popen] = []
+        self.stop_requests = 0
+        self.out = out
+        self._reported_exits: set[int] = set()
+
+    def on_signal(self, _signum, _frame) -> None:
+        self.stop_requests += 1
+
+    def launch(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(_PACKAGE_PARENT), env.get("PYTHONPATH")) if p)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        for member, argv in zip(self.layout, self.commands):
+            member.data_dir.mkdir(parents=True, exist_ok=True)
+            with open(member.log_path, "ab") as log:
+                log.write(f"### raftwood dev: {' '.join(argv)}\n".encode())
+                log.flush()
+                if sys.platform.startswith("linux"):
+                    argv = [argv[0], "-c", _LAUNCHER, str(os.getpid())] + argv[1:]
+                self.processes.append(subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    env=env, start_new_session=True))
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Wait for each broker to answer ApiVersions, printing progress; False when
+        stopped by a signal; DevError when a broker exits or misses the deadline."""
+        deadline = time.monotonic() + timeout_s
+        for index, (member, process) in enumerate(zip(self.layout, self.processes), 1):
+            self._print(f"starting broker {index}/{len(self.layout)} "
+                        f"({member.address}, pid {process.pid}) ...", end="")
+            started = time.monotonic()
+            while not answers_api_versions((HOST, member.port), timeout_s=1.0):
+                if self.stop_requests:
+                    self._print(" interrupted")
+                    return False
+                if process.poll() is not None:
+                    self._print(" failed")
+                    raise DevError(f"broker {member.node_id} exited with {process.returncode} "
+                                   f"while starting\n{log_tail(member.log_path)}")
+                if time.monotonic() > deadline:
+                    self._print(" failed")
+                    raise DevError(f"broker {member.node_id} did not answer on {member.address} "
+                                   f"within {timeout_s:g} s\n{log_tail(member.log_path)}")
+                time.sleep(TICK_S)
+            self._print(f" ready ({time.monotonic() - started:.1f} s)")
+        return True
+
+    def wait_registered(self, timeout_s: float) -> bool:
+        """Wait until broker 1's cluster image shows a controller and every broker alive
+        (unfenced), so clients can use the cluster once the bootstrap line is out.
+
+        Skipped (True) when the broker does not answer the status request.  False when
+        stopped by a signal; DevError when a broker exits; a warning, not an error, when
+        the deadline passes (the table then shows what is missing).
+        """
+        started = time.monotonic()
+        deadline = started + timeout_s
+        wanted = {b.node_id for b in self.layout}
+        self._print(f"waiting for {len(wanted)} broker(s) to register ...", end="")
+        while True:
+            status = fetch_statuses([(HOST, self.layout[0].port)], STATUS_TIMEOUT_S)[0]
+            if not isinstance(status, dict):
+                self._print(" skipped (no status answer)")
+                return True
+            alive = {b.get("id") for b in status.get("brokers") or [] if not b.get("fenced")}
+            if wanted <= alive and _int_or(status.get("controller_id"), -1) >= 0:
+                self._print(f" ready in {time.monotonic() - started:.1f} s "
+                            f"(controller: broker {status['controller_id']})")
+                return True
+            if self.stop_requests:
+                self._print(" interrupted")
+                return False
+            for member, process in zip(self.layout, self.processes):
+                if process.poll() is not None:
+                    self._print(" failed")
+                    raise DevError(f"broker {member.node_id} exited with {process.returncode} "
+                                   f"while starting\n{log_tail(member.log_path)}")
+            if time.monotonic() > deadline:
+                self._print(f" not yet after {timeout_s:g} s (registered: {sorted(alive)})")
+                return True
+            time.sleep(0.2)
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM every running broker, wait up to ``timeout_s`` in all, then SIGKILL the
+        rest (at once if another stop signal arrives meanwhile); reaps every process."""
+        running = [p for p in self.processes if p.poll() is None]
+        if running:
+            self._print(f"stopping {len(running)} broker(s) ...")
+        for process in running:
+            _signal(process, signal.SIGTERM)
+        requests_before = self.stop_requests
+        deadline = time.monotonic() + timeout_s
+        while any(p.poll() is None for p in running):
+            if time.monotonic() > deadline or self.stop_requests > requests_before:
+                break
+            time.sleep(TICK_S)
+        for member, process in zip(self.layout, self.processes):
+            if process.poll() is None:
+                _signal(process, signal.SIGKILL)
+                process.wait(timeout=10)
+                self._print(f"broker {member.node_id} did not stop in time: killed")
+            elif process in running:
+                self._print(f"broker {member.node_id} exited with {process.returncode}")
+
+    def report_exits(self) -> bool:
+        """Print one line per broker that died since the last call (shown as down after);
+        True when it printed anything."""
+        printed = False
+        for member, process in zip(self.layout, self.processes):
+            if process.poll() is not None and member.node_id not in self._reported_exits:
+                self._reported_exits.add(member.node_id)
+                self._print(f"broker {member.node_id} exited with {process.returncode}; "
+                            f"see {member.log_path}")
+                printed = True
+        return printed
+
+    def status_rows(self) -> list[list]:
+        """One row per broker for the live table (status asked of running brokers only)."""
+        alive = [i for i, p in enumerate(self.processes) if p.poll() is None]
+        answers = fetch_statuses([(HOST, self.layout[i].port) for i in alive], STATUS_TIMEOUT_S)
+        by_index = dict(zip(alive, answers))
+        rows = []
+        for index, (member, process) in enumerate(zip(self.layout, self.processes)):
+            answer = by_index.get(index)
+            state = "up" if index in by_index else f"down ({process.returncode})"
+            if isinstance(answer, dict):
+                summary = broker_summary(answer)
+                details = [summary.is_controller, summary.hosted, summary.leaders,
+                           summary.under_replicated]
+            else:
+                details = [UNKNOWN if index in by_index else None] * 4
+            rows.append([member.node_id, member.address, process.pid, state] + details)
+        return rows
+
+    def _print(self, text: str, end: str = "\n") -> None:
+        print(text, end=end, file=self.out, flush=True)
+
+
+STATUS_HEADERS = ["ID", "ADDRESS", "PID", "STATE", "CONTROLLER", "HOSTED", "LEADERS",
+                  "UNDER_REPLICATED"]
+
+
+def render_status(rows: list[list]) -> str:
+    return format_table(STATUS_HEADERS, rows, right=(0, 2, 5, 6, 7))
+
+
+def _int_or(value, default: int) -> int:
+    return value if isinstance(value, int) else default
+
+
+def _signal(process: subprocess.Popen, signum: int) -> None:
+    try:
+        process.send_signal(signum)
+    except ProcessLookupError:
+        pass
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError as exc:
+        return f"(no log: {exc})"
+    return f"--- last lines of {path} ---\n" + "\n".join(text)
+
+
+# -- the live table ---------------------------------------------------------------------------
+
+class StatusPrinter:
+    """Prints the table: redrawn in place on a TTY every ``REFRESH_S``; otherwise only when
+    it changed or ``QUIET_REPRINT_S`` passed, so a captured log stays readable."""
+
+    def __init__(self, out, is_tty: bool):
+        self.out = out
+        self.is_tty = is_tty
+        self._last_table: str | None = None
+        self._last_print = 0.0
+        self._drawn_lines = 0
+
+    def forget_drawing(self) -> None:
+        """Something else was printed: the next table is drawn below it, not over it."""
+        self._drawn_lines = 0
+
+    def show(self, table: str, now: float) -> bool:
+        """Print ``table`` if due; True when it did."""
+        changed = table != self._last_table
+        if not self.is_tty and not changed and now - self._last_print < QUIET_REPRINT_S:
+            return False
+        stamp = time.strftime("%H:%M:%S")
+        block = f"status at {stamp} (Ctrl-C stops every broker)\n{table}"
+        if self.is_tty and self._drawn_lines:
+            self.out.write(f"\x1b[{self._drawn_lines}F\x1b[J")
+        self.out.write(block + "\n")
+        self.out.flush()
+        self._drawn_lines = block.count("\n") + 1
+        self._last_table, self._last_print = table, now
+        return True
+
+
+def supervise(cluster: DevCluster, printer: StatusPrinter) -> None:
+    """Refresh the table every ``REFRESH_S`` until a stop signal (the loop of ``dev``).
+
+    Reacts to: SIGINT/SIGTERM (``cluster.stop_requests``), brokers exiting (reported once).
+    """
+    next_refresh = 0.0
+    while not cluster.stop_requests:
+        now = time.monotonic()
+        if now >= next_refresh:
+            if cluster.report_exits():
+                printer.forget_drawing()
+            printer.show(render_status(cluster.status_rows()), now)
+            next_refresh = time.monotonic() + REFRESH_S
+        time.sleep(TICK_S)
+
+
+def run(args) -> int:
+    """The ``dev`` command: plan, launch, wait ready, print bootstrap, supervise, stop."""
+    try:
+        layout = plan_cluster(args.brokers, args.port, args.data_dir, args.raft_port_base)
+        extra = config_module.parse_overrides(args.set)
+        cluster = DevCluster(layout, extra)
+        for settings in cluster.settings:  # the brokers' own parser refuses bad settings now
+            config_module.build(settings)
+    except (DevError, config_module.ConfigError) as exc:
+        print(f"raftwood dev: {exc}", file=sys.stderr)
+        return 2
+    previous = {s: signal.signal(s, cluster.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        cluster.launch()
+        started = time.monotonic()
+        if (cluster.wait_ready(args.start_timeout) and cluster.wait_registered(
+                max(1.0, args.start_timeout - (time.monotonic() - started)))):
+            print(bootstrap_line(layout), flush=True)
+            print(f"logs: {Path(args.data_dir) / 'broker-<id>' / 'broker.log'}", flush=True)
+            supervise(cluster, StatusPrinter(sys.stdout, sys.stdout.isatty()))
+        code = 0
+    except (DevError, OSError) as exc:
+        print(f"raftwood dev: {exc}", file=sys.stderr)
+        code = 1
+    finally:
+        cluster.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return code
+
+
+def add_command(commands) -> None:
+    dev = commands.add_parser("dev", help="run a local cluster of N broker processes",
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    dev.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
+    dev.add_argument("--data-dir", default="./data", help="parent of broker-<i>/ (default ./data)")
+    dev.add_argument("--port", type=int, default=9092,
+                     help="Kafka port of broker 1; broker i gets port+i-1 (default 9092)")
+    dev.add_argument("--raft-port-base", type=int, default=None,
+                     help=f"Raft port of broker 1 (default port+{RAFT_PORT_OFFSET})")
+    dev.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="a broker setting for every broker (repeatable)")
+    dev.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S,
+                     metavar="SECONDS", help="for all brokers to answer (default %(default)g)")
+    dev.set_defaults(func=run)
+
