@@ -15,9 +15,10 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-## run: a broker on 127.0.0.1:$(PORT) with its data under $(DATA)
+## run: a 3-broker cluster on 127.0.0.1:$(PORT)..(PORT+2), data under $(DATA)
+BROKERS ?= 3
 run: venv
-	$(VENV)/bin/raftwood start --set listeners=PLAINTEXT://127.0.0.1:$(PORT) --set log.dirs=$(DATA)
+	$(VENV)/bin/raftwood dev --brokers $(BROKERS) --data-dir $(DATA) --port $(PORT)
 
 ## system-deps: Debian's kcat for the kcat compatibility tests (needs root; skipped otherwise)
 system-deps:

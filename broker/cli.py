@@ -45,7 +45,12 @@ def cmd_start(args) -> int:
         broker = Broker(config)
         await broker.serve_until_signalled()
 
-    _run(main())
+    try:
+        _run(main())
+    except OSError as exc:  # e.g. the listener's port is taken
+        logging.getLogger("broker").error("cannot start: %s", exc)
+        print(f"raftwood: cannot start: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

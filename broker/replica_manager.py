@@ -25,6 +25,7 @@ from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
                       ProducePartitionStatus)
 from .fetcher import ReplicaFetcherManager
 from .partition import Partition, PartitionError, PartitionSettings
+from .topics import topic_config_problem
 from .purgatory import Purgatory
 
 log = logging.getLogger(__name__)
@@ -281,6 +282,9 @@ class ReplicaManager:
 
     def validate_topic_configs(self, configs: dict[str, str]) -> None:
         """Raise ValueError naming the bad key if ``configs`` would not parse."""
+        problem = topic_config_problem(configs)
+        if problem:
+            raise ValueError(problem)
         props = self._topic_props(configs)
         LogConfig.from_properties(props)
         if int(props["min.insync.replicas"]) < 1:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+from storage.config import LogConfig
+
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 
@@ -17,4 +19,22 @@ def topic_name_problem(name: str | None) -> str | None:
         return f"topic name is longer than {MAX_TOPIC_NAME} characters"
     if not _LEGAL_TOPIC.match(name):
         return f"topic name {name!r} has characters outside [a-zA-Z0-9._-]"
+    return None
+
+
+# Topic-level config names Raftwood acts on; CreateTopics and the config APIs refuse
+# any other name with INVALID_CONFIG (a typo must not pass silently).
+TOPIC_CONFIG_KEYS = frozenset(LogConfig().to_properties()) | {
+    "min.insync.replicas", "unclean.leader.election.enable", "cleanup.policy"}
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
+
+
+def topic_config_problem(configs: dict[str, str]) -> str | None:
+    """Why these topic config overrides are unacceptable by name, or None."""
+    unknown = sorted(k for k in configs if k not in TOPIC_CONFIG_KEYS)
+    if unknown:
+        return f"unknown topic configs {unknown}"
+    policy = configs.get("cleanup.policy", "delete")
+    if policy not in CLEANUP_POLICIES:
+        return f"cleanup.policy {policy!r} is not one of {', '.join(CLEANUP_POLICIES)}"
     return None

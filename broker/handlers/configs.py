@@ -24,9 +24,6 @@ SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
-# Topic-level names we act on; others are refused with INVALID_CONFIG.
-TOPIC_CONFIG_KEYS = frozenset(LogConfig().to_properties()) | {
-    "min.insync.replicas", "unclean.leader.election.enable", "cleanup.policy"}
 TOPIC_DEFAULTS_EXTRA = {"cleanup.policy": "delete"}
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
@@ -142,15 +139,9 @@ async def _alter_topic(broker, resource_type: int, name: str, changes: dict, val
     topic = broker.image.topics.get(name)
     if topic is None:
         raise ConfigRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
-    unknown = sorted(k for k in changes if k not in TOPIC_CONFIG_KEYS)
-    if unknown:
-        raise ConfigRefused(ErrorCode.INVALID_CONFIG, f"unknown topic configs {unknown}")
     if replace:
         changes = {**{k: None for k in topic.configs}, **changes}
     merged = {k: v for k, v in {**topic.configs, **changes}.items() if v is not None}
-    policy = merged.get("cleanup.policy", "delete")
-    if policy not in ("delete", "compact", "compact,delete", "delete,compact"):
-        raise ConfigRefused(ErrorCode.INVALID_CONFIG, f"cleanup.policy {policy!r}")
     try:
         broker.replica_manager.validate_topic_configs(merged)
     except (ValueError, KeyError) as exc:
