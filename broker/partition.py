@@ -324,6 +324,11 @@ class Partition:
         if not self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         hw = self.log.high_watermark
+        if hw < self.epoch_start_offset():
+            # A new leader whose HW has not yet reached the start of its epoch may be
+            # behind what the old leader exposed: answer "retry" rather than a smaller
+            # offset, so latest offsets never go backwards (Kafka does the same).
+            raise PartitionError(ErrorCode.OFFSET_NOT_AVAILABLE)
         if timestamp == LATEST_TIMESTAMP:
             return -1, hw
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
