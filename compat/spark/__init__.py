@@ -1,0 +1,1 @@
+"""The PySpark pipeline on Raftwood (pipeline.py): copy it, or run it as a script."""
