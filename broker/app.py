@@ -19,6 +19,7 @@ from .controller.controller import Controller
 from .controller.lifecycle import BrokerLifecycle
 from .controller.store import open_store
 from .handlers.producer_ids import ProducerIdManager
+from .groups import GroupCoordinator
 from .replica_manager import ReplicaManager
 from .server import Connection
 
@@ -38,6 +39,8 @@ class Broker:
         self.store.add_listener(self.replica_manager.apply_image)
         self.controller = Controller(self.store, config)
         self.lifecycle = BrokerLifecycle(self.store, config, self.replica_manager)
+        # Before the store starts: it listens for leadership of __consumer_offsets partitions.
+        self.groups = GroupCoordinator(self)
         self.producer_ids = ProducerIdManager(self.store)
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
@@ -51,6 +54,7 @@ class Broker:
     async def start(self) -> None:
         await self.store.start()
         self.replica_manager.start_maintenance()
+        self.groups.start()
         host, port = self.config.listener
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: Connection(self), host, port,
@@ -97,6 +101,7 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._server is not None:
             self._server.close()
+        await self.groups.shutdown()  # waiting joins/syncs answer now, before the drain
         connections = list(self.connections)
         if connections:
             await asyncio.gather(*(c.drain(SHUTDOWN_DRAIN_S) for c in connections),

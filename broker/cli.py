@@ -5,6 +5,8 @@
                                                           a local cluster of N brokers
     raftwood topics create|list|describe|delete ... [--bootstrap-server HOST:PORT]
     raftwood cluster [--bootstrap-server HOST:PORT]       brokers, controller, problems
+    raftwood groups list|describe GROUP [--bootstrap-server HOST:PORT]
+                                                          consumer groups, offsets, lag
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import asyncio
 import logging
 import sys
 
-from . import cli_admin, cli_dev
+from . import cli_admin, cli_dev, cli_groups
 from . import config as config_module
 
 
@@ -66,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.set_defaults(func=cmd_start)
     cli_dev.add_command(commands)
     cli_admin.add_commands(commands)
+    cli_groups.add_commands(commands)
     return parser
 
 

@@ -80,6 +80,23 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("leader.imbalance.check.interval.seconds", float, 300.0,
             "How often the controller restores preferred leaders"),
     Setting("group.initial.rebalance.delay.ms", int, 3_000, "Wait for members before first rebalance"),
+    Setting("group.min.session.timeout.ms", int, 6_000, "Shortest session timeout a member may ask"),
+    Setting("group.max.session.timeout.ms", int, 1_800_000,
+            "Longest session timeout a member may ask"),
+    # Kafka defaults to 50.  Raftwood defaults to 10: every partition is a directory with a
+    # segment, two indexes and checkpoints, a follower-fetch entry on each replica and a
+    # full log scan when its leadership moves -- a real cost in one Python process per
+    # broker -- and 10 still spreads coordinators over clusters of up to 10 brokers.  The
+    # count is fixed once the topic exists (an existing topic's count always wins).
+    Setting("offsets.topic.num.partitions", int, 10, "Partitions of __consumer_offsets"),
+    Setting("offsets.topic.replication.factor", int, 3,
+            "Replication factor of __consumer_offsets (capped at the live brokers)"),
+    Setting("offsets.retention.minutes", int, 7 * 24 * 60,
+            "Committed offsets of empty groups are removed after this long"),
+    Setting("offsets.retention.check.interval.ms", int, 600_000, "How often offsets expire"),
+    Setting("offsets.commit.timeout.ms", int, 5_000,
+            "How long a commit waits for all in-sync replicas of __consumer_offsets"),
+    Setting("offset.metadata.max.bytes", int, 4096, "Longest metadata string of a commit"),
     Setting("cluster.id", _str, "", "Cluster id (generated and stored on first start if empty)"),
 )}
 

@@ -30,6 +30,18 @@ from kafka.protocol.producer import (
     InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
 )
 
+# Consumer groups (broker/groups/).
+from kafka.protocol.admin import (
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    ListGroupsRequest, ListGroupsResponse,
+)
+from kafka.protocol.consumer import (
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse,
+    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
+)
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
 from .errors import CorruptRequest, ErrorCode, UnsupportedVersion
 
 _PEEK = struct.Struct(">hhi")
@@ -75,6 +87,20 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
     _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
     _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+    # Consumer groups (broker/groups/).  OffsetCommit and OffsetFetch stop at v9 (v10 names
+    # topics by id) and start at v2 / v1, the first versions stored in Kafka rather than in
+    # ZooKeeper.  FindCoordinator v4 batches keys (v5/v6 are for transactions and share
+    # groups).
+    _spec(FindCoordinatorRequest, FindCoordinatorResponse, 0, 4),
+    _spec(JoinGroupRequest, JoinGroupResponse, 0, 9),
+    _spec(SyncGroupRequest, SyncGroupResponse, 0, 5),
+    _spec(HeartbeatRequest, HeartbeatResponse, 0, 4),
+    _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
+    _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 9),
+    _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 9),
+    _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
+    _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
+    _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
 )}
 
 

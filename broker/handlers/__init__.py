@@ -12,6 +12,7 @@ from typing import Awaitable, Callable
 from kafka.protocol.api_key import ApiKey
 
 from . import admin, configs, fetch, metadata, offsets, produce, producer_ids
+from . import groups  # consumer groups (broker/groups/)
 
 CLOSE = object()
 
@@ -30,4 +31,14 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DescribeConfigs: configs.handle_describe_configs,
     ApiKey.AlterConfigs: configs.handle_alter_configs,
     ApiKey.IncrementalAlterConfigs: configs.handle_incremental_alter_configs,
+    ApiKey.FindCoordinator: groups.handle_find_coordinator,
+    ApiKey.JoinGroup: groups.handle_join_group,
+    ApiKey.SyncGroup: groups.handle_sync_group,
+    ApiKey.Heartbeat: groups.handle_heartbeat,
+    ApiKey.LeaveGroup: groups.handle_leave_group,
+    ApiKey.OffsetCommit: groups.handle_offset_commit,
+    ApiKey.OffsetFetch: groups.handle_offset_fetch,
+    ApiKey.ListGroups: groups.handle_list_groups,
+    ApiKey.DescribeGroups: groups.handle_describe_groups,
+    ApiKey.DeleteGroups: groups.handle_delete_groups,
 }

@@ -14,6 +14,11 @@ from kafka.protocol.admin import (
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer import (
+    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
+    OffsetFetchRequest, SyncGroupRequest)
+from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.errors import CorruptRequest, UnsupportedVersion
@@ -108,6 +113,67 @@ def _alter_configs(v):
 
 
 # Each API at its lowest served version, its first flexible version and its highest.
+def _offset_commit(v):
+    T = OffsetCommitRequest.OffsetCommitRequestTopic
+    return OffsetCommitRequest[v](
+        group_id="g", generation_id_or_member_epoch=3, member_id="m", group_instance_id=None,
+        retention_time_ms=-1, topics=[T(name="orders", partitions=[
+            T.OffsetCommitRequestPartition(partition_index=0, committed_offset=42,
+                                           committed_leader_epoch=1, committed_metadata="x")])])
+
+
+def _offset_fetch(v):
+    G = OffsetFetchRequest.OffsetFetchRequestGroup
+    T = OffsetFetchRequest.OffsetFetchRequestTopic
+    return OffsetFetchRequest[v](
+        group_id="g", require_stable=False,
+        topics=[T(name="orders", partition_indexes=[0, 1])],
+        groups=[G(group_id="g", topics=[G.OffsetFetchRequestTopics(name="orders",
+                                                                     partition_indexes=[0])])])
+
+
+def _find_coordinator(v):
+    return FindCoordinatorRequest[v](key="g", key_type=0, coordinator_keys=["g", "h"])
+
+
+def _join_group(v):
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+    return JoinGroupRequest[v](group_id="g", session_timeout_ms=10000,
+                               rebalance_timeout_ms=30000, member_id="m",
+                               group_instance_id=None, protocol_type="consumer",
+                               protocols=[P(name="range", metadata=b"\x00\x00sub")],
+                               reason="r")
+
+
+def _sync_group(v):
+    A = SyncGroupRequest.SyncGroupRequestAssignment
+    return SyncGroupRequest[v](group_id="g", generation_id=1, member_id="m",
+                               protocol_type="consumer", protocol_name="range",
+                               assignments=[A(member_id="m", assignment=b"\x00\x00a")])
+
+
+def _heartbeat(v):
+    return HeartbeatRequest[v](group_id="g", generation_id=1, member_id="m")
+
+
+def _leave_group(v):
+    M = LeaveGroupRequest.MemberIdentity
+    return LeaveGroupRequest[v](group_id="g", member_id="m",
+                                members=[M(member_id="m", reason="bye")])
+
+
+def _describe_groups(v):
+    return DescribeGroupsRequest[v](groups=["g", "h"], include_authorized_operations=False)
+
+
+def _list_groups(v):
+    return ListGroupsRequest[v](states_filter=["Stable"], types_filter=["classic"])
+
+
+def _delete_groups(v):
+    return DeleteGroupsRequest[v](groups_names=["g"])
+
+
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
     "Fetch": (_fetch, [4, 11, 12]),
@@ -121,6 +187,16 @@ CORPUS_BUILDERS = {
     "DescribeConfigs": (_describe_configs, [1, 3, 4]),
     "AlterConfigs": (_alter_configs, [0, 1, 2]),
     "IncrementalAlterConfigs": (_incremental_alter_configs, [0, 1]),
+    "OffsetCommit": (_offset_commit, [2, 5, 7, 8, 9]),
+    "OffsetFetch": (_offset_fetch, [1, 2, 6, 7, 8, 9]),
+    "FindCoordinator": (_find_coordinator, [0, 1, 3, 4]),
+    "JoinGroup": (_join_group, [0, 1, 5, 6, 9]),
+    "SyncGroup": (_sync_group, [0, 3, 4, 5]),
+    "Heartbeat": (_heartbeat, [0, 3, 4]),
+    "LeaveGroup": (_leave_group, [0, 3, 4, 5]),
+    "DescribeGroups": (_describe_groups, [0, 3, 5]),
+    "ListGroups": (_list_groups, [0, 3, 4, 5]),
+    "DeleteGroups": (_delete_groups, [0, 2]),
 }
 
 

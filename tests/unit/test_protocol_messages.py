@@ -28,6 +28,14 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse)
 from kafka.protocol.producer import (
     InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse)
+from kafka.protocol.admin import (
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    ListGroupsRequest, ListGroupsResponse)
+from kafka.protocol.consumer import (
+    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
+    LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
+    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse)
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.errors import ErrorCode, UnsupportedVersion
@@ -50,11 +58,23 @@ EXPECTED_RANGES = {
     32: (1, 4),   # DescribeConfigs
     33: (0, 2),   # AlterConfigs
     44: (0, 1),   # IncrementalAlterConfigs
+    # Consumer groups (issue 7): OffsetCommit/OffsetFetch capped at v9 (v10: topic ids).
+    8: (2, 9),    # OffsetCommit
+    9: (1, 9),    # OffsetFetch
+    10: (0, 4),   # FindCoordinator
+    11: (0, 9),   # JoinGroup
+    12: (0, 4),   # Heartbeat
+    13: (0, 5),   # LeaveGroup
+    14: (0, 5),   # SyncGroup
+    15: (0, 5),   # DescribeGroups
+    16: (0, 5),   # ListGroups
+    42: (0, 2),   # DeleteGroups
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
 # except ApiVersions, whose response header is always v0.
-FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 44: 1}
+FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 44: 1,
+                  8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -503,6 +523,129 @@ def _check_api_versions(resp, v):
         == {(key, low, high) for key, (low, high) in EXPECTED_RANGES.items()}
 
 
+def _find_coordinator_response(v):
+    C = FindCoordinatorResponse.Coordinator
+    return FindCoordinatorResponse[v](
+        throttle_time_ms=0, error_code=0, error_message=None, node_id=2, host="h", port=9093,
+        coordinators=[C(key="g", node_id=2, host="h", port=9093, error_code=0,
+                        error_message=None)])
+
+
+def _check_find_coordinator(resp, v):
+    if v >= 4:
+        (c,) = resp.coordinators
+        assert (c.key, c.node_id, c.host, c.port, c.error_code) == ("g", 2, "h", 9093, 0)
+    else:
+        assert (resp.error_code, resp.node_id, resp.host, resp.port) == (0, 2, "h", 9093)
+
+
+def _join_group_response(v):
+    return JoinGroupResponse[v](
+        throttle_time_ms=0, error_code=0, generation_id=3, protocol_type="consumer",
+        protocol_name="range", leader="m1", skip_assignment=False, member_id="m1",
+        members=[JoinGroupResponse.JoinGroupResponseMember(member_id="m1",
+                                                           group_instance_id=None,
+                                                           metadata=b"meta")])
+
+
+def _check_join_group(resp, v):
+    assert (resp.error_code, resp.generation_id, resp.protocol_name, resp.leader,
+            resp.member_id) == (0, 3, "range", "m1", "m1")
+    assert [(m.member_id, bytes(m.metadata)) for m in resp.members] == [("m1", b"meta")]
+
+
+def _sync_group_response(v):
+    return SyncGroupResponse[v](throttle_time_ms=0, error_code=0, protocol_type="consumer",
+                                protocol_name="range", assignment=b"assigned")
+
+
+def _check_sync_group(resp, v):
+    assert (resp.error_code, bytes(resp.assignment)) == (0, b"assigned")
+
+
+def _error_only_response(cls, code, **fields):
+    def build(v):
+        return cls[v](throttle_time_ms=0, error_code=code, **fields)
+    return build
+
+
+def _check_error_code(code):
+    def check(resp, v):
+        assert resp.error_code == code
+    return check
+
+
+def _offset_commit_response(v):
+    T = OffsetCommitResponse.OffsetCommitResponseTopic
+    return OffsetCommitResponse[v](throttle_time_ms=0, topics=[T(name="orders", partitions=[
+        T.OffsetCommitResponsePartition(partition_index=1, error_code=25)])])
+
+
+def _check_offset_commit(resp, v):
+    (topic,) = resp.topics
+    assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(1, 25)]
+
+
+def _offset_fetch_response(v):
+    T = OffsetFetchResponse.OffsetFetchResponseTopic
+    G = OffsetFetchResponse.OffsetFetchResponseGroup
+    GT = G.OffsetFetchResponseTopics
+    return OffsetFetchResponse[v](
+        throttle_time_ms=0, error_code=0,
+        topics=[T(name="orders", partitions=[T.OffsetFetchResponsePartition(
+            partition_index=0, committed_offset=42, committed_leader_epoch=1, metadata="",
+            error_code=0)])],
+        groups=[G(group_id="g", error_code=0, topics=[GT(name="orders", partitions=[
+            GT.OffsetFetchResponsePartitions(partition_index=0, committed_offset=42,
+                                             committed_leader_epoch=1, metadata="",
+                                             error_code=0)])])])
+
+
+def _check_offset_fetch(resp, v):
+    topics = resp.groups[0].topics if v >= 8 else resp.topics
+    (topic,) = topics
+    assert [(p.partition_index, p.committed_offset) for p in topic.partitions] == [(0, 42)]
+
+
+def _list_groups_response(v):
+    L = ListGroupsResponse.ListedGroup
+    return ListGroupsResponse[v](throttle_time_ms=0, error_code=0, groups=[
+        L(group_id="g", protocol_type="consumer", group_state="Stable", group_type="classic")])
+
+
+def _check_list_groups(resp, v):
+    assert [(g.group_id, g.protocol_type) for g in resp.groups] == [("g", "consumer")]
+    if v >= 4:
+        assert resp.groups[0].group_state == "Stable"
+
+
+def _describe_groups_response(v):
+    D = DescribeGroupsResponse.DescribedGroup
+    return DescribeGroupsResponse[v](throttle_time_ms=0, groups=[D(
+        error_code=0, error_message=None, group_id="g", group_state="Stable",
+        protocol_type="consumer", protocol_data="range", authorized_operations=None,
+        members=[D.DescribedGroupMember(member_id="m1", group_instance_id=None, client_id="c",
+                                        client_host="/127.0.0.1", member_metadata=b"s",
+                                        member_assignment=b"a")])])
+
+
+def _check_describe_groups(resp, v):
+    (group,) = resp.groups
+    assert (group.group_id, group.group_state, group.protocol_data) == ("g", "Stable", "range")
+    (member,) = group.members
+    assert (member.member_id, member.client_host, bytes(member.member_assignment)) \
+        == ("m1", "/127.0.0.1", b"a")
+
+
+def _delete_groups_response(v):
+    return DeleteGroupsResponse[v](throttle_time_ms=0, results=[
+        DeleteGroupsResponse.DeletableGroupResult(group_id="g", error_code=69)])
+
+
+def _check_delete_groups(resp, v):
+    assert [(r.group_id, r.error_code) for r in resp.results] == [("g", 69)]
+
+
 _REQUESTS = {
     0: lambda v: ProduceRequest[v](transactional_id=None, acks=1, timeout_ms=1, topic_data=[]),
     1: lambda v: FetchRequest[v](replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1, topics=[],
@@ -519,6 +662,20 @@ _REQUESTS = {
                                             include_documentation=False),
     33: lambda v: AlterConfigsRequest[v](resources=[], validate_only=False),
     44: lambda v: IncrementalAlterConfigsRequest[v](resources=[], validate_only=False),
+    8: lambda v: OffsetCommitRequest[v](group_id="g", generation_id_or_member_epoch=1,
+                                        member_id="m", topics=[]),
+    9: lambda v: OffsetFetchRequest[v](group_id="g", topics=[], groups=[]),
+    10: lambda v: FindCoordinatorRequest[v](key="g", key_type=0, coordinator_keys=["g"]),
+    11: lambda v: JoinGroupRequest[v](group_id="g", session_timeout_ms=10000,
+                                      rebalance_timeout_ms=10000, member_id="",
+                                      protocol_type="consumer", protocols=[]),
+    12: lambda v: HeartbeatRequest[v](group_id="g", generation_id=1, member_id="m"),
+    13: lambda v: LeaveGroupRequest[v](group_id="g", member_id="m", members=[]),
+    14: lambda v: SyncGroupRequest[v](group_id="g", generation_id=1, member_id="m",
+                                      assignments=[]),
+    15: lambda v: DescribeGroupsRequest[v](groups=["g"]),
+    16: lambda v: ListGroupsRequest[v](states_filter=[], types_filter=[]),
+    42: lambda v: DeleteGroupsRequest[v](groups_names=["g"]),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -535,6 +692,16 @@ _RESPONSES = {
     33: (_alter_configs_response(AlterConfigsResponse), _check_alter_configs, AlterConfigsResponse),
     44: (_alter_configs_response(IncrementalAlterConfigsResponse), _check_alter_configs,
          IncrementalAlterConfigsResponse),
+    8: (_offset_commit_response, _check_offset_commit, OffsetCommitResponse),
+    9: (_offset_fetch_response, _check_offset_fetch, OffsetFetchResponse),
+    10: (_find_coordinator_response, _check_find_coordinator, FindCoordinatorResponse),
+    11: (_join_group_response, _check_join_group, JoinGroupResponse),
+    12: (_error_only_response(HeartbeatResponse, 27), _check_error_code(27), HeartbeatResponse),
+    13: (_error_only_response(LeaveGroupResponse, 25, members=[]), _check_error_code(25), LeaveGroupResponse),
+    14: (_sync_group_response, _check_sync_group, SyncGroupResponse),
+    15: (_describe_groups_response, _check_describe_groups, DescribeGroupsResponse),
+    16: (_list_groups_response, _check_list_groups, ListGroupsResponse),
+    42: (_delete_groups_response, _check_delete_groups, DeleteGroupsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
@@ -580,7 +747,7 @@ def raw_header(api_key: int, version: int, correlation_id: int, client_id: bytes
     return struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
 
 
-@pytest.mark.parametrize("api_key", [999, 67, -1, 32767, 4, 8])
+@pytest.mark.parametrize("api_key", [999, 67, -1, 32767, 4, 5])
 def test_unknown_api_key_is_unsupported_version_with_the_correlation_id_kept(api_key):
     with pytest.raises(UnsupportedVersion) as info:
         decode_request(raw_header(api_key, 0, 12345) + b"\x00" * 8)

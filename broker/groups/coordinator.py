@@ -1,0 +1,544 @@
+"""The group coordinator: Kafka's classic group protocol on one event loop.
+
+Membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) follows Kafka's
+``GroupCoordinator.scala`` case by case; offsets, FindCoordinator and the admin APIs are
+in ``offsets.py`` and ``admin.py`` of this package, on the same object.
+
+Waiting requests are futures held by the member (``awaiting_join``/``awaiting_sync``);
+the handler awaits its future and a rebalance step resolves it.  A future cancelled by a
+lost connection still counts as "joined" (Kafka keeps the callback too); resolving a done
+future is a no-op.  Timers are ``loop.call_later`` handles kept on the group or member and
+cancelled when superseded; every timer callback first checks that its group is still the
+cached one, so a late timer from an unloaded group does nothing.
+
+Timers and what they complete:
+  * join timer (a rebalance's join phase): the initial delay
+    ``group.initial.rebalance.delay.ms`` for a group that was Empty, extended while new
+    members keep arriving, up to the rebalance timeout (Kafka's InitialDelayedJoin); else
+    the rebalance timeout, completed early once every member rejoined (DelayedJoin);
+  * sync timer: members that do not send SyncGroup within the rebalance timeout after
+    the join phase are removed and the group rebalances;
+  * heartbeat timer per member: the session timeout; a member awaiting a join or sync
+    answer is not expired (checked again one session later); a new member waiting in
+    its first join has NEW_MEMBER_JOIN_TIMEOUT_MS;
+  * pending-member timer: an id handed out with MEMBER_ID_REQUIRED expires after the
+    session timeout if its second JoinGroup never comes.
+
+Static membership (``group.instance.id``) is accepted and reported, but members are
+treated as dynamic: no fencing of an older instance, and a restarted static member joins
+as a new member (the old one leaves at its session timeout).  LeaveGroup by instance id
+alone (admin "remove members") works.  Event-loop only.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from protocol.errors import ErrorCode
+
+from .admin import AdminMixin
+from .manager import GroupMetadataManager
+from .offsets import OffsetsMixin
+from .state import GroupMetadata, GroupState, MemberMetadata
+
+log = logging.getLogger(__name__)
+
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class JoinResult:
+    error: ErrorCode
+    member_id: str = ""
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
+
+
+@dataclass
+class SyncResult:
+    error: ErrorCode
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+class GroupCoordinator(OffsetsMixin, AdminMixin):
+    """Coordinates the groups whose offsets partitions this broker leads."""
+
+    def __init__(self, broker, clock_ms=_wall_clock_ms):
+        self.broker = broker
+        config = broker.config
+        self.node_id = config.node_id
+        self.clock_ms = clock_ms
+        self.min_session_timeout_ms = config["group.min.session.timeout.ms"]
+        self.max_session_timeout_ms = config["group.max.session.timeout.ms"]
+        self.initial_rebalance_delay_ms = config["group.initial.rebalance.delay.ms"]
+        self.offset_metadata_max_bytes = config["offset.metadata.max.bytes"]
+        self.manager = GroupMetadataManager(broker, self._on_group_loaded,
+                                            self._on_group_unloaded, clock_ms)
+        broker.replica_manager.add_leadership_listener(self.manager.on_leadership_changed)
+        self._tasks: set[asyncio.Task] = set()
+        self._creating_topic: asyncio.Task | None = None
+        self._prefix = f"[GroupCoordinator broker={self.node_id}]"
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._spawn(self.manager.expiry_loop())
+
+    async def shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.manager.shutdown()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _call_later(self, delay_ms: int, callback, *args) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(max(0, delay_ms) / 1000.0, callback, *args)
+
+    def _validate(self, group_id: str | None, allow_empty: bool = False) -> ErrorCode:
+        """Kafka's validateGroupStatus: a usable group id whose partition we lead, loaded."""
+        if group_id is None or (not group_id and not allow_empty):
+            return ErrorCode.INVALID_GROUP_ID
+        return self.manager.status_for(group_id)
+
+    # -- JoinGroup -------------------------------------------------------------------------------
+
+    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
+                         require_known_member_id: bool, client_id: str, client_host: str,
+                         rebalance_timeout_ms: int, session_timeout_ms: int,
+                         protocol_type: str, protocols: list[tuple[str, bytes]]) -> JoinResult:
+        error = self._validate(group_id)
+        if error != ErrorCode.NONE:
+            return JoinResult(error, member_id)
+        if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id)
+        group = self.manager.get_group(group_id)
+        unknown = member_id == ""
+        if group is None:
+            if not unknown:
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+            group = self.manager.add_group(GroupMetadata(
+                group_id, self.manager.partition_for(group_id),
+                state_timestamp_ms=self.clock_ms()))
+        if group.is_state(GroupState.DEAD):
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+        if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+        future = asyncio.get_running_loop().create_future()
+        new_member = (group_instance_id, client_id, client_host, rebalance_timeout_ms,
+                      session_timeout_ms, protocol_type, protocols, future)
+        if unknown:
+            member_id = f"{client_id}-{uuid.uuid4()}"
+            if require_known_member_id:  # KIP-394: hand out the id, expect a second join
+                self._add_pending_member(group, member_id, session_timeout_ms)
+                return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
+            self._add_member_and_rebalance(group, member_id, *new_member)
+        elif group.is_pending(member_id):
+            self._remove_pending_member(group, member_id)
+            self._add_member_and_rebalance(group, member_id, *new_member)
+        elif not group.has(member_id):
+            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        else:
+            answer = self._join_known_member(group, group.members[member_id], protocols,
+                                             rebalance_timeout_ms, session_timeout_ms, future)
+            if answer is not None:
+                return answer
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+        return await future
+
+    def _join_known_member(self, group: GroupMetadata, member: MemberMetadata, protocols,
+                           rebalance_timeout_ms: int, session_timeout_ms: int,
+                           future) -> JoinResult | None:
+        """A member of the group joins again; an immediate answer, or None to wait."""
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                              session_timeout_ms, future)
+        elif state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(protocols):  # its join answer got lost: send it again
+                return self._current_generation(group, member,
+                                                with_members=group.is_leader(member.member_id))
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                              session_timeout_ms, future)
+        elif state is GroupState.STABLE:
+            if group.is_leader(member.member_id) or not member.matches(protocols):
+                # The leader rejoining, or changed metadata (e.g. a new subscription).
+                self._update_member_and_rebalance(group, member, protocols,
+                                                  rebalance_timeout_ms, session_timeout_ms,
+                                                  future)
+            else:
+                return self._current_generation(group, member, with_members=False)
+        else:
+            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id)
+        return None
+
+    def _current_generation(self, group: GroupMetadata, member: MemberMetadata,
+                            with_members: bool) -> JoinResult:
+        return JoinResult(ErrorCode.NONE, member.member_id, group.generation_id,
+                          group.protocol_type, group.protocol_name, group.leader_id or "",
+                          group.current_member_metadata() if with_members else [])
+
+    def _add_pending_member(self, group: GroupMetadata, member_id: str,
+                            session_timeout_ms: int) -> None:
+        group.pending_members[member_id] = self._call_later(
+            session_timeout_ms, self._on_pending_member_expired, group, member_id)
+
+    def _remove_pending_member(self, group: GroupMetadata, member_id: str) -> None:
+        timer = group.pending_members.pop(member_id, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _on_pending_member_expired(self, group: GroupMetadata, member_id: str) -> None:
+        if not self.manager.is_current(group) or member_id not in group.pending_members:
+            return
+        del group.pending_members[member_id]
+        log.info("%s pending member %s of group %s never joined: dropped", self._prefix,
+                 member_id, group.group_id)
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+
+    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str,
+                                  group_instance_id, client_id, client_host,
+                                  rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                  protocols, future) -> None:
+        member = MemberMetadata(member_id, group_instance_id, client_id, client_host,
+                                rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                [(name, bytes(metadata)) for name, metadata in protocols],
+                                awaiting_join=future, is_new=True)
+        if group.is_state(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member)
+        self._schedule_heartbeat_expiry(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+
+    def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
+                                     protocols, rebalance_timeout_ms: int,
+                                     session_timeout_ms: int, future) -> None:
+        member.protocols = [(name, bytes(metadata)) for name, metadata in protocols]
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.session_timeout_ms = session_timeout_ms
+        # A join still waiting from before is superseded by this one.
+        self._invoke_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+        member.awaiting_join = future
+        self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
+
+    # -- rebalance steps -------------------------------------------------------------------------
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            self._propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS, reset=True)
+        self._cancel_sync_timer(group)
+        initial = group.is_state(GroupState.EMPTY)
+        group.transition_to(GroupState.PREPARING_REBALANCE, self.clock_ms())
+        log.info("%s preparing to rebalance group %s (generation %d): %s", self._prefix,
+                 group.group_id, group.generation_id, reason)
+        self._cancel_join_timer(group)
+        if initial:
+            delay_ms = self.initial_rebalance_delay_ms
+            remaining_ms = max(group.rebalance_timeout_ms() - delay_ms, 0)
+            group.join_timer_initial = True
+            group.join_timer = self._call_later(delay_ms, self._on_initial_join_timer, group,
+                                                remaining_ms)
+        else:
+            group.join_timer = self._call_later(group.rebalance_timeout_ms(),
+                                                self._on_join_expired, group)
+            self._maybe_complete_join(group)
+
+    def _on_initial_join_timer(self, group: GroupMetadata, remaining_ms: int) -> None:
+        """Initial delay over: wait once more while new members keep coming (within the
+        rebalance timeout), else complete the join phase."""
+        if not self.manager.is_current(group) or group.join_timer is None:
+            return
+        group.join_timer = None
+        if group.new_member_added and remaining_ms > 0:
+            group.new_member_added = False
+            delay_ms = min(self.initial_rebalance_delay_ms, remaining_ms)
+            group.join_timer = self._call_later(delay_ms, self._on_initial_join_timer, group,
+                                                max(remaining_ms - delay_ms, 0))
+            return
+        self._complete_join(group)
+
+    def _on_join_expired(self, group: GroupMetadata) -> None:
+        if self.manager.is_current(group) and group.join_timer is not None:
+            group.join_timer = None
+            self._complete_join(group)
+
+    def _maybe_complete_join(self, group: GroupMetadata) -> None:
+        """Trigger: a member joined, left or expired during PreparingRebalance."""
+        if group.is_state(GroupState.PREPARING_REBALANCE) and not group.join_timer_initial \
+                and group.all_members_joined():
+            self._complete_join(group)
+
+    def _complete_join(self, group: GroupMetadata) -> None:
+        """End of the join phase: drop members that did not rejoin, start the next
+        generation and answer every JoinGroup (the leader gets the member list)."""
+        self._cancel_join_timer(group)
+        if not group.is_state(GroupState.PREPARING_REBALANCE):
+            return
+        for member in group.not_yet_rejoined():
+            log.info("%s member %s of group %s did not rejoin in time: removed", self._prefix,
+                     member.member_id, group.group_id)
+            self._cancel_heartbeat(member)
+            group.remove(member.member_id)
+        group.init_next_generation(self.clock_ms())
+        if group.is_state(GroupState.EMPTY):
+            log.info("%s group %s with generation %d is now empty", self._prefix,
+                     group.group_id, group.generation_id)
+            self._spawn(self.manager.store_group(group, {}))
+            return
+        log.info("%s stabilized group %s generation %d (protocol %s) with %d members",
+                 self._prefix, group.group_id, group.generation_id, group.protocol_name,
+                 len(group.members))
+        for member in group.members.values():
+            self._invoke_join(member, self._current_generation(
+                group, member, with_members=group.is_leader(member.member_id)))
+            member.is_new = False
+            self._schedule_heartbeat_expiry(group, member)
+        group.pending_sync_members = set(group.members)
+        group.sync_timer = self._call_later(group.rebalance_timeout_ms(), self._on_sync_expired,
+                                            group, group.generation_id)
+
+    def _on_sync_expired(self, group: GroupMetadata, generation_id: int) -> None:
+        """Members that never sent SyncGroup for this generation leave; rebalance."""
+        if not self.manager.is_current(group) or group.generation_id != generation_id:
+            return
+        group.sync_timer = None
+        if not (group.is_state(GroupState.COMPLETING_REBALANCE)
+                or group.is_state(GroupState.STABLE)) or not group.pending_sync_members:
+            return
+        missing = sorted(group.pending_sync_members)
+        for member_id in missing:
+            member = group.members.get(member_id)
+            if member is not None:
+                self._cancel_heartbeat(member)
+                group.remove(member_id)
+        self._prepare_rebalance(group, f"members {missing} did not sync in time")
+
+    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode,
+                              reset: bool = False) -> None:
+        """Answer every waiting SyncGroup (with the member's assignment, or ``error``)."""
+        for member in group.members.values():
+            if reset:
+                member.assignment = b""
+            if member.awaiting_sync is not None:
+                self._invoke_sync(member, SyncResult(error, group.protocol_type,
+                                                     group.protocol_name, member.assignment))
+                self._schedule_heartbeat_expiry(group, member)
+
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata,
+                                        reason: str) -> None:
+        self._invoke_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+        self._invoke_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        self._cancel_heartbeat(member)
+        group.remove(member.member_id)
+        log.info("%s member %s left group %s: %s", self._prefix, member.member_id,
+                 group.group_id, reason)
+        if group.is_state(GroupState.STABLE) or group.is_state(GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
+        elif group.is_state(GroupState.PREPARING_REBALANCE):
+            self._maybe_complete_join(group)
+
+    # -- SyncGroup ---------------------------------------------------------------------------------
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        error = self._validate(group_id)
+        if error != ErrorCode.NONE:
+            return SyncResult(error)
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_state(GroupState.DEAD):
+            return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if not group.has(member_id):
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if generation_id != group.generation_id:
+            return SyncResult(ErrorCode.ILLEGAL_GENERATION)
+        if (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol_name):
+            return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        if group.is_state(GroupState.EMPTY):
+            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
+        member = group.members[member_id]
+        group.pending_sync_members.discard(member_id)
+        self._schedule_heartbeat_expiry(group, member)
+        if group.is_state(GroupState.STABLE):  # its sync answer got lost: send it again
+            return SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name,
+                              member.assignment)
+        future = asyncio.get_running_loop().create_future()
+        self._invoke_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        member.awaiting_sync = future
+        if group.is_leader(member_id):
+            full = {m: bytes(assignments.get(m, b"")) for m in group.members}
+            # A task, not inline: the leader's connection may drop while the write waits.
+            self._spawn(self._store_assignment(group, group.generation_id, full))
+        return await future
+
+    async def _store_assignment(self, group: GroupMetadata, generation_id: int,
+                                assignment: dict[str, bytes]) -> None:
+        error = await self.manager.store_group(group, assignment)
+        if not self.manager.is_current(group) or group.generation_id != generation_id \
+                or not group.is_state(GroupState.COMPLETING_REBALANCE):
+            return
+        if error != ErrorCode.NONE:
+            self._propagate_assignment(group, error, reset=True)
+            self._maybe_prepare_rebalance(group, f"storing the assignment failed: {error.name}")
+            return
+        for member in group.members.values():
+            member.assignment = assignment.get(member.member_id, b"")
+        self._propagate_assignment(group, ErrorCode.NONE)
+        group.transition_to(GroupState.STABLE, self.clock_ms())
+        log.info("%s group %s generation %d is stable: assignment from leader %s stored",
+                 self._prefix, group.group_id, generation_id, group.leader_id)
+
+    # -- Heartbeat and LeaveGroup --------------------------------------------------------------------
+
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+        error = self._validate(group_id)
+        if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            return ErrorCode.NONE  # Kafka: answer blindly while loading
+        if error != ErrorCode.NONE:
+            return error
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if group.is_state(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if not group.has(member_id):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        if group.is_state(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        self._schedule_heartbeat_expiry(group, group.members[member_id])
+        if group.is_state(GroupState.PREPARING_REBALANCE):
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]
+                    ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
+        """(top-level error, per member (member id, instance id, error))."""
+        error = self._validate(group_id)
+        if error != ErrorCode.NONE:
+            return error, []
+        group = self.manager.get_group(group_id)
+        if group is None:
+            return ErrorCode.NONE, [(m, i, ErrorCode.UNKNOWN_MEMBER_ID) for m, i in leaving]
+        if group.is_state(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
+        results = []
+        for member_id, instance_id in leaving:
+            if not member_id and instance_id is not None:
+                found = group.find_by_instance_id(instance_id)
+                member_id = found.member_id if found is not None else ""
+            if group.is_pending(member_id):
+                self._remove_pending_member(group, member_id)
+                if group.is_state(GroupState.PREPARING_REBALANCE):
+                    self._maybe_complete_join(group)
+                results.append((member_id, instance_id, ErrorCode.NONE))
+            elif not group.has(member_id):
+                results.append((member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID))
+            else:
+                self._remove_member_and_update_group(group, group.members[member_id],
+                                                     "the consumer left the group")
+                results.append((member_id, instance_id, ErrorCode.NONE))
+        return ErrorCode.NONE, results
+
+    # -- session timeouts ---------------------------------------------------------------------------
+
+    def _schedule_heartbeat_expiry(self, group: GroupMetadata, member: MemberMetadata,
+                                   timeout_ms: int | None = None) -> None:
+        self._cancel_heartbeat(member)
+        member.heartbeat_timer = self._call_later(
+            member.session_timeout_ms if timeout_ms is None else timeout_ms,
+            self._on_heartbeat_expired, group, member)
+
+    def _on_heartbeat_expired(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        member.heartbeat_timer = None
+        if not self.manager.is_current(group) or group.members.get(member.member_id) is not member:
+            return
+        if (member.awaiting_join is not None and not member.is_new) \
+                or member.awaiting_sync is not None:
+            self._schedule_heartbeat_expiry(group, member)  # waiting on us, not dead
+            return
+        self._remove_member_and_update_group(group, member, "session timeout expired")
+
+    @staticmethod
+    def _cancel_heartbeat(member: MemberMetadata) -> None:
+        if member.heartbeat_timer is not None:
+            member.heartbeat_timer.cancel()
+            member.heartbeat_timer = None
+
+    @staticmethod
+    def _cancel_join_timer(group: GroupMetadata) -> None:
+        if group.join_timer is not None:
+            group.join_timer.cancel()
+        group.join_timer = None
+        group.join_timer_initial = False
+
+    @staticmethod
+    def _cancel_sync_timer(group: GroupMetadata) -> None:
+        if group.sync_timer is not None:
+            group.sync_timer.cancel()
+        group.sync_timer = None
+        group.pending_sync_members.clear()
+
+    # -- answering waiters ------------------------------------------------------------------------
+
+    @staticmethod
+    def _invoke_join(member: MemberMetadata, result: JoinResult) -> None:
+        future, member.awaiting_join = member.awaiting_join, None
+        if future is not None and not future.done():
+            future.set_result(result)
+
+    @staticmethod
+    def _invoke_sync(member: MemberMetadata, result: SyncResult) -> None:
+        future, member.awaiting_sync = member.awaiting_sync, None
+        if future is not None and not future.done():
+            future.set_result(result)
+
+    # -- loading and unloading --------------------------------------------------------------------
+
+    def _on_group_loaded(self, group: GroupMetadata) -> None:
+        for member in group.members.values():
+            self._schedule_heartbeat_expiry(group, member)
+
+    def _on_group_unloaded(self, group: GroupMetadata) -> None:
+        """This broker stopped coordinating ``group``: answer its waiters NOT_COORDINATOR
+        (they look up the new coordinator) and stop its timers."""
+        previous = group.state
+        if previous is not GroupState.DEAD:
+            group.transition_to(GroupState.DEAD, self.clock_ms())
+        self._cancel_join_timer(group)
+        self._cancel_sync_timer(group)
+        for timer in group.pending_members.values():
+            timer.cancel()
+        group.pending_members.clear()
+        for member in group.members.values():
+            self._cancel_heartbeat(member)
+            self._invoke_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+            self._invoke_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))

@@ -1,0 +1,444 @@
+"""Groups and committed offsets of the ``__consumer_offsets`` partitions this broker leads.
+
+Kafka's ``GroupMetadataManager``: the cache of groups, their loading when this broker
+becomes leader of an offsets partition, their unloading when it stops, and every write
+to the topic (group metadata after a rebalance, offset commits, tombstones).
+
+Ownership of one offsets partition, driven by the replica manager's leadership listener:
+
+    not owned ──(became leader)──► LOADING ──(log read to its end)──► LOADED
+        ▲                            │                                  │
+        └────────(became follower, or the partition left this broker)───┘
+
+Requests for groups of a LOADING partition get COORDINATOR_LOAD_IN_PROGRESS, of a
+partition not owned NOT_COORDINATOR.  Loading reads the log from its start to its log end
+offset (the new leader's log is the truth the followers will converge to, as in Kafka)
+in chunks, yielding to the event loop between chunks; it is abandoned when ownership
+changes meanwhile.
+
+Writes have acks=all semantics: the batch is appended as leader, then the caller waits
+until the high watermark passes it (``offsets.commit.timeout.ms``).  In-memory state
+changes only after the write is acknowledged, and only while the ownership that issued
+it is still current.  The topic is never compacted (Raftwood has no log cleaner yet), so
+it is created with ``cleanup.policy=compact`` for the record and with time and size
+retention off: deleting old segments would delete live commits.
+
+Event-loop only.
+"""
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from protocol.errors import ErrorCode
+
+from . import records
+from .placement import OFFSETS_TOPIC, partition_for
+from .state import CommittedOffset, GroupMetadata, GroupState, MemberMetadata
+
+log = logging.getLogger(__name__)
+
+LOAD_CHUNK_BYTES = 1024 * 1024
+
+
+class LoadState(enum.Enum):
+    LOADING = "loading"
+    LOADED = "loaded"
+
+
+@dataclass(eq=False)
+class Ownership:
+    """This broker leads offsets partition ``partition``; identity marks one tenure."""
+
+    partition: int
+    leader_epoch: int
+    state: LoadState = LoadState.LOADING
+    task: asyncio.Task | None = None
+
+
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# Kafka's mapping of append errors for group metadata (GroupMetadataManager.storeGroup).
+_GROUP_STORE_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
+}
+# ... and for offset commits (GroupMetadataManager.storeOffsets).
+_OFFSET_STORE_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.INVALID_COMMIT_OFFSET_SIZE,
+}
+
+
+def offsets_topic_configs() -> dict[str, str]:
+    """Topic configs of ``__consumer_offsets`` (see the module docstring)."""
+    return {"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
+            "segment.bytes": str(100 * 1024 * 1024)}
+
+
+class GroupMetadataManager:
+    """The group cache and the offsets-topic I/O behind the coordinator.
+
+    ``on_loaded(group)`` runs for each group after its partition finished loading;
+    ``on_unloaded(group)`` for each group of a partition this broker stopped leading
+    (the coordinator answers its waiting members and cancels its timers there).
+    """
+
+    def __init__(self, broker, on_loaded: Callable[[GroupMetadata], None],
+                 on_unloaded: Callable[[GroupMetadata], None],
+                 clock_ms: Callable[[], int] = _wall_clock_ms):
+        self.broker = broker
+        self.node_id = broker.config.node_id
+        config = broker.config
+        self.configured_partitions = config["offsets.topic.num.partitions"]
+        self.commit_timeout_ms = config["offsets.commit.timeout.ms"]
+        self.retention_ms = config["offsets.retention.minutes"] * 60_000
+        self.retention_check_interval_ms = config["offsets.retention.check.interval.ms"]
+        self.max_batch_bytes = max(config["message.max.bytes"],
+                                   config["socket.request.max.bytes"])
+        self.clock_ms = clock_ms
+        self._on_loaded = on_loaded
+        self._on_unloaded = on_unloaded
+        self.owned: dict[int, Ownership] = {}
+        self.groups: dict[str, GroupMetadata] = {}
+        self._prefix = f"[GroupMetadataManager broker={self.node_id}]"
+
+    # -- placement and status ----------------------------------------------------------------
+
+    def num_partitions(self) -> int:
+        """Partitions of the offsets topic: the existing topic's count wins over the config
+        (the mapping of groups to partitions must never change under a running cluster)."""
+        topic = self.broker.image.topics.get(OFFSETS_TOPIC)
+        return len(topic.partitions) if topic is not None else self.configured_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions())
+
+    def status_for(self, group_id: str) -> ErrorCode:
+        """NONE if this broker coordinates ``group_id`` now; else the error to answer."""
+        ownership = self.owned.get(self.partition_for(group_id))
+        if ownership is None:
+            return ErrorCode.NOT_COORDINATOR
+        if ownership.state is LoadState.LOADING:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def is_loading(self) -> bool:
+        return any(o.state is LoadState.LOADING for o in self.owned.values())
+
+    # -- the cache -----------------------------------------------------------------------------
+
+    def get_group(self, group_id: str) -> GroupMetadata | None:
+        return self.groups.get(group_id)
+
+    def is_current(self, group: GroupMetadata) -> bool:
+        return self.groups.get(group.group_id) is group
+
+    def add_group(self, group: GroupMetadata) -> GroupMetadata:
+        return self.groups.setdefault(group.group_id, group)
+
+    def remove_group(self, group: GroupMetadata) -> None:
+        if self.is_current(group):
+            del self.groups[group.group_id]
+
+    def loaded_groups(self) -> list[GroupMetadata]:
+        return list(self.groups.values())
+
+    # -- leadership → load / unload --------------------------------------------------------------
+
+    def on_leadership_changed(self, partition) -> None:
+        """Replica-manager listener. Triggers: this broker became leader or follower of a
+        partition, or stopped hosting it."""
+        if partition.topic != OFFSETS_TOPIC:
+            return
+        index = partition.index
+        ownership = self.owned.get(index)
+        if partition.is_leader:
+            if ownership is not None:
+                # Still the leader (a new epoch without a follower spell): the log was not
+                # truncated, so what is in memory is still what the log says.
+                ownership.leader_epoch = partition.leader_epoch
+                return
+            ownership = Ownership(index, partition.leader_epoch)
+            self.owned[index] = ownership
+            ownership.task = asyncio.get_running_loop().create_task(self._load(ownership))
+        elif ownership is not None:
+            self.unload(index)
+
+    def unload(self, index: int) -> None:
+        ownership = self.owned.pop(index, None)
+        if ownership is None:
+            return
+        if ownership.task is not None and not ownership.task.done():
+            ownership.task.cancel()
+        unloaded = [g for g in self.groups.values() if g.partition == index]
+        for group in unloaded:
+            del self.groups[group.group_id]
+            self._on_unloaded(group)
+        if unloaded:
+            log.info("%s unloaded %d groups of %s-%d", self._prefix, len(unloaded),
+                     OFFSETS_TOPIC, index)
+
+    def shutdown(self) -> None:
+        for index in list(self.owned):
+            self.unload(index)
+
+    async def _load(self, ownership: Ownership) -> None:
+        """Read the partition from its log start to its log end offset, then publish."""
+        index = ownership.partition
+        started = time.monotonic()
+        loader = _Loader(index)
+        try:
+            partition = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, index)
+            if partition is None:
+                raise RuntimeError("partition not hosted here")
+            position, end = partition.log.log_start_offset, partition.log.log_end_offset
+            while position < end:
+                chunk = partition.log.read(position, LOAD_CHUNK_BYTES, max_offset=end)
+                if not chunk:
+                    break
+                position = loader.apply(chunk, position)
+                await asyncio.sleep(0)  # let requests in; ownership may change meanwhile
+                if self.owned.get(index) is not ownership:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s loading %s-%d failed; not coordinating its groups",
+                          self._prefix, OFFSETS_TOPIC, index)
+            if self.owned.get(index) is ownership:
+                del self.owned[index]
+            return
+        if self.owned.get(index) is not ownership:
+            return
+        groups = loader.groups()
+        for group in groups:
+            self.groups[group.group_id] = group
+        ownership.state = LoadState.LOADED
+        for group in groups:
+            self._on_loaded(group)
+        log.log(logging.INFO if groups else logging.DEBUG,
+                "%s loaded %d groups and %d offsets of %s-%d (leader epoch %d) in %.0f ms",
+                self._prefix, len(groups), sum(len(g.offsets) for g in groups),
+                OFFSETS_TOPIC, index, ownership.leader_epoch,
+                (time.monotonic() - started) * 1000)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def _append_now(self, index: int, entries: list[tuple[bytes, bytes | None]]):
+        """Append ``entries`` to offsets partition ``index`` as leader, now (no ``await``).
+
+        Returns the pending write for ``_wait_for_acks``, or an ErrorCode.  Records appended
+        by one call precede those of any call made later, whatever order the acks take.
+        """
+        ownership = self.owned.get(index)
+        if ownership is None or ownership.state is not LoadState.LOADED:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        batch = records.build_batch(entries, self.clock_ms())
+        status = self.broker.replica_manager.append_one(OFFSETS_TOPIC, index, batch, -1,
+                                                        self.max_batch_bytes)
+        if status.error != ErrorCode.NONE:
+            return status.error
+        return ownership, status
+
+    async def _wait_for_acks(self, index: int, pending) -> tuple[ErrorCode, int]:
+        """(error, base offset) once the high watermark passed the write (acks=all).
+        NOT_LEADER_OR_FOLLOWER when the ownership that wrote is gone by then."""
+        if isinstance(pending, ErrorCode):
+            return pending, -1
+        ownership, status = pending
+        key = (OFFSETS_TOPIC, index)
+        statuses = await self.broker.replica_manager.wait_for_acks({key: status},
+                                                                  self.commit_timeout_ms)
+        if self.owned.get(index) is not ownership:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+        return statuses[key].error, status.base_offset
+
+    async def _append(self, index: int,
+                      entries: list[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int]:
+        """``_append_now`` then ``_wait_for_acks``; the append precedes the first ``await``."""
+        return await self._wait_for_acks(index, self._append_now(index, entries))
+
+    async def store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> ErrorCode:
+        """Write the group's generation with ``assignment`` (member id → bytes)."""
+        value = records.GroupValue(
+            protocol_type=group.protocol_type or "", generation_id=group.generation_id,
+            protocol_name=group.protocol_name, leader_id=group.leader_id,
+            state_timestamp_ms=group.state_timestamp_ms,
+            members=tuple(records.MemberValue(
+                m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                m.rebalance_timeout_ms, m.session_timeout_ms,
+                m.metadata_for(group.protocol_name), assignment.get(m.member_id, b""))
+                for m in group.members.values()))
+        entry = (records.group_key(group.group_id), records.group_value(value))
+        error, _ = await self._append(group.partition, [entry])
+        if error != ErrorCode.NONE:
+            log.warning("%s storing group %s generation %d failed: %s", self._prefix,
+                        group.group_id, group.generation_id, error.name)
+        return _GROUP_STORE_ERRORS.get(error, error)
+
+    async def store_offsets(self, group: GroupMetadata,
+                            offsets: dict[tuple[str, int], records.OffsetValue]) -> ErrorCode:
+        """Write commits; once acknowledged, put them in ``group.offsets``."""
+        keys = list(offsets)
+        entries = [(records.offset_key(group.group_id, t, p), records.offset_value(offsets[(t, p)]))
+                   for t, p in keys]
+        group.pending_offset_commits += 1
+        try:
+            error, base_offset = await self._append(group.partition, entries)
+        finally:
+            group.pending_offset_commits -= 1
+        if error == ErrorCode.NONE:
+            for i, key in enumerate(keys):
+                value = offsets[key]
+                group.maybe_put_offset(key, CommittedOffset(
+                    value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
+                    value.expire_timestamp_ms, record_offset=base_offset + i))
+        return _OFFSET_STORE_ERRORS.get(error, error)
+
+    async def delete_group(self, group: GroupMetadata) -> ErrorCode:
+        """Tombstones for the group and all its offsets; the caller made it Dead already."""
+        entries = [(records.offset_key(group.group_id, t, p), None) for t, p in group.offsets]
+        entries.append((records.group_key(group.group_id), None))
+        self.remove_group(group)
+        error, _ = await self._append(group.partition, entries)
+        return _GROUP_STORE_ERRORS.get(error, error)
+
+    # -- offset expiry -------------------------------------------------------------------------
+
+    async def expiry_loop(self) -> None:
+        """Reacts to: a timer of ``offsets.retention.check.interval.ms``. Removes expired
+        offsets, then Empty groups left without offsets, writing tombstones. Exits on
+        cancellation."""
+        while True:
+            await asyncio.sleep(self.retention_check_interval_ms / 1000.0)
+            try:
+                await self.expire_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s offset expiry failed", self._prefix)
+
+    async def expire_once(self) -> int:
+        """One expiry pass over every loaded group; returns how many offsets expired.
+
+        Memory changes and appends happen together per partition without an ``await``
+        between them, so a commit that arrives later is appended after the tombstone."""
+        now_ms = self.clock_ms()
+        expired_total = 0
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for group in list(self.groups.values()):
+            ownership = self.owned.get(group.partition)
+            if ownership is None or ownership.state is not LoadState.LOADED:
+                continue
+            entries = by_partition.setdefault(group.partition, [])
+            for key in group.expired_offsets(now_ms, self.retention_ms):
+                del group.offsets[key]
+                entries.append((records.offset_key(group.group_id, *key), None))
+                expired_total += 1
+            if group.is_state(GroupState.EMPTY) and not group.offsets \
+                    and not group.pending_offset_commits and not group.pending_members:
+                group.transition_to(GroupState.DEAD, now_ms)
+                self.remove_group(group)
+                entries.append((records.group_key(group.group_id), None))
+                log.info("%s group %s is empty and has no offsets left: removed",
+                         self._prefix, group.group_id)
+        pending = [(p, self._append_now(p, entries)) for p, entries in by_partition.items()
+                   if entries]
+        if expired_total:
+            log.info("%s removed %d expired offsets", self._prefix, expired_total)
+        results = await asyncio.gather(*(self._wait_for_acks(p, w) for p, w in pending))
+        for error, _ in results:
+            if error != ErrorCode.NONE:
+                log.warning("%s writing expiry tombstones failed: %s", self._prefix, error.name)
+        return expired_total
+
+
+class _Loader:
+    """Replays one offsets partition's records into groups (pure; see ``records``)."""
+
+    def __init__(self, partition: int):
+        self.partition = partition
+        self.group_values: dict[str, records.GroupValue] = {}
+        self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+
+    def apply(self, chunk: bytes, position: int) -> int:
+        """Apply the records at or after ``position``; returns the next position."""
+        next_position = position
+        for offset, key, value in records.iter_records(chunk):
+            next_position = max(next_position, offset + 1)
+            if offset < position or key is None:
+                continue
+            try:
+                self._apply_one(offset, key, value)
+            except (records.RecordFormatError, UnicodeDecodeError) as exc:
+                log.warning("[GroupMetadataManager] skipping unreadable record at %s-%d "
+                            "offset %d: %s", OFFSETS_TOPIC, self.partition, offset, exc)
+        return next_position
+
+    def _apply_one(self, offset: int, key: bytes, value: bytes | None) -> None:
+        decoded = records.decode_key(key)
+        if isinstance(decoded, records.GroupKey):
+            if value is None:
+                self.group_values.pop(decoded.group, None)
+            else:
+                self.group_values[decoded.group] = records.decode_group_value(value)
+            return
+        group_offsets = self.offsets.setdefault(decoded.group, {})
+        tp = (decoded.topic, decoded.partition)
+        if value is None:
+            group_offsets.pop(tp, None)
+            return
+        v = records.decode_offset_value(value)
+        group_offsets[tp] = CommittedOffset(v.offset, v.leader_epoch, v.metadata,
+                                            v.commit_timestamp_ms, v.expire_timestamp_ms,
+                                            record_offset=offset)
+
+    def groups(self) -> list[GroupMetadata]:
+        result = []
+        for group_id in sorted(set(self.group_values) | {g for g, o in self.offsets.items() if o}):
+            group = GroupMetadata(group_id, self.partition)
+            value = self.group_values.get(group_id)
+            if value is not None:
+                restore_group(group, value)
+            group.offsets = dict(self.offsets.get(group_id, {}))
+            result.append(group)
+        return result
+
+
+def restore_group(group: GroupMetadata, value: records.GroupValue) -> None:
+    """A loaded group: Stable with its stored members, or Empty without any (Kafka's rule)."""
+    group.protocol_type = value.protocol_type or None
+    group.generation_id = value.generation_id
+    group.protocol_name = value.protocol_name
+    group.state_timestamp_ms = value.state_timestamp_ms
+    for m in value.members:
+        member = MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                m.rebalance_timeout_ms, m.session_timeout_ms,
+                                value.protocol_type, [(value.protocol_name or "", m.subscription)],
+                                assignment=m.assignment)
+        group.members[member.member_id] = member
+    group.leader_id = value.leader_id if value.leader_id in group.members else \
+        next(iter(group.members), None)
+    group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+    group.subscribed_topics = group._compute_subscribed_topics() if group.members else (
+        set() if group.protocol_type == "consumer" else None)

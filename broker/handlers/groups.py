@@ -1,0 +1,224 @@
+"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
+
+Translation only: each handler turns the request into a call on ``broker.groups`` (the
+GroupCoordinator, broker/groups/) and its result into the response of the request's
+version.  Version differences handled here: JoinGroup v0 has no rebalance timeout (the
+session timeout stands in, as in Kafka) and v4+ gets MEMBER_ID_REQUIRED for an empty
+member id; LeaveGroup v0-v2 names one member and reports its error at the top; OffsetFetch
+v1 reports a group error per partition, v2-v7 at the top, v8+ per group;
+FindCoordinator v4+ batches keys.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
+from kafka.protocol.consumer import (
+    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
+    OffsetFetchResponse, SyncGroupResponse,
+)
+from kafka.protocol.metadata import FindCoordinatorResponse
+
+from protocol.errors import ErrorCode
+
+AUTHORIZED_OPERATIONS_OMITTED = None  # kafka-python encodes None as INT32_MIN ("not requested")
+
+CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+CommitPartition = CommitTopic.OffsetCommitResponsePartition
+FetchTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+FetchPartition = FetchTopic.OffsetFetchResponsePartition
+FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
+FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
+FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
+DescribedGroup = DescribeGroupsResponse.DescribedGroup
+DescribedMember = DescribedGroup.DescribedGroupMember
+
+
+def _client_host(broker) -> str:
+    """The requesting client's address in Kafka's form ("/127.0.0.1").
+
+    Handlers are not given their connection; the request runs as a task queued on it, so
+    look the task up (JoinGroup only: rare, and few connections hold queued tasks)."""
+    task = asyncio.current_task()
+    for connection in list(broker.connections):
+        if task in getattr(connection, "_queue", ()):
+            return "/" + connection.peer.rpartition(":")[0]
+    return ""
+
+
+# -- FindCoordinator --------------------------------------------------------------------------
+
+async def handle_find_coordinator(broker, request):
+    body = request.body
+    if request.api_version >= 4:
+        coordinators = []
+        for key in body.coordinator_keys:
+            answer = await broker.groups.find_coordinator(key, body.key_type)
+            coordinators.append(FindCoordinatorResponse.Coordinator(
+                key=key, node_id=answer.node_id, host=answer.host, port=answer.port,
+                error_code=answer.error, error_message=answer.message))
+        return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+    key_type = body.key_type if request.api_version >= 1 else 0
+    answer = await broker.groups.find_coordinator(body.key, key_type)
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=answer.error,
+                                   error_message=answer.message, node_id=answer.node_id,
+                                   host=answer.host, port=answer.port)
+
+
+# -- membership -------------------------------------------------------------------------------
+
+async def handle_join_group(broker, request):
+    body = request.body
+    version = request.api_version
+    rebalance_timeout_ms = body.rebalance_timeout_ms if version >= 1 else -1
+    if rebalance_timeout_ms is None or rebalance_timeout_ms < 0:
+        rebalance_timeout_ms = body.session_timeout_ms
+    result = await broker.groups.join_group(
+        body.group_id, body.member_id or "",
+        body.group_instance_id if version >= 5 else None,
+        require_known_member_id=version >= 4, client_id=request.client_id or "",
+        client_host=_client_host(broker), rebalance_timeout_ms=rebalance_timeout_ms,
+        session_timeout_ms=body.session_timeout_ms, protocol_type=body.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in body.protocols])
+    protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
+    return JoinGroupResponse(
+        throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
+        protocol_type=result.protocol_type, protocol_name=protocol_name,
+        leader=result.leader_id, skip_assignment=False, member_id=result.member_id,
+        members=[JoinGroupResponse.JoinGroupResponseMember(
+            member_id=member_id, group_instance_id=instance_id, metadata=metadata)
+            for member_id, instance_id, metadata in result.members])
+
+
+async def handle_sync_group(broker, request):
+    body = request.body
+    version = request.api_version
+    result = await broker.groups.sync_group(
+        body.group_id, body.generation_id, body.member_id,
+        body.protocol_type if version >= 5 else None,
+        body.protocol_name if version >= 5 else None,
+        {a.member_id: bytes(a.assignment) for a in body.assignments or []})
+    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error,
+                             protocol_type=result.protocol_type,
+                             protocol_name=result.protocol_name, assignment=result.assignment)
+
+
+async def handle_heartbeat(broker, request):
+    body = request.body
+    error = broker.groups.heartbeat(body.group_id, body.member_id, body.generation_id)
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+
+async def handle_leave_group(broker, request):
+    body = request.body
+    if request.api_version >= 3:
+        leaving = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        leaving = [(body.member_id, None)]
+    error, results = broker.groups.leave_group(body.group_id, leaving)
+    if request.api_version < 3 and error == ErrorCode.NONE and results:
+        error = results[0][2]
+    return LeaveGroupResponse(
+        throttle_time_ms=0, error_code=error,
+        members=[LeaveGroupResponse.MemberResponse(member_id=m, group_instance_id=i,
+                                                   error_code=e) for m, i, e in results])
+
+
+# -- offsets ----------------------------------------------------------------------------------
+
+async def handle_offset_commit(broker, request):
+    body = request.body
+    version = request.api_version
+    offsets = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            epoch = p.committed_leader_epoch if version >= 6 else -1
+            offsets[(topic.name, p.partition_index)] = (p.committed_offset, epoch,
+                                                        p.committed_metadata)
+    retention_ms = body.retention_time_ms if version <= 4 else -1
+    results = await broker.groups.commit_offsets(
+        body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets,
+        retention_ms if retention_ms is not None else -1)
+    by_topic: dict[str, list] = {}
+    for (topic, partition), error in results.items():
+        by_topic.setdefault(topic, []).append(
+            CommitPartition(partition_index=partition, error_code=error))
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        CommitTopic(name=name, partitions=parts) for name, parts in by_topic.items()])
+
+
+def _requested(topics) -> list[tuple[str, int]] | None:
+    if topics is None:
+        return None
+    return [(t.name, p) for t in topics for p in t.partition_indexes]
+
+
+def _by_topic(offsets: dict, partition_class, group_error: ErrorCode | None = None) -> dict:
+    by_topic: dict[str, list] = {}
+    for (topic, partition), committed in offsets.items():
+        by_topic.setdefault(topic, []).append(partition_class(
+            partition_index=partition,
+            committed_offset=committed.offset if committed else -1,
+            committed_leader_epoch=committed.leader_epoch if committed else -1,
+            metadata=committed.metadata if committed else "",
+            error_code=group_error if group_error is not None else ErrorCode.NONE))
+    return by_topic
+
+
+async def handle_offset_fetch(broker, request):
+    body = request.body
+    version = request.api_version
+    if version >= 8:
+        groups = []
+        for wanted in body.groups:
+            error, offsets = broker.groups.fetch_offsets(wanted.group_id, _requested(wanted.topics))
+            groups.append(FetchGroup(group_id=wanted.group_id, error_code=error, topics=[
+                FetchGroupTopic(name=name, partitions=parts)
+                for name, parts in _by_topic(offsets, FetchGroupPartition).items()]))
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    requested = _requested(body.topics)
+    error, offsets = broker.groups.fetch_offsets(body.group_id, requested)
+    partition_error = None
+    if error != ErrorCode.NONE and version < 2:
+        # v1 has no group error field: each requested partition carries it.
+        offsets, partition_error = {tp: None for tp in requested or []}, error
+    topics = [FetchTopic(name=name, partitions=parts)
+              for name, parts in _by_topic(offsets, FetchPartition, partition_error).items()]
+    return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=error)
+
+
+# -- admin -----------------------------------------------------------------------------------
+
+async def handle_list_groups(broker, request):
+    body = request.body
+    version = request.api_version
+    error, groups = broker.groups.list_groups(
+        body.states_filter if version >= 4 else None, body.types_filter if version >= 5 else None)
+    return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
+        ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type,
+                                       group_state=state, group_type="classic")
+        for group_id, protocol_type, state in groups])
+
+
+async def handle_describe_groups(broker, request):
+    described = []
+    for group_id in request.body.groups:
+        summary = broker.groups.describe_group(group_id)
+        described.append(DescribedGroup(
+            error_code=summary.error, error_message=None, group_id=group_id,
+            group_state=summary.state, protocol_type=summary.protocol_type,
+            protocol_data=summary.protocol_data,
+            members=[DescribedMember(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                     client_id=m.client_id, client_host=m.client_host,
+                                     member_metadata=m.metadata, member_assignment=m.assignment)
+                     for m in summary.members],
+            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
+
+
+async def handle_delete_groups(broker, request):
+    results = await broker.groups.delete_groups(list(request.body.groups_names))
+    return DeleteGroupsResponse(throttle_time_ms=0, results=[
+        DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error)
+        for group_id, error in results.items()])
