@@ -415,7 +415,7 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
         log.info("%s group %s generation %d is stable: assignment from leader %s stored",
                  self._prefix, group.group_id, generation_id, group.leader_id)
 
-    # -- Heartbeat and LeaveGroup --------------------------------------------------------------------
+    # -- Heartbeat and LeaveGroup ---------------------------------------------------------------
 
     def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
         error = self._validate(group_id)
@@ -468,7 +468,7 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
                 results.append((member_id, instance_id, ErrorCode.NONE))
         return ErrorCode.NONE, results
 
-    # -- session timeouts ---------------------------------------------------------------------------
+    # -- session timeouts ---------------------------------------------------------------------
 
     def _schedule_heartbeat_expiry(self, group: GroupMetadata, member: MemberMetadata,
                                    timeout_ms: int | None = None) -> None:

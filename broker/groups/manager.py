@@ -32,7 +32,7 @@ import enum
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Awaitable, Callable
 
 from protocol.errors import ErrorCode
 
@@ -315,13 +315,19 @@ class GroupMetadataManager:
                     value.expire_timestamp_ms, record_offset=base_offset + i))
         return _OFFSET_STORE_ERRORS.get(error, error)
 
-    async def delete_group(self, group: GroupMetadata) -> ErrorCode:
-        """Tombstones for the group and all its offsets; the caller made it Dead already."""
+    def delete_group(self, group: GroupMetadata) -> Awaitable[ErrorCode]:
+        """Drop the group from the cache and append tombstones for it and its offsets, now
+        (no ``await``: nothing can slip in between); await the result for the acks.
+        The caller made it Dead already."""
         entries = [(records.offset_key(group.group_id, t, p), None) for t, p in group.offsets]
         entries.append((records.group_key(group.group_id), None))
         self.remove_group(group)
-        error, _ = await self._append(group.partition, entries)
-        return _GROUP_STORE_ERRORS.get(error, error)
+        pending = self._append_now(group.partition, entries)
+
+        async def acknowledged() -> ErrorCode:
+            error, _ = await self._wait_for_acks(group.partition, pending)
+            return _GROUP_STORE_ERRORS.get(error, error)
+        return acknowledged()
 
     # -- offset expiry -------------------------------------------------------------------------
 

@@ -2,16 +2,14 @@
 
 Kafka's classic group protocol, as in ``GroupMetadata.scala`` / ``ClassicGroup.java``:
 
-    Empty ──────────────► PreparingRebalance ◄──────────────┐
-      ▲                     │        ▲   ▲                   │
-      │ (no member left)    │        │   │ (member joins,    │
-      └─────────────────────┘        │   │  leaves, expires) │
-                            ▼        │   │                   │
-                  CompletingRebalance ───┘                   │
-                            │  (leader's SyncGroup stored)   │
-                            ▼                                │
-                          Stable ────────────────────────────┘
-    any state ──► Dead (group deleted, expired, or its partition unloaded)
+    Empty               -> PreparingRebalance   a member joins
+    PreparingRebalance  -> CompletingRebalance  every member rejoined, or the rebalance timeout
+    PreparingRebalance  -> Empty                ... and no member is left
+    CompletingRebalance -> Stable               the leader's assignment is stored
+    CompletingRebalance -> PreparingRebalance   a member joins, leaves or expires
+    Stable              -> PreparingRebalance   a member joins, leaves, expires, or the leader
+                                                or a member with new metadata rejoins
+    any state           -> Dead                 deleted, expired, or its partition unloaded
 
 Every allowed edge is in ``VALID_PREVIOUS_STATES`` (the table Kafka keeps per state);
 ``GroupMetadata.transition_to`` refuses the others with ``IllegalGroupTransition``.

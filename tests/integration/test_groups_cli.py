@@ -40,7 +40,8 @@ def test_groups_list_and_describe_show_members_committed_offsets_and_lag(raftwoo
 
         listed = raftwood("groups", "list", "--bootstrap-server", broker.bootstrap)
         assert listed.returncode == 0, listed.stderr
-        assert ["cli-group", "Stable", "consumer", "1"] in [l.split() for l in listed.stdout.splitlines()]
+        rows = [line.split() for line in listed.stdout.splitlines()]
+        assert ["cli-group", "Stable", "consumer", "1"] in rows
 
         described = raftwood("groups", "describe", "cli-group", "--bootstrap-server",
                              broker.bootstrap)

@@ -238,3 +238,55 @@ def test_kcat_balanced_consumer_reads_the_topic_and_commits(broker):
     assert lines == sorted(f"{p}:{o}" for p in range(2) for o in range(3)), result.stderr
     # librdkafka commits what it consumed when the balanced consumer closes.
     assert committed_offsets(broker.bootstrap, group, topic, 2) == {0: 3, 1: 3}
+
+
+# -- admin clients -------------------------------------------------------------------------------
+
+def test_admin_clients_list_describe_fetch_offsets_and_delete_groups(broker):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+
+    topic, group = names("admin")
+    create_topic(broker.bootstrap, topic, partitions=2)
+    produce(broker.bootstrap, topic, 2, 2)
+    member = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group,
+                           auto_offset_reset="earliest", enable_auto_commit=False)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
+    confluent = AdminClient({"bootstrap.servers": broker.bootstrap})
+    try:
+        got, deadline = 0, time.monotonic() + WAIT_S
+        while got < 4 and time.monotonic() < deadline:
+            got += sum(len(v) for v in member.poll(timeout_ms=500).values())
+        member.commit()
+
+        listed = {g["group_id"]: g for g in admin.list_groups()}
+        assert (listed[group]["group_state"], listed[group]["protocol_type"]) == \
+            ("Stable", "consumer")
+        described = admin.describe_groups([group])[group]
+        (desc_member,) = described["members"]
+        assert desc_member["client_host"] == "/127.0.0.1"
+        assert desc_member["member_assignment"]["assigned_partitions"] == \
+            [{"topic": topic, "partitions": [0, 1]}]
+        offsets = admin.list_group_offsets(group)[group]
+        assert {tp.partition: o.offset for tp, o in offsets.items()} == {0: 2, 1: 2}
+
+        listed = confluent.list_consumer_groups().result(10)
+        assert group in {g.group_id for g in listed.valid} and not listed.errors
+        described = confluent.describe_consumer_groups([group])[group].result(10)
+        assert [sorted(tp.partition for tp in m.assignment.topic_partitions)
+                for m in described.members] == [[0, 1]]
+        fetched = confluent.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)])[group].result(10)
+        assert sorted((tp.partition, tp.offset) for tp in fetched.topic_partitions) == \
+            [(0, 2), (1, 2)]
+
+        assert admin.delete_groups([group])[group] != "OK"  # NON_EMPTY_GROUP while it lives
+        member.close(autocommit=False)
+        assert admin.delete_groups([group, "no-such-group"]) == \
+            {group: "OK", "no-such-group": "GroupIdNotFoundError"}
+        assert group not in {g["group_id"] for g in admin.list_groups()}
+        assert committed_offsets(broker.bootstrap, group, topic, 2) == {0: None, 1: None}
+    finally:
+        member.close(autocommit=False)
+        admin.close()

@@ -106,7 +106,8 @@ def test_assignment_partitions_are_read_and_sorted():
     assert cp.assigned_partitions(b"") == {}
 
 
-@pytest.mark.parametrize("garbage", [b"\x00", b"\x00\x00\x7f\xff\xff\xff", b"\x00\x00\x00\x00\x00\x01\x00\x09ab"])
+@pytest.mark.parametrize("garbage", [
+    b"\x00", b"\x00\x00\x7f\xff\xff\xff", b"\x00\x00\x00\x00\x00\x01\x00\x09ab"])
 def test_bytes_that_do_not_parse_give_none_never_an_exception(garbage):
     assert cp.subscribed_topics(garbage) is None
     assert cp.assigned_partitions(garbage) is None
