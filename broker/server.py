@@ -44,6 +44,7 @@ class Connection(asyncio.Protocol):
         self.max_in_flight = max(1, config["queued.max.requests.per.connection"])
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.client_host = ""
         self._queue: deque = deque()  # asyncio.Task | bytes | _CLOSE_MARK, in arrival order
         self._read_paused = False
         self._write_paused = False
@@ -55,6 +56,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = f"/{peer[0]}" if peer else ""
         self.broker.connections.add(self)
 
     def connection_lost(self, exc):
@@ -99,6 +101,7 @@ class Connection(asyncio.Protocol):
                 self._flush()
                 return
             request = decode_request(frame)
+            request.client_host = self.client_host
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.ApiVersions:
                 # KIP-511: answer with our ranges so the client can retry lower.

@@ -121,6 +121,8 @@ class Request:
     body: Any
     spec: ApiSpec
     size_bytes: int
+    # Set by the connection: the peer's address in Kafka's form ("/127.0.0.1").
+    client_host: str = ""
 
     def expects_response(self) -> bool:
         return self.body.expect_response()

@@ -172,5 +172,4 @@ class AdminMixin:
         return results
 
 
-# Kafka's NON_EMPTY_GROUP (68); not in protocol.errors.ErrorCode, which this package does not own.
-NON_EMPTY_GROUP = 68
+NON_EMPTY_GROUP = ErrorCode.NON_EMPTY_GROUP

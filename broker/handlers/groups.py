@@ -11,8 +11,6 @@ FindCoordinator v4+ batches keys.
 """
 from __future__ import annotations
 
-import asyncio
-
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (
     HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
@@ -33,18 +31,6 @@ FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
 FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
 DescribedGroup = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribedGroup.DescribedGroupMember
-
-
-def _client_host(broker) -> str:
-    """The requesting client's address in Kafka's form ("/127.0.0.1").
-
-    Handlers are not given their connection; the request runs as a task queued on it, so
-    look the task up (JoinGroup only: rare, and few connections hold queued tasks)."""
-    task = asyncio.current_task()
-    for connection in list(broker.connections):
-        if task in getattr(connection, "_queue", ()):
-            return "/" + connection.peer.rpartition(":")[0]
-    return ""
 
 
 # -- FindCoordinator --------------------------------------------------------------------------
@@ -78,7 +64,7 @@ async def handle_join_group(broker, request):
         body.group_id, body.member_id or "",
         body.group_instance_id if version >= 5 else None,
         require_known_member_id=version >= 4, client_id=request.client_id or "",
-        client_host=_client_host(broker), rebalance_timeout_ms=rebalance_timeout_ms,
+        client_host=request.client_host, rebalance_timeout_ms=rebalance_timeout_ms,
         session_timeout_ms=body.session_timeout_ms, protocol_type=body.protocol_type,
         protocols=[(p.name, bytes(p.metadata)) for p in body.protocols])
     protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")

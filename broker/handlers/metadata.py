@@ -56,7 +56,10 @@ async def _requested_topic(broker, requested, allow_create: bool):
     if name not in broker.image.topics:
         if topic_name_problem(name) is not None:
             return _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
-        if not (allow_create and broker.config["auto.create.topics.enable"]):
+        if not (allow_create and broker.config["auto.create.topics.enable"]) \
+                or name.startswith("__"):
+            # Internal topics (__consumer_offsets) are created by their coordinator with
+            # their own partition count and configs, never by a client's Metadata.
             return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
             await create_topic_now(broker, name, broker.config["num.partitions"],
