@@ -175,10 +175,17 @@ class RaftStore(_StoreBase):
             loop.call_soon_threadsafe(_settle, future, result, error)
 
         self._consumer.command(method, args, callback=done)
+        # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation that arrives
+        # when the future is already settled (gh-86296), and a cancelled heartbeat loop
+        # then runs on, hanging the broker's shutdown.  asyncio.wait never eats it.
         try:
-            outcome = await asyncio.wait_for(future, timeout_s)
-        except asyncio.TimeoutError:
-            raise MetadataUnavailable(f"{method}: no quorum answered in {timeout_s}s") from None
+            finished, _ = await asyncio.wait({future}, timeout=timeout_s)
+        finally:
+            if not future.done():
+                future.cancel()  # timed out or cancelled: a late answer is ignored
+        if not finished:
+            raise MetadataUnavailable(f"{method}: no quorum answered in {timeout_s}s")
+        outcome = future.result()
         if outcome[0] == "error":
             raise ApplyError(outcome[1], outcome[2])
         return outcome[1]
