@@ -22,7 +22,7 @@ async def handle_list_offsets(broker, request):
             partition = rm.get_partition(topic.name, p.partition_index)
             try:
                 if partition is None:
-                    raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    raise PartitionError(rm.missing_partition_error(topic.name, p.partition_index))
                 partition.check_leader_epoch(p.current_leader_epoch)
                 timestamp, offset = partition.offset_for_timestamp(p.timestamp)
                 epoch = partition.epoch_for_offset(offset) if offset >= 0 else -1
@@ -46,7 +46,7 @@ async def handle_offset_for_leader_epoch(broker, request):
             partition = rm.get_partition(topic.topic, p.partition)
             try:
                 if partition is None:
-                    raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                    raise PartitionError(rm.missing_partition_error(topic.topic, p.partition))
                 if not partition.is_leader:
                     raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 partition.check_leader_epoch(p.current_leader_epoch)
