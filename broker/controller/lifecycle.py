@@ -31,6 +31,10 @@ class BrokerLifecycle:
         self.incarnation = uuid.uuid4().hex
         self.broker_epoch = -1
         self.interval_s = config["broker.heartbeat.interval.ms"] / 1000.0
+        # Held around every heartbeat; controlled shutdown takes it to stop heartbeats
+        # first, so none can be ordered after our fencing and unfence us again.
+        self._heartbeat_lock = asyncio.Lock()
+        self.shutting_down = False
 
     async def register(self, deadline_s: float = 120.0) -> int:
         """Register with the cluster, retrying until a quorum answers."""
@@ -54,24 +58,35 @@ class BrokerLifecycle:
     async def heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.interval_s)
-            try:
-                known = await self.store.submit(
-                    "heartbeat", self.node_id, self.broker_epoch,
-                    self.config["unclean.leader.election.enable"],
-                    self.replica_manager.log_end_offsets(), timeout_s=self.interval_s * 2)
-                if not known:
-                    log.warning("[Broker %d] cluster does not know epoch %d: re-registering",
-                                self.node_id, self.broker_epoch)
-                    await self.register()
-            except (MetadataUnavailable, ApplyError) as exc:
-                log.info("[Broker %d] heartbeat not applied: %s", self.node_id, exc)
+            async with self._heartbeat_lock:
+                if self.shutting_down:
+                    return
+                known = await self._heartbeat()
+            if not known:
+                log.warning("[Broker %d] cluster does not know epoch %d: re-registering",
+                            self.node_id, self.broker_epoch)
+                await self.register()
+
+    async def _heartbeat(self) -> bool:
+        """One heartbeat; False when the cluster no longer knows our broker epoch."""
+        try:
+            return await self.store.submit(
+                "heartbeat", self.node_id, self.broker_epoch,
+                self.config["unclean.leader.election.enable"],
+                self.replica_manager.log_end_offsets(), timeout_s=self.interval_s * 2)
+        except (MetadataUnavailable, ApplyError) as exc:
+            log.info("[Broker %d] heartbeat not applied: %s", self.node_id, exc)
+            return True
 
     async def controlled_shutdown(self) -> None:
-        """Move leadership away before exiting: fence ourselves (elections follow) and
-        wait until our image shows no partition led here."""
+        """Move leadership away before exiting: fence ourselves, as Kafka fences every
+        broker that shuts down cleanly (elections follow, we leave every ISR so acks=all
+        writes need not wait for our session to expire, and Metadata stops listing us),
+        and wait until our image shows it.  Skipped when no other broker is live."""
+        async with self._heartbeat_lock:  # no heartbeat in flight, none after this
+            self.shutting_down = True
         image = self.store.image
-        if not any(p.leader == self.node_id for _, _, p in image.partitions()) \
-                or len(image.live_brokers()) <= 1:
+        if not image.is_live(self.node_id) or len(image.live_brokers()) <= 1:
             return
         try:
             await self.store.submit("fence_brokers", [self.node_id],
