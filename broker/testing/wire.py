@@ -1,0 +1,229 @@
+"""A blocking raw Kafka connection and record-batch helpers for tests (see broker.testing)."""
+from __future__ import annotations
+
+import itertools
+import struct
+import socket
+import time
+
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+
+from protocol.status import decode_status_response, encode_status_request
+
+
+_SIZE = struct.Struct(">i")
+
+
+class KafkaConnection:
+    """A blocking Kafka connection for tests: one request, then its response.
+
+    ``request(msg)`` sends a kafka-python message object (its version set with
+    ``Cls[v](...)`` or ``version=``) and returns the decoded response; ``send_raw``/
+    ``read_frame`` move bytes for malformed-input tests.  Responses are checked against
+    the correlation id.  Not thread-safe; one connection per thread.
+    """
+
+    def __init__(self, address: str | tuple[str, int], *, timeout_s: float = 10.0,
+                 client_id: str = "raftwood-testing"):
+        if isinstance(address, str):
+            host, _, port = address.rpartition(":")
+            address = (host, int(port))
+        self.client_id = client_id
+        self.sock = socket.create_connection(address, timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._correlation_ids = itertools.count(1)
+
+    def __enter__(self) -> "KafkaConnection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    # -- bytes -----------------------------------------------------------------------------
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _read_exactly(self, size: int) -> bytes:
+        chunks, remaining = [], size
+        while remaining:
+            chunk = self.sock.recv(min(remaining, 1 << 20))
+            if not chunk:
+                raise EOFError(f"connection closed with {remaining} of {size} bytes unread")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def read_frame(self) -> bytes:
+        """One response frame without its size prefix; EOFError when the peer closed."""
+        (size,) = _SIZE.unpack(self._read_exactly(4))
+        return self._read_exactly(size)
+
+    def closed_by_peer(self, timeout_s: float = 5.0) -> bool:
+        """True when the broker closes (EOF or reset) within ``timeout_s``, discarding any
+        bytes it sends first; False when the connection is still open at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            while (remaining := deadline - time.monotonic()) > 0:
+                self.sock.settimeout(remaining)
+                if not self.sock.recv(65536):
+                    return True
+        except socket.timeout:
+            return False
+        except OSError:  # ECONNRESET and friends
+            return True
+        return False
+
+    # -- messages --------------------------------------------------------------------------
+    def send(self, request, version: int | None = None) -> int:
+        """Encode and send ``request``; returns its correlation id."""
+        if version is not None:
+            request.API_VERSION = version
+        correlation_id = next(self._correlation_ids)
+        request.with_header(correlation_id=correlation_id, client_id=self.client_id)
+        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
+        return correlation_id
+
+    def receive(self, request, correlation_id: int):
+        """Read and decode the response to ``request`` sent with ``correlation_id``."""
+        frame = self.read_frame()
+        response_class = request.header.get_response_class()
+        response = response_class.decode(frame, version=request.API_VERSION, header=True)
+        if response.header.correlation_id != correlation_id:
+            raise ValueError(f"correlation id {response.header.correlation_id}, "
+                             f"expected {correlation_id}")
+        return response
+
+    def request(self, request, version: int | None = None):
+        """Send ``request`` and return its decoded response."""
+        return self.receive(request, self.send(request, version))
+
+    # -- common requests -------------------------------------------------------------------
+    def status(self) -> dict:
+        """Raftwood's private status request (``protocol/status.py``): this broker's view
+        of the cluster and of the partitions it hosts, as the documented JSON object."""
+        correlation_id = next(self._correlation_ids)
+        self.sock.sendall(encode_status_request(correlation_id, {}, self.client_id))
+        answered, status = decode_status_response(self.read_frame())
+        if answered != correlation_id:
+            raise ValueError(f"correlation id {answered}, expected {correlation_id}")
+        return status
+
+    def api_versions(self, version: int = 0):
+        return self.request(ApiVersionsRequest[version]())
+
+    def metadata(self, topics: list[str] | None = None, version: int = 8):
+        topic_list = None if topics is None else [
+            MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+        return self.request(MetadataRequest[version](
+            topics=topic_list, allow_auto_topic_creation=False))
+
+    def create_topic(self, name: str, partitions: int = 1, configs: dict | None = None,
+                     *, timeout_ms: int = 10_000, version: int = 4) -> int:
+        """CreateTopics for one topic with replication factor 1; returns its error code."""
+        topic_class = CreateTopicsRequest.CreatableTopic
+        config_class = topic_class.CreatableTopicConfig
+        topic = topic_class(name=name, num_partitions=partitions, replication_factor=1,
+                            assignments=[], configs=[config_class(name=k, value=str(v))
+                                                     for k, v in (configs or {}).items()])
+        response = self.request(CreateTopicsRequest[version](
+            topics=[topic], timeout_ms=timeout_ms, validate_only=False))
+        return response.topics[0].error_code
+
+    def produce(self, topic: str, partition: int, records: bytes, *, acks: int = -1,
+                version: int = 9, timeout_ms: int = 10_000):
+        """Produce one partition's record bytes; the PartitionProduceResponse (None for acks=0)."""
+        topic_data = ProduceRequest.TopicProduceData
+        request = ProduceRequest[version](
+            transactional_id=None, acks=acks, timeout_ms=timeout_ms,
+            topic_data=[topic_data(name=topic, partition_data=[
+                topic_data.PartitionProduceData(index=partition, records=records)])])
+        correlation_id = self.send(request)
+        if acks == 0:
+            return None
+        return self.receive(request, correlation_id).responses[0].partition_responses[0]
+
+    def fetch(self, topic: str, partition: int, offset: int, *, max_bytes: int = 1 << 20,
+              max_wait_ms: int = 0, version: int = 11):
+        """Fetch one partition once (no session); the PartitionData of the response."""
+        fetch_topic = FetchRequest.FetchTopic
+        request = FetchRequest[version](
+            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=0, max_bytes=max_bytes,
+            isolation_level=0, session_id=0, session_epoch=-1,
+            topics=[fetch_topic(topic=topic, partitions=[fetch_topic.FetchPartition(
+                partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+                log_start_offset=-1, partition_max_bytes=max_bytes)])],
+            forgotten_topics_data=[], rack_id="")
+        return self.request(request).responses[0].partitions[0]
+
+    def read_partition(self, topic: str, partition: int, start: int = 0, *,
+                       max_fetches: int = 1000) -> list[tuple]:
+        """Every record from ``start`` to the high watermark, as ``read_records`` tuples.
+
+        Fetches until the high watermark; AssertionError on a fetch error or when a fetch
+        makes no progress (so a broken broker fails the test instead of hanging it).
+        """
+        result: list[tuple] = []
+        offset = start
+        for _ in range(max_fetches):
+            data = self.fetch(topic, partition, offset)
+            assert data.error_code == 0, \
+                f"Fetch {topic}-{partition} at {offset}: error {data.error_code}"
+            if offset >= data.high_watermark:
+                return result
+            records = [r for r in read_records(data.records) if r[0] >= offset]
+            assert records, (f"Fetch {topic}-{partition} at {offset} returned no record below "
+                             f"the high watermark {data.high_watermark}")
+            result += records
+            offset = records[-1][0] + 1
+        raise AssertionError(f"{topic}-{partition} not read to its end in {max_fetches} fetches")
+
+    def list_offsets(self, topic: str, partition: int, timestamp: int, *, version: int = 7):
+        """ListOffsets for one partition (-1 latest, -2 earliest, -3 max timestamp, or a
+        timestamp in ms); the partition's response (error_code, offset, timestamp)."""
+        list_topic = ListOffsetsRequest.ListOffsetsTopic
+        request = ListOffsetsRequest[version](
+            replica_id=-1, isolation_level=0,
+            topics=[list_topic(name=topic, partitions=[list_topic.ListOffsetsPartition(
+                partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])])
+        return self.request(request).topics[0].partitions[0]
+
+
+def build_batch(records, *, compression: int = 0) -> bytes:
+    """A RecordBatch v2 as a producer sends it (baseOffset 0).
+
+    ``records`` are ``(key, value, timestamp_ms, headers)`` tuples; headers a list of
+    ``(str, bytes)``.  ``compression``: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
+    """
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=compression,
+                                        is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1,
+                                        batch_size=1 << 30)
+    for offset_delta, (key, value, timestamp_ms, headers) in enumerate(records):
+        builder.append(offset_delta, timestamp=timestamp_ms, key=key, value=value,
+                       headers=list(headers))
+    return bytes(builder.build())
+
+
+def read_records(records: bytes | None) -> list[tuple[int, bytes | None, bytes | None, int, list]]:
+    """Decode fetched record bytes into ``(offset, key, value, timestamp_ms, headers)``."""
+    from kafka.record.memory_records import MemoryRecords
+
+    result = []
+    if not records:
+        return result
+    for batch in MemoryRecords(bytes(records)):
+        for record in batch:
+            result.append((record.offset, record.key, record.value, record.timestamp,
+                           list(record.headers)))
+    return result
+
+
+# -- a cluster of brokers ------------------------------------------------------------------
