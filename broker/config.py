@@ -229,4 +229,8 @@ def build(raw: Mapping[str, str]) -> BrokerConfig:
     config = BrokerConfig(values)
     config.listener  # validate early
     config.advertised_listener
+    if values["replica.fetch.wait.max.ms"] >= values["replica.lag.time.max.ms"]:
+        # As in Kafka: a follower long-polling longer than the lag time would drop out
+        # of the ISR of every idle partition and rejoin, over and over.
+        raise ConfigError("replica.fetch.wait.max.ms must be less than replica.lag.time.max.ms")
     return config

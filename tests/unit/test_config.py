@@ -46,3 +46,9 @@ def test_listener_parsing_and_topic_defaults():
     assert cfg.listener == ("127.0.0.1", 19092)
     assert cfg.advertised_listener == ("broker1", 9092)
     assert cfg.topic_defaults()["retention.ms"] == "1000"
+
+
+def test_fetch_wait_must_be_below_lag_time():
+    with pytest.raises(config.ConfigError, match="replica.fetch.wait.max.ms"):
+        config.build({"replica.lag.time.max.ms": "400", "replica.fetch.wait.max.ms": "500"})
+    assert config.build({"replica.lag.time.max.ms": "600"})["replica.fetch.wait.max.ms"] == 500
