@@ -212,6 +212,7 @@ class ReplicaFetcher:
             log.warning("%s %s: append refused (%s); reconciling with the leader again",
                         self._prefix, partition.name, exc)
             followed.needs_truncation = True
+            followed.backoff_until = time.monotonic() + self.manager.backoff_s  # no busy loop
             return False
 
 

@@ -232,8 +232,14 @@ class Partition:
         return len(records) if records else 0
 
     def truncate_to(self, offset: int) -> None:
-        """Cut our log at ``offset`` (divergence with the leader)."""
+        """Cut our log at ``offset`` (divergence with the leader).
+
+        Our epochs starting at or after ``offset`` are not the leader's history there and
+        go too, even when no batch does: an epoch we were elected in but never wrote
+        (6@LEO, say) would otherwise make every older-epoch batch the leader sends at
+        ``offset`` look out of order, and the replica would never catch up."""
         if offset >= self.log.log_end_offset:
+            self.log.epoch_cache.truncate_from_end(offset)
             return
         before = self.log.log_end_offset
         self.log.truncate_to(offset)
