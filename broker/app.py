@@ -1,8 +1,9 @@
 """The Broker: configuration, metadata store, controller, replica manager and server.
 
 Start-up order: open the metadata store (a Raft node, or a local file when alone);
-apply its image to the replica manager (opening and recovering logs); start the
-Kafka listener; register with the cluster, then heartbeat.  Shutdown (SIGTERM/SIGINT)
+start the Kafka listener; register with the cluster, then heartbeat.  The replica
+manager acts on the first image that shows this process registered (opening and
+recovering logs then): never on a replayed or previous-incarnation image.  Shutdown (SIGTERM/SIGINT)
 in uvicorn's order, with Kafka's controlled shutdown first: move leadership away,
 stop accepting, answer what is in flight within a bound, cancel the rest, close every
 log cleanly (the clean-shutdown marker lets the next start skip the recovery scan),
@@ -39,6 +40,7 @@ class Broker:
         self.store.add_listener(self.replica_manager.apply_image)
         self.controller = Controller(self.store, config)
         self.lifecycle = BrokerLifecycle(self.store, config, self.replica_manager)
+        self.replica_manager.incarnation = self.lifecycle.incarnation
         # Before the store starts: it listens for leadership of __consumer_offsets partitions.
         self.groups = GroupCoordinator(self)
         self.producer_ids = ProducerIdManager(self.store)

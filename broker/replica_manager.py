@@ -59,6 +59,9 @@ class ReplicaManager:
         self.fetchers = ReplicaFetcherManager(self.node_id, config, self._broker_address)
         self._leadership_listeners: list = []
         self.lag_time_max_ms = config["replica.lag.time.max.ms"]
+        # This process's registration id (BrokerLifecycle's), set by the Broker; None
+        # (tests driving a ReplicaManager alone) applies every image.
+        self.incarnation: str | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -114,8 +117,20 @@ class ReplicaManager:
         changes, and become leader or follower when the image's leader or leader epoch
         differs from ours (or take the new ISR when only that changed).  Partitions of
         deleted topics are closed and their logs removed.
+
+        Images that do not show this process registered (its incarnation) are not acted
+        on: the Raft journal replayed at start-up publishes every historical image, and
+        right after a restart within the session timeout the current image still names
+        the previous process as leader in its epoch.  Leading in those epochs would serve
+        a stale high watermark and, if the crash cut the log's unflushed tail, overwrite
+        committed records that followers then truncate.  Registration fences the old
+        incarnation first (new epochs), so the first image acted on is safe.
         """
         self.image = image
+        if self.incarnation is not None:
+            me = image.brokers.get(self.node_id)
+            if me is None or me.incarnation != self.incarnation:
+                return
         wanted = set()
         for topic, index, info in image.partitions():
             if self.node_id not in info.replicas:
