@@ -7,6 +7,8 @@
     raftwood cluster [--bootstrap-server HOST:PORT]       brokers, controller, problems
     raftwood groups list|describe GROUP [--bootstrap-server HOST:PORT]
                                                           consumer groups, offsets, lag
+    raftwood verify [--brokers 3] [--duration S] [--seed N] [--faults LIST]
+                                                          fault injection + invariant checks
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import asyncio
 import logging
 import sys
 
-from . import cli_admin, cli_dev, cli_groups
+from . import cli_admin, cli_dev, cli_groups, cli_verify
 from . import config as config_module
 
 
@@ -69,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_dev.add_command(commands)
     cli_admin.add_commands(commands)
     cli_groups.add_commands(commands)
+    cli_verify.add_command(commands)
     return parser
 
 

@@ -1,0 +1,20 @@
+"""``raftwood verify``: fault injection and invariant checking against a real cluster.
+
+One concept per module:
+
+    schedule   the seed -> fault schedule (pure; what a replay repeats)
+    payload    numbered, checksummed record values (pure)
+    netproxy   the inter-broker TCP proxy that makes network cuts (its own process)
+    cluster    the cluster under test: ClusterProcess + proxy, roles, health, stored logs
+    faults     applying one step: kill -9, SIGSTOP, restarts, cuts, a damaged log tail
+    workload   acks=all idempotent producers and a consumer reading along (threads)
+    observer   the watcher thread: statuses, ListOffsets latest, leader HWs, served batches
+    checker    the invariants, pure: fed observations during the run, the logs at the end
+    report     progress lines, the closing report, the summary line
+    runner     the phases of one run, each bounded; stops every process on the way out
+
+The command line is ``broker/cli_verify.py``; the pytest side is ``tests/faults/test_verify.py``.
+"""
+from .runner import VerifyOptions, VerifyRun
+
+__all__ = ["VerifyOptions", "VerifyRun"]

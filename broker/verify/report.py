@@ -1,0 +1,185 @@
+"""What ``raftwood verify`` prints: progress lines while it runs, a report at the end,
+and the one summary line a script can rely on (always the last line of the text
+output)::
+
+    verify: PASS faults=12 acked=5210 lost=0 duplicates=0 hw_regressions=0 divergent=0
+
+On a failure the word is FAIL and the counts say what broke; violations that have no
+field of their own (committed data changed, an out-of-ISR election, a damaged value,
+a cluster that never healed, a harness error) are appended as extra ``name=count``
+fields, only when non-zero.  Pure formatting, apart from ``Progress`` which writes.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .checker import CheckResult
+
+EXTRA_FIELDS = (("committed_changed", "committed_changed"),
+                ("out_of_isr_election", "out_of_isr_elections"),
+                ("bad_value", "bad_values"), ("unhealed", "unhealed"), ("error", "errors"))
+
+
+def summary_line(passed: bool, faults: int, acked: int, lost: int, duplicates: int,
+                 hw_regressions: int, divergent: int, extra: dict[str, int] | None = None) -> str:
+    """The last line of a run (see the module docstring)."""
+    line = (f"verify: {'PASS' if passed else 'FAIL'} faults={faults} acked={acked} "
+            f"lost={lost} duplicates={duplicates} hw_regressions={hw_regressions} "
+            f"divergent={divergent}")
+    if not passed:
+        line += "".join(f" {name}={count}" for name, count in (extra or {}).items() if count)
+    return line
+
+
+def parse_summary_line(line: str) -> tuple[bool, dict[str, int]]:
+    """(passed, counts) from a summary line; ValueError when it is not one."""
+    words = line.strip().split()
+    if len(words) < 2 or words[0] != "verify:" or words[1] not in ("PASS", "FAIL"):
+        raise ValueError(f"not a verify summary line: {line!r}")
+    counts = {}
+    for word in words[2:]:
+        name, sep, value = word.partition("=")
+        if not sep:
+            raise ValueError(f"not a name=count field: {word!r}")
+        counts[name] = int(value)
+    return words[1] == "PASS", counts
+
+
+@dataclass
+class AppliedFault:
+    """A step as it ran: the broker it resolved to and what was done."""
+
+    index: int
+    kind: str
+    node: int | None
+    action: str
+    started_s: float
+    took_s: float
+    skipped: str | None = None
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Report:
+    seed: int
+    brokers: int
+    duration_s: float
+    planned: int
+    applied: list[AppliedFault] = field(default_factory=list)
+    result: CheckResult | None = None
+    runtime_s: float = 0.0
+    data_dir: str | None = None
+    workload: dict = field(default_factory=dict)
+    observations: dict = field(default_factory=dict)
+    final: dict = field(default_factory=dict)
+
+    @property
+    def faults(self) -> int:
+        return sum(1 for f in self.applied if f.skipped is None)
+
+    def counts(self) -> dict[str, int]:
+        result = self.result
+        violations = result.violations
+        return {"faults": self.faults, "acked": result.acked, "lost": result.lost,
+                "duplicates": result.duplicates,
+                "hw_regressions": violations.count("hw_regression"),
+                "divergent": result.divergent}
+
+    def extra_counts(self) -> dict[str, int]:
+        violations = self.result.violations
+        return {name: violations.count(kind) for kind, name in EXTRA_FIELDS}
+
+    @property
+    def passed(self) -> bool:
+        return self.result is not None and self.result.passed
+
+    def summary(self) -> str:
+        counts = self.counts()
+        return summary_line(self.passed, counts["faults"], counts["acked"], counts["lost"],
+                            counts["duplicates"], counts["hw_regressions"],
+                            counts["divergent"], self.extra_counts())
+
+    def render(self) -> str:
+        """The closing report; its last line is ``summary()``."""
+        result = self.result
+        kinds = Counter(f.kind for f in self.applied if f.skipped is None)
+        skipped = [f for f in self.applied if f.skipped is not None]
+        lines = [f"verify: results after {self.runtime_s:.1f}s (seed {self.seed}, "
+                 f"{self.brokers} brokers, duration {self.duration_s:g}s)"]
+        lines.append(f"  faults      {self.faults} applied of {self.planned} planned"
+                     + (f" ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})"
+                        if kinds else ""))
+        for fault in skipped:
+            lines.append(f"              #{fault.index} {fault.kind} skipped: {fault.skipped}")
+        w = self.workload
+        if w:
+            lines.append(f"  records     {result.acked} acknowledged, {w.get('failed', 0)} "
+                         f"failed, {w.get('pending', 0)} unanswered at the end; "
+                         f"{result.present} in the logs ({result.unacked_present} never "
+                         f"acknowledged), {result.duplicates} duplicates")
+        o = self.observations
+        if o:
+            lines.append(f"  observed    {o.get('latest', 0)} ListOffsets answers, "
+                         f"{o.get('leader_hw', 0)} leader HWs, {o.get('elections', 0)} "
+                         f"elections ({o.get('elections_checked', 0)} checked against the "
+                         f"previous ISR), {o.get('batches', 0)} committed batches and "
+                         f"{o.get('values', 0)} consumer records remembered")
+        f = self.final
+        if f:
+            lines.append(f"  replicas    {result.partitions - result.divergent} of "
+                         f"{result.partitions} partitions identical on every replica below "
+                         f"the HW (HW {f.get('min_hw', 0)}..{f.get('max_hw', 0)})")
+        for note in result.notes:
+            lines.append(f"  note        {note}")
+        if result.violations.examples:
+            lines.append("  violations:")
+            for violation in result.violations.examples:
+                lines.append(f"    {violation.kind}: {violation.detail}")
+            hidden = sum(result.violations.counts.values()) - len(result.violations.examples)
+            if hidden > 0:
+                lines.append(f"    ... and {hidden} more")
+        else:
+            lines.append("  violations  none")
+        if self.data_dir:
+            lines.append(f"  data        {self.data_dir} (broker logs: broker-<id>.log)")
+        if not self.passed:
+            lines.append(f"  replay      raftwood verify --seed {self.seed} "
+                         f"--brokers {self.brokers} --duration {self.duration_s:g}")
+        lines.append(self.summary())
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        result = self.result
+        return {
+            "passed": self.passed, "summary": self.summary(), "seed": self.seed,
+            "brokers": self.brokers, "duration_s": self.duration_s,
+            "runtime_s": round(self.runtime_s, 1), "planned": self.planned,
+            "faults": [f.to_dict() for f in self.applied], "counts": self.counts(),
+            "extra": self.extra_counts(), "workload": self.workload,
+            "observations": self.observations, "final": self.final,
+            "violations": [{"kind": v.kind, "detail": v.detail}
+                           for v in result.violations.examples],
+            "notes": list(result.notes), "data_dir": self.data_dir,
+        }
+
+
+class Progress:
+    """Timestamped progress lines (``[  12.3s] ...``) on a stream, flushed at once."""
+
+    def __init__(self, stream=None):
+        self.stream = stream if stream is not None else sys.stdout
+        self.started = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def __call__(self, text: str) -> None:
+        print(f"[{self.elapsed():7.1f}s] {text}", file=self.stream, flush=True)
+
+    def raw(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)

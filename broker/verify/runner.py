@@ -1,0 +1,346 @@
+"""One ``raftwood verify`` run, phase by phase.
+
+1. plan     — the seed gives the fault schedule (printed first, for replays).
+2. start    — a cluster in a temporary directory (behind the cut proxy when cuts are
+              scheduled), RF=min(3, brokers) topics with min.insync.replicas=2.
+3. load     — producers (acks=all, idempotent), a consumer and the observer start.
+4. faults   — each step waits for a healthy cluster (bounded), for its planned time,
+              then is applied, held and undone; the load runs on for ``duration_s``.
+5. heal     — everything undone, producers stopped and drained (bounded), then the
+              cluster must reach "every replica has the leader's LEO as LEO and HW".
+6. check    — stored logs read from every broker's data directory and compared with
+              what was acknowledged and observed (``checker``); broker logs scanned for
+              unclean elections.
+7. report   — counts, violations with examples, the summary line.
+
+Every phase is bounded in time; every process is stopped in ``finally`` (also on
+Ctrl-C).  A harness error (a broker that will not start, a cluster that never heals)
+is a violation of its own kind and the run still reaches the check with what it has.
+The temporary directory is removed after a PASS unless ``keep_data``; after a FAIL
+it is kept and named, with the brokers' logs in it.
+"""
+from __future__ import annotations
+
+import faulthandler
+import random
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from broker.testing import read_records
+
+from .checker import FinalPartition, ViolationLog, check_final
+from .cluster import VerifyCluster
+from .faults import FaultInjector
+from .observer import Observer
+from .report import AppliedFault, Progress, Report
+from .schedule import FAULT_KINDS, FaultStep, format_schedule, generate_schedule
+from .workload import AckLog, ConsumerWorker, ProducerWorker, available_clients
+
+HEALTH_WAIT_S = 30.0          # before each fault
+FIRST_ACKS_WAIT_S = 30.0
+PRODUCER_DRAIN_S = 60.0
+FINAL_REPLICATION_WAIT_S = 90.0
+CONSUMER_CATCH_UP_S = 20.0
+FAULT_PHASE_SLACK_S = 120.0   # the fault phase may overrun duration_s by this much
+WATCHDOG_S = 600.0            # healing, checking and stopping take far less than this
+
+
+@dataclass
+class VerifyOptions:
+    brokers: int = 3
+    duration_s: float = 60.0
+    seed: int | None = None
+    faults: tuple[str, ...] = FAULT_KINDS
+    keep_data: bool = False
+    data_dir: str | None = None      # parent of the run's temporary directory
+    topics: int = 2
+    partitions: int = 3
+    rate: float = 150.0              # records/s per producer
+    max_faults: int | None = None
+
+
+def topic_names(count: int) -> list[str]:
+    return [f"verify-{chr(ord('a') + i)}" for i in range(count)]
+
+
+def plan(options: VerifyOptions) -> tuple[int, list[FaultStep], list[str]]:
+    """(seed, schedule, partition names) for ``options``: the part a replay repeats."""
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1 << 31)
+    names = [f"{t}-{p}" for t in topic_names(options.topics) for p in range(options.partitions)]
+    steps = generate_schedule(seed, options.duration_s, options.faults, len(names),
+                              max_faults=options.max_faults)
+    return seed, steps, names
+
+
+class VerifyRun:
+    """State of one run; ``execute()`` once, from one thread."""
+
+    def __init__(self, options: VerifyOptions, progress: Progress | None = None):
+        if options.brokers < 3:
+            raise ValueError("verify needs at least 3 brokers (RF 3, min.insync.replicas 2)")
+        self.options = options
+        self.progress = progress or Progress()
+        self.seed, self.steps, self.partition_names = plan(options)
+        self.violations = ViolationLog()
+        self.acks = AckLog()
+        self.report = Report(self.seed, options.brokers, options.duration_s, len(self.steps))
+        self.home: str | None = None
+        self.vc: VerifyCluster | None = None
+        self.observer: Observer | None = None
+        self.consumer: ConsumerWorker | None = None
+        self.producers: list[ProducerWorker] = []
+        self.notes: list[str] = []
+        self._closed = False
+
+    # -- the whole run -----------------------------------------------------------------
+    def execute(self) -> Report:
+        """Run every phase; KeyboardInterrupt stops everything and propagates."""
+        started = time.monotonic()
+        self._print_plan()
+        self.home = tempfile.mkdtemp(prefix="raftwood-verify-", dir=self.options.data_dir)
+        self.report.data_dir = self.home
+        final = None
+        try:
+            try:
+                self._start()
+                self._load()
+                self._faults()
+                # Every step of the rest is bounded; should one still hang, the stacks
+                # of every thread go to stderr (the run itself is not ended by this).
+                faulthandler.dump_traceback_later(WATCHDOG_S, file=sys.stderr)
+                final = self._heal()
+            except Exception as exc:  # a harness failure: reported, then checked as far as possible
+                self.violations.add("error", f"{type(exc).__name__}: {exc}")
+                self.progress(f"error: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            self._stop_load()
+            if self.vc is not None:
+                self._check(final)
+        finally:
+            self._stop_load()
+            self._close_cluster()
+            faulthandler.cancel_dump_traceback_later()
+        self.report.runtime_s = time.monotonic() - started
+        if self.report.result is None:  # the cluster never started
+            from .checker import CheckResult
+            self.report.result = CheckResult(violations=self.violations)
+        if self.report.passed and not self.options.keep_data:
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.report.data_dir = None
+        return self.report
+
+    # -- phases ------------------------------------------------------------------------
+    def _print_plan(self) -> None:
+        o = self.options
+        self.progress.raw(f"raftwood verify: seed {self.seed}, {o.brokers} brokers, duration "
+                          f"{o.duration_s:g}s, faults {','.join(o.faults)}")
+        self.progress.raw(f"schedule ({len(self.steps)} faults; replay with --seed {self.seed} "
+                          f"--brokers {o.brokers} --duration {o.duration_s:g}"
+                          + (f" --faults {','.join(o.faults)}" if o.faults != FAULT_KINDS else "")
+                          + "):")
+        self.progress.raw(format_schedule(self.steps, self.partition_names))
+
+    def _start(self) -> None:
+        o = self.options
+        self.vc = VerifyCluster(self.home, o.brokers, proxy="cut" in o.faults)
+        self.vc.start()
+        self.vc.create_topics(topic_names(o.topics), o.partitions, min(3, o.brokers))
+        problem = self.vc.wait_healthy(HEALTH_WAIT_S)
+        if problem:
+            raise RuntimeError(f"the new cluster is not healthy: {problem}")
+        self.progress(f"cluster up: {o.brokers} brokers in {self.home}, "
+                      f"{len(self.vc.partitions)} partitions (RF {min(3, o.brokers)}, "
+                      f"min.insync.replicas 2)"
+                      + (", inter-broker links through the cut proxy" if self.vc.proxy else ""))
+
+    def _load(self) -> None:
+        vc, o = self.vc, self.options
+        self.observer = Observer(vc.cluster, vc.partitions, self.violations).start()
+        self.consumer = ConsumerWorker(vc.bootstrap, vc.partitions,
+                                       self.observer.on_consumed).start()
+        clients = available_clients()
+        for i, topic in enumerate(topic_names(o.topics)):
+            client = clients[i % len(clients)]
+            name = f"{'kp' if client == 'kafka-python' else 'ck'}-{i}"
+            self.producers.append(ProducerWorker(
+                name, client, vc.bootstrap, topic, list(range(o.partitions)), self.acks,
+                rate=o.rate).start())
+        deadline = time.monotonic() + FIRST_ACKS_WAIT_S
+        while self.acks.counts()["acked"] < len(self.producers) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self.acks.counts()["acked"] == 0:
+            raise RuntimeError(f"no acknowledgement within {FIRST_ACKS_WAIT_S:.0f}s "
+                               f"({self.acks.counts()})")
+        self.progress(f"load running: {len(self.producers)} producers "
+                      f"({', '.join(p.client_name for p in self.producers)}), "
+                      f"{o.rate:g} records/s each, acks=all, idempotent; 1 consumer; observer")
+
+    def _faults(self) -> None:
+        injector = FaultInjector(self.vc, self.progress)
+        phase_start = time.monotonic()
+        hard_stop = phase_start + self.options.duration_s + FAULT_PHASE_SLACK_S
+        total = len(self.steps)
+        for step in self.steps:
+            if time.monotonic() > hard_stop:
+                self._skip(step, "the fault phase ran out of time")
+                continue
+            problem = self.vc.wait_healthy(HEALTH_WAIT_S)
+            if problem:
+                self.progress(f"  cluster not healthy after {HEALTH_WAIT_S:.0f}s: {problem}")
+                if step.kind == "corrupt-tail":  # would be a double fault: data could be lost
+                    self._skip(step, f"cluster not healthy ({problem})")
+                    continue
+            delay = phase_start + step.at_s - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self.progress(f"fault {step.index}/{total} {step.kind}")
+            applied = injector.apply(step, self.progress.elapsed())
+            self.report.applied.append(applied)
+            counts = self.acks.counts()
+            self.progress(f"  #{step.index} done in {applied.took_s:.1f}s: {applied.action}; "
+                          f"acked {counts['acked']}, failed {counts['failed']}, "
+                          f"pending {counts['pending']}")
+        rest = phase_start + self.options.duration_s - time.monotonic()
+        if rest > 0:
+            time.sleep(rest)
+
+    def _skip(self, step: FaultStep, reason: str) -> None:
+        self.report.applied.append(AppliedFault(step.index, step.kind, None, "",
+                                                self.progress.elapsed(), 0.0, skipped=reason))
+        self.progress(f"fault {step.index} {step.kind} skipped: {reason}")
+
+    def _heal(self) -> dict:
+        done = self.vc.heal_everything()
+        self.progress("healing" + (f": {', '.join(done)}" if done else ": nothing left to undo"))
+        for producer in self.producers:
+            producer.stop()
+        for producer in self.producers:
+            producer.finish(PRODUCER_DRAIN_S / max(1, len(self.producers)))
+        counts = self.acks.counts()
+        self.progress(f"producers stopped: {counts['sent']} sent, {counts['acked']} acked, "
+                      f"{counts['failed']} failed, {counts['pending']} unanswered"
+                      + (f" (errors: {counts['errors']}, first after "
+                         f"{counts['first_error_s']} s)" if counts["errors"] else ""))
+        final = self.vc.wait_fully_replicated(FINAL_REPLICATION_WAIT_S)
+        hws = {tp: info["high_watermark"] for tp, info in final.items()}
+        deadline = time.monotonic() + CONSUMER_CATCH_UP_S
+        while self.consumer and not self.consumer.caught_up(hws) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2 * self.observer.interval_s)  # one more observation of the final state
+        self.progress(f"healed: every replica at the leader's LEO (HW {min(hws.values())}.."
+                      f"{max(hws.values())})")
+        return final
+
+    def _stop_load(self) -> None:
+        """Stop producers, consumer and observer (bounded; idempotent)."""
+        for producer in self.producers:
+            producer.stop()
+        if self.consumer is not None:
+            self.consumer.stop()
+        if self.observer is not None:
+            self.observer.stop()
+        for producer in self.producers:
+            try:
+                producer.finish(5.0)
+            except Exception as exc:
+                self.notes.append(f"stopping producer {producer.name}: {exc!r}")
+
+    def _check(self, final: dict | None) -> None:
+        vc = self.vc
+        if final is None:
+            final = self._partial_final_view()
+        partitions = []
+        for tp, info in sorted(final.items()):
+            replicas = {n: vc.stored_log(n, tp) for n in info["replicas"]}
+            partitions.append(FinalPartition(tp, info["high_watermark"], replicas,
+                                             info.get("log_start_offset", 0)))
+
+        def decode(data: bytes):
+            return [(r[0], r[1], r[2]) for r in read_records(data)]
+
+        snapshots = self.observer.snapshots if self.observer else None
+        if snapshots is None:
+            from .checker import CommittedSnapshots
+            snapshots = CommittedSnapshots(self.violations)
+        result = check_final(self.acks.snapshot(), partitions, snapshots, self.violations,
+                             decode)
+        self._scan_broker_logs(result)
+        if self.observer is not None and self.observer.errors:
+            result.notes.append(f"observer errors: {self.observer.errors[:3]}")
+        if self.consumer is not None and self.consumer.errors:
+            result.notes.append(f"consumer client errors (retried): "
+                                f"{dict(self.consumer.errors)}")
+        for producer in self.producers:
+            fatal = getattr(producer.client, "fatal_errors", 0)
+            if fatal:
+                result.notes.append(
+                    f"producer {producer.name} ({producer.client_name}) failed fatally "
+                    f"{fatal} time(s) and was replaced: {producer.client.fatal_reasons}")
+        result.notes.extend(self.notes)
+        self.report.result = result
+        self.report.workload = self.acks.counts()
+        self.report.observations = self.observer.summary() if self.observer else {}
+        hws = [p.high_watermark for p in partitions] or [0]
+        self.report.final = {"min_hw": min(hws), "max_hw": max(hws),
+                             "partitions": {f"{t}-{p}": info["high_watermark"]
+                                            for (t, p), info in sorted(final.items())}}
+
+    def _partial_final_view(self) -> dict:
+        """When the cluster never healed: each partition's leader HW and the replicas
+        that reach it (so a lagging replica is not mistaken for a divergent one)."""
+        cluster = self.vc.cluster
+        try:
+            statuses = cluster.statuses()
+        except Exception:
+            statuses = {}
+        image = cluster.freshest(statuses) if statuses else None
+        view = {}
+        for tp in self.vc.partitions:
+            state = image and cluster.find_partition(image, *tp)
+            leader = state and statuses.get(state["leader"])
+            hosted = leader and cluster.find_hosted(leader, *tp)
+            if not hosted:
+                self.notes.append(f"{tp[0]}-{tp[1]}: no leader at the end; not checked")
+                continue
+            hw = hosted["high_watermark"]
+            replicas = [n for n in state["replicas"] if n in statuses
+                        and (cluster.find_hosted(statuses[n], *tp) or {}).get(
+                            "log_end_offset", -1) >= hw]
+            view[tp] = {"high_watermark": hw, "replicas": replicas,
+                        "log_start_offset": hosted["log_start_offset"]}
+        if self.vc.partitions and not view:
+            self.violations.add("unhealed", "no partition could be read at the end")
+        return view
+
+    def _scan_broker_logs(self, result) -> None:
+        tracebacks = 0
+        for broker in self.vc.cluster.brokers:
+            try:
+                text = broker.log_path.read_text(errors="replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if "UNCLEAN leader election" in line:
+                    self.violations.add("out_of_isr_election",
+                                        f"broker {broker.node_id}'s log: {line.strip()}")
+            tracebacks += text.count("Traceback (most recent call last)")
+        if tracebacks:
+            result.notes.append(f"{tracebacks} Python tracebacks in the broker logs "
+                                f"(not a violation by themselves; see the logs)")
+
+    def _close_cluster(self) -> None:
+        """Stop every broker and the proxy (idempotent)."""
+        vc = self.vc
+        if vc is None or self._closed:
+            return
+        self._closed = True
+        try:
+            codes = vc.close()
+        except Exception as exc:
+            self.notes.append(f"stopping the cluster: {exc!r}")
+            return
+        bad = {n: c for n, c in codes.items() if c != 0}
+        if bad and self.report.result is not None:
+            self.report.result.notes.append(f"exit codes after SIGTERM at the end: {bad}")

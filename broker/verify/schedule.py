@@ -1,0 +1,162 @@
+"""The fault schedule: which faults, against which role, when and for how long.
+
+``generate_schedule(seed, duration_s, kinds, partitions)`` is a pure function: the same
+arguments give the same list of ``FaultStep`` (that is what makes a failing run
+replayable with ``--seed``).  A step names a *role* (the leader or a follower of one
+partition, the controller), not a broker id: which broker holds the role is only known
+when the step runs, and the runner prints the broker it resolved.  A replay repeats
+the kinds, roles, partitions, variants, hold times and planned start times; the
+brokers and timings of the cluster itself are not deterministic.
+
+Faults never overlap: each is applied, held, healed, and the cluster is given time to
+recover before the next.  Planned start times (``at_s``, seconds after the fault phase
+began) leave room for a broker restart after each fault, so a schedule of
+``duration_s`` takes about that long on a quiet machine; the runner starts a step at its
+planned time or when the previous one has recovered, whichever is later.
+
+The kinds (``FAULT_KINDS``):
+
+``kill-leader``, ``kill-follower``, ``kill-controller``
+    SIGKILL the broker holding the role, keep it down ``hold_s``, start it again.
+``pause``
+    SIGSTOP for ``hold_s`` (sometimes past the session timeout, so it gets fenced
+    and comes back as a zombie that must notice), then SIGCONT.
+``restart-clean`` / ``restart-hard``
+    SIGTERM (controlled shutdown) / SIGKILL, then start again at once.
+``cut``
+    Cut the inter-broker data path (replica fetching) for ``hold_s``: variant
+    ``isolate`` (the broker from every other broker) or ``pair`` (from one other).
+``corrupt-tail``
+    SIGKILL, then damage the tail of the active segment of one partition the broker
+    hosts (variant ``truncate``: cut inside the last batch, a torn write; ``corrupt``:
+    flip bytes inside the last batch, a CRC failure), then start it: recovery must cut
+    the damage and the replica must refetch what it lost.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+
+FAULT_KINDS = ("kill-leader", "kill-follower", "kill-controller", "pause",
+               "restart-clean", "restart-hard", "cut", "corrupt-tail")
+ALIASES = {
+    "all": FAULT_KINDS,
+    "kill": ("kill-leader", "kill-follower", "kill-controller"),
+    "restart": ("restart-clean", "restart-hard"),
+    "network": ("cut",),
+    "storage": ("corrupt-tail",),
+}
+ROLES = ("leader", "follower", "controller")
+FIXED_ROLE = {"kill-leader": "leader", "kill-follower": "follower",
+              "kill-controller": "controller"}
+VARIANTS = {"cut": ("isolate", "pair"), "corrupt-tail": ("truncate", "corrupt")}
+# Seconds each kind holds its fault (uniform in the range).
+HOLD_RANGES_S = {"kill-leader": (0.5, 3.0), "kill-follower": (0.5, 3.0),
+                 "kill-controller": (0.5, 3.0), "pause": (1.0, 4.5),
+                 "restart-clean": (0.0, 0.0), "restart-hard": (0.0, 0.0),
+                 "cut": (2.0, 5.0), "corrupt-tail": (0.0, 0.0)}
+# What a step costs beyond its hold time, for planning: a broker restart (process start,
+# registration) where there is one, plus recovery of the ISR.
+RECOVERY_ESTIMATE_S = {"kill-leader": 2.5, "kill-follower": 2.5, "kill-controller": 2.5,
+                       "pause": 1.0, "restart-clean": 2.5, "restart-hard": 2.5,
+                       "cut": 1.5, "corrupt-tail": 2.5}
+GAP_RANGE_S = (0.5, 1.5)
+WARMUP_S = 2.0
+
+
+@dataclass(frozen=True)
+class FaultStep:
+    """One planned fault.  ``partition`` indexes the workload's partition list (the
+    partition whose leader/follower is meant, or whose log is damaged); ``pick``
+    chooses among several candidates (followers, the other broker of a pair) by
+    ``pick % len(candidates)``."""
+
+    index: int
+    at_s: float
+    kind: str
+    role: str
+    partition: int
+    pick: int
+    hold_s: float
+    variant: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self, partition_names: list[str] | None = None) -> str:
+        name = (partition_names[self.partition % len(partition_names)] if partition_names
+                else f"partition #{self.partition}")
+        target = ("the controller" if self.role == "controller"
+                  else f"the {self.role} of {name}")
+        what = {
+            "pause": f"pause {target} for {self.hold_s:.1f}s",
+            "restart-clean": f"clean restart (SIGTERM) of {target}",
+            "restart-hard": f"hard restart (SIGKILL) of {target}",
+            "cut": (f"cut {target} off from every other broker for {self.hold_s:.1f}s"
+                    if self.variant == "isolate"
+                    else f"cut {target} off from one other broker for {self.hold_s:.1f}s"),
+            "corrupt-tail": f"kill -9 {target}, {self.variant} the tail of its {name} "
+                            f"log, start it",
+        }.get(self.kind, f"kill -9 {target}, down {self.hold_s:.1f}s")
+        return f"#{self.index:<3} at {self.at_s:6.1f}s  {self.kind:<15} {what}"
+
+
+def parse_fault_kinds(text: str | None) -> tuple[str, ...]:
+    """``--faults`` (comma-separated kinds or aliases: all, kill, restart, network,
+    storage) to a tuple of kinds in FAULT_KINDS order; ValueError on an unknown name."""
+    if text is None or not text.strip():
+        return FAULT_KINDS
+    chosen: set[str] = set()
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        if item in ALIASES:
+            chosen.update(ALIASES[item])
+        elif item in FAULT_KINDS:
+            chosen.add(item)
+        else:
+            raise ValueError(f"unknown fault {item!r}; choose from "
+                             f"{', '.join(FAULT_KINDS + tuple(ALIASES))}")
+    if not chosen:
+        raise ValueError("--faults names no fault")
+    return tuple(k for k in FAULT_KINDS if k in chosen)
+
+
+def generate_schedule(seed: int, duration_s: float, kinds=FAULT_KINDS, partitions: int = 6,
+                      *, max_faults: int | None = None) -> list[FaultStep]:
+    """The steps for ``seed``: kinds in a shuffled round first (every chosen kind once,
+    as far as the duration allows), then drawn at random; planned so that the last
+    step, with its hold and recovery estimate, ends within ``duration_s``.  Pure."""
+    if partitions < 1:
+        raise ValueError("a schedule needs at least one partition")
+    kinds = tuple(kinds)
+    unknown = set(kinds) - set(FAULT_KINDS)
+    if unknown:
+        raise ValueError(f"unknown fault kinds {sorted(unknown)}")
+    rng = random.Random(seed)
+    first_round = list(kinds)
+    rng.shuffle(first_round)
+    steps: list[FaultStep] = []
+    at_s = WARMUP_S
+    while kinds and (max_faults is None or len(steps) < max_faults):
+        kind = first_round[len(steps)] if len(steps) < len(first_round) else rng.choice(kinds)
+        low, high = HOLD_RANGES_S[kind]
+        hold_s = round(rng.uniform(low, high), 1)
+        role = FIXED_ROLE.get(kind) or rng.choice(ROLES)
+        variant = rng.choice(VARIANTS[kind]) if kind in VARIANTS else None
+        step = FaultStep(index=len(steps) + 1, at_s=round(at_s, 1), kind=kind, role=role,
+                         partition=rng.randrange(partitions), pick=rng.randrange(1 << 16),
+                         hold_s=hold_s, variant=variant)
+        end_s = at_s + hold_s + RECOVERY_ESTIMATE_S[kind]
+        if end_s > duration_s:
+            break
+        steps.append(step)
+        at_s = end_s + rng.uniform(*GAP_RANGE_S)
+    return steps
+
+
+def format_schedule(steps: list[FaultStep], partition_names: list[str] | None = None) -> str:
+    """The schedule as printed at the start of a run, one line per step."""
+    if not steps:
+        return "  (no faults: the duration is too short for any)"
+    return "\n".join("  " + step.describe(partition_names) for step in steps)
