@@ -145,8 +145,25 @@ class FaultInjector:
         self.progress(f"  #{step.index} kill -9 broker {node} ({role}); {tp[0]}-{tp[1]}: "
                       f"{damage or 'nothing unflushed to damage'}")
         self._start(node)
+        evidence = self._recovery_line(node, tp) if damage else None
         return (f"kill -9 broker {node} ({role}), {tp[0]}-{tp[1]}: "
-                f"{damage or 'nothing unflushed to damage'}, started")
+                f"{damage or 'nothing unflushed to damage'}, started"
+                + (f"; {evidence}" if evidence else
+                   "; recovery reported no cut" if damage else ""))
+
+    def _recovery_line(self, node: int, tp) -> str | None:
+        """What the restarted broker's recovery said about the damaged partition (its
+        WARNING ``recovery cut N bytes ...``), from the log of its latest run."""
+        try:
+            text = self.cluster.broker(node).log_path.read_text(errors="replace")
+        except OSError:
+            return None
+        latest_run = text.rsplit("### raftwood-testing:", 1)[-1]
+        marker = f"[Log {tp[0]}-{tp[1]}] recovery cut "
+        for line in latest_run.splitlines():
+            if marker in line:
+                return "recovery cut " + line.split(marker, 1)[1].split(":", 1)[0]
+        return None
 
     def _start(self, node: int) -> None:
         try:
