@@ -40,6 +40,7 @@ from . import config as config_module
 from .cli_client import answers_api_versions, fetch_statuses
 from .cli_status import UNKNOWN, broker_summary
 from .tables import format_table
+from .testing.process import PDEATHSIG_LAUNCHER  # the broker dies with its parent
 
 HOST = "127.0.0.1"
 RAFT_PORT_OFFSET = 100
@@ -52,16 +53,6 @@ STATUS_TIMEOUT_S = 1.0
 TICK_S = 0.1
 _PACKAGE_PARENT = Path(__file__).resolve().parent.parent
 
-# Same trick as broker/testing.py: the broker gets SIGKILL when the thread that started it
-# dies (PR_SET_PDEATHSIG survives exec); then exec the real command line.
-_LAUNCHER = (
-    "import ctypes, os, signal, sys\n"
-    "try:\n"
-    "    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))\n"
-    "    if os.getppid() != int(sys.argv[1]): os._exit(1)\n"
-    "except (OSError, AttributeError): pass\n"
-    "os.execv(sys.executable, [sys.executable] + sys.argv[2:])\n"
-)
 
 
 class DevError(Exception):
@@ -172,7 +163,7 @@ class DevCluster:
                 log.write(f"### raftwood dev: {' '.join(argv)}\n".encode())
                 log.flush()
                 if sys.platform.startswith("linux"):
-                    argv = [argv[0], "-c", _LAUNCHER, str(os.getpid())] + argv[1:]
+                    argv = [argv[0], "-c", PDEATHSIG_LAUNCHER, str(os.getpid())] + argv[1:]
                 self.processes.append(subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     env=env, start_new_session=True))

@@ -23,7 +23,7 @@ _PACKAGE_PARENT = Path(__file__).resolve().parent.parent.parent
 
 # Started through this launcher, a broker gets SIGKILL when the thread that started it
 # dies (PR_SET_PDEATHSIG survives exec), so even a SIGKILLed pytest leaves nothing behind.
-_LAUNCHER = (
+PDEATHSIG_LAUNCHER = (
     "import ctypes, os, signal, sys\n"
     "try:\n"
     "    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))\n"
@@ -162,7 +162,7 @@ class BrokerProcess:
         env.setdefault("PYTHONUNBUFFERED", "1")
         argv = self.command()
         if sys.platform.startswith("linux"):
-            argv = [self.python, "-c", _LAUNCHER, str(os.getpid())] + argv[1:]
+            argv = [self.python, "-c", PDEATHSIG_LAUNCHER, str(os.getpid())] + argv[1:]
         self._popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log_file,
                                        stderr=subprocess.STDOUT, env=env,
                                        start_new_session=True)
