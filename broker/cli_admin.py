@@ -22,18 +22,18 @@ from kafka.protocol.metadata import MetadataRequest
 from protocol.errors import ErrorCode
 
 from . import cli_status
-from .cli_client import (DEFAULT_TIMEOUT_S, Address, ClientError, Connection, error_name,
-                         fetch_status, fetch_statuses, format_address, parse_address)
+from .cli_client import (DEFAULT_TIMEOUT_S, EXIT_KAFKA_ERROR, EXIT_OK, Address, ClientError,
+                         CommandFailure, Connection, error_name, fetch_status, fetch_statuses,
+                         format_address, guarded, parse_address)
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-EXIT_OK, EXIT_KAFKA_ERROR, EXIT_UNAVAILABLE = 0, 1, 2
 CREATE_TOPICS_VERSION = 5   # KIP-464 defaults (-1) and error messages; served 2-7
 DELETE_TOPICS_VERSION = 5   # error messages; served 1-6
 METADATA_VERSION = 8        # controller id, leader epochs; served 0-12
 RETRY_BACKOFF_S = 0.5
 
 
-class KafkaFailure(Exception):
+class KafkaFailure(CommandFailure):
     """The cluster answered with an error code (printed as ``NAME: message``)."""
 
     def __init__(self, code: int, message: str | None, subject: str):
@@ -103,22 +103,6 @@ def add_commands(commands) -> None:
     cluster.set_defaults(func=cmd_cluster)
 
 
-def _guarded(command):
-    """Run a command body; map ClientError → exit 2 and KafkaFailure → exit 1, no traceback."""
-    def run(args) -> int:
-        try:
-            return command(args)
-        except KafkaFailure as exc:
-            print(f"raftwood: {exc}", file=sys.stderr)
-            return EXIT_KAFKA_ERROR
-        except ClientError as exc:
-            print(f"raftwood: {exc}", file=sys.stderr)
-            return EXIT_UNAVAILABLE
-    run.__name__ = command.__name__
-    run.__doc__ = command.__doc__
-    return run
-
-
 # -- requests ---------------------------------------------------------------------------------
 
 def _metadata(conn: Connection, topics: list[str] | None):
@@ -165,7 +149,7 @@ def _admin_call(args, build_request, result_of) -> tuple[int, str | None]:
 
 # -- commands ---------------------------------------------------------------------------------
 
-@_guarded
+@guarded
 def cmd_topics_create(args) -> int:
     topic_class = CreateTopicsRequest.CreatableTopic
     config_class = topic_class.CreatableTopicConfig
@@ -196,7 +180,7 @@ def cmd_topics_create(args) -> int:
     return EXIT_OK
 
 
-@_guarded
+@guarded
 def cmd_topics_delete(args) -> int:
     timeout_ms = int(args.timeout * 1000)
 
@@ -218,7 +202,7 @@ def cmd_topics_delete(args) -> int:
     return EXIT_OK
 
 
-@_guarded
+@guarded
 def cmd_topics_list(args) -> int:
     with Connection(args.bootstrap_server, args.timeout) as conn:
         metadata = _metadata(conn, None)
@@ -244,7 +228,7 @@ def collect_view(bootstrap: Address, timeout_s: float) -> cli_status.ClusterView
     return view
 
 
-@_guarded
+@guarded
 def cmd_topics_describe(args) -> int:
     view = collect_view(args.bootstrap_server, args.timeout)
     topics = view.topics(args.names)
@@ -263,7 +247,7 @@ def cmd_topics_describe(args) -> int:
     return EXIT_KAFKA_ERROR if missing else EXIT_OK
 
 
-@_guarded
+@guarded
 def cmd_cluster(args) -> int:
     image = fetch_status(args.bootstrap_server, args.timeout)
     print(f"bootstrap: {format_address(args.bootstrap_server)} "

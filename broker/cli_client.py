@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from kafka.protocol.metadata import ApiVersionsRequest
@@ -178,3 +179,27 @@ def answers_api_versions(address: Address, timeout_s: float = 2.0) -> bool:
             return conn.request(ApiVersionsRequest[0]()).error_code == 0
     except ClientError:
         return False
+
+
+EXIT_OK, EXIT_KAFKA_ERROR, EXIT_UNAVAILABLE = 0, 1, 2
+
+
+class CommandFailure(Exception):
+    """The cluster answered a CLI command with an error code (exit 1)."""
+
+
+def guarded(command):
+    """Run a command body: a CommandFailure exits 1, a ClientError (unreachable, no
+    answer) exits 2, each with one line on stderr and no traceback."""
+    def run(args) -> int:
+        try:
+            return command(args)
+        except CommandFailure as exc:
+            print(f"raftwood: {exc}", file=sys.stderr)
+            return EXIT_KAFKA_ERROR
+        except ClientError as exc:
+            print(f"raftwood: {exc}", file=sys.stderr)
+            return EXIT_UNAVAILABLE
+    run.__name__ = command.__name__
+    run.__doc__ = command.__doc__
+    return run

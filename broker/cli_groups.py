@@ -28,13 +28,12 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from protocol.errors import ErrorCode
 
-from .cli_client import (DEFAULT_TIMEOUT_S, Address, ClientError, Connection, error_name,
-                         format_address, parse_address)
+from .cli_client import (DEFAULT_TIMEOUT_S, EXIT_OK, Address, ClientError, CommandFailure,
+                         Connection, error_name, format_address, guarded, parse_address)
 from .groups.consumer_protocol import assigned_partitions
 from .tables import format_table
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-EXIT_OK, EXIT_KAFKA_ERROR, EXIT_UNAVAILABLE = 0, 1, 2
 METADATA_VERSION = 8
 LIST_GROUPS_VERSION = 4        # group state
 FIND_COORDINATOR_VERSION = 3
@@ -47,7 +46,7 @@ RETRIABLE = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_
              ErrorCode.NOT_COORDINATOR}
 
 
-class GroupFailure(Exception):
+class GroupFailure(CommandFailure):
     """The cluster answered with an error code (exit 1)."""
 
     def __init__(self, code: int, subject: str):
@@ -151,20 +150,6 @@ def add_commands(commands) -> None:
     describe.set_defaults(func=cmd_groups_describe)
 
 
-def _guarded(command):
-    def run(args) -> int:
-        try:
-            return command(args)
-        except GroupFailure as exc:
-            print(f"raftwood: {exc}", file=sys.stderr)
-            return EXIT_KAFKA_ERROR
-        except ClientError as exc:
-            print(f"raftwood: {exc}", file=sys.stderr)
-            return EXIT_UNAVAILABLE
-    run.__name__ = command.__name__
-    return run
-
-
 # -- requests --------------------------------------------------------------------------------------
 
 def _metadata(conn: Connection, topics: list[str] | None):
@@ -247,7 +232,7 @@ def _log_end_offsets(bootstrap: Address, partitions: list[tuple[str, int]], time
 
 # -- commands -------------------------------------------------------------------------------------
 
-@_guarded
+@guarded
 def cmd_groups_list(args) -> int:
     with Connection(args.bootstrap_server, args.timeout) as conn:
         brokers = [(b.node_id, (b.host, b.port)) for b in _metadata(conn, []).brokers]
@@ -270,7 +255,7 @@ def cmd_groups_list(args) -> int:
     return EXIT_OK
 
 
-@_guarded
+@guarded
 def cmd_groups_describe(args) -> int:
     deadline = time.monotonic() + args.timeout
     coordinator, described, offsets = _describe_at_coordinator(args, deadline)
