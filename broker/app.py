@@ -18,7 +18,7 @@ import signal
 from .config import BrokerConfig
 from .controller.controller import Controller
 from .controller.lifecycle import BrokerLifecycle
-from .controller.store import open_store
+from .controller.store import MetadataUnavailable, open_store
 from .handlers.producer_ids import ProducerIdManager
 from .groups import GroupCoordinator
 from .replica_manager import ReplicaManager
@@ -63,13 +63,27 @@ class Broker:
                                                 reuse_address=True, backlog=1024)
         self._spawn(self.controller.run())
         await self.lifecycle.register()
-        if not self.store.image.cluster_id:
-            await self.store.submit("init_cluster", _new_cluster_id())
+        await self._init_cluster_id()
         self._spawn(self.lifecycle.heartbeat_loop())
         adv_host, adv_port = self.config.advertised_listener
         log.info("Raftwood broker %d started: listening on %s:%d, advertised as %s:%d, "
                  "cluster %s, data in %s", self.node_id, host, port, adv_host, adv_port,
                  self.store.image.cluster_id, self.config["log.dirs"])
+
+    async def _init_cluster_id(self, attempts: int = 60) -> None:
+        """Set the cluster id once per cluster, retrying while the Raft leadership moves
+        (a refused command is retriable, as for registration)."""
+        for _ in range(attempts):
+            if self.store.image.cluster_id:
+                return
+            try:
+                await self.store.submit("init_cluster", _new_cluster_id())
+                return
+            except MetadataUnavailable as exc:
+                log.info("Raftwood broker %d: cluster id not set yet (%s); retrying",
+                         self.node_id, exc)
+                await asyncio.sleep(0.5)
+        raise MetadataUnavailable("could not set the cluster id: no metadata quorum")
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
