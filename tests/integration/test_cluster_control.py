@@ -162,9 +162,10 @@ def test_controller_kill_9_moves_the_controller_and_topics_can_still_be_created(
     controller = cluster.wait_for(new_controller, FAILOVER_BOUND_S, "a new controller")
     assert controller in alive
     # The new controller gives every broker a fresh session, then fences the dead one.
-    cluster.wait_for(lambda s: next(b for b in cluster.freshest(s)["brokers"]
-                                    if b["id"] == old)["fenced"], FAILOVER_BOUND_S,
-                     f"broker {old} fenced")
+    # Every live broker's image (CreateTopics assigns from the receiving broker's view).
+    cluster.wait_for(lambda s: len(s) == len(alive) and all(
+        next(b for b in st["brokers"] if b["id"] == old)["fenced"] for st in s.values()),
+        FAILOVER_BOUND_S, f"broker {old} fenced in every live broker's view")
 
     topic = cluster.create_topic("after-controller-kill", partitions=2, replication_factor=2)
     for p in range(2):
