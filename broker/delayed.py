@@ -30,12 +30,18 @@ class ProducePartitionStatus:
 class DelayedProduce(DelayedOperation):
     """An acks=all produce waiting for the high watermark of each partition.
 
-    A partition is satisfied when:
+    A partition is satisfied when (Kafka's Partition.checkEnoughReplicasReachOffset):
     (A) it already failed (error set at append) — nothing to wait for;
     (B) this broker is no longer its leader → NOT_LEADER_OR_FOLLOWER;
-    (C) its high watermark reached ``required_offset`` → NONE;
-    (D) its ISR shrank below min.insync.replicas → NOT_ENOUGH_REPLICAS_AFTER_APPEND;
+    (C) its high watermark reached ``required_offset`` with a maximal ISR (the HW's
+        replica set) of at least min.insync.replicas, leader included → NONE;
+    (D) its high watermark reached ``required_offset`` but the ISR is then smaller than
+        min.insync.replicas → NOT_ENOUGH_REPLICAS_AFTER_APPEND.  The ISR is checked when
+        the HW arrives, not only while waiting: a shrink to the leader alone moves the
+        HW to the leader's LEO, and that one copy must not be acknowledged;
     (E) the timeout expired first → REQUEST_TIMED_OUT (set in ``on_complete``).
+    While the HW has not reached the offset, a small ISR is no reason to answer: the
+    ISR may grow back in time, as in Kafka.
     """
 
     def __init__(self, timeout_ms: int, statuses: dict[tuple[str, int], ProducePartitionStatus],
@@ -53,11 +59,10 @@ class DelayedProduce(DelayedOperation):
                 status.acks_pending = False
             elif not partition.is_leader:  # (B)
                 status.error, status.acks_pending = ErrorCode.NOT_LEADER_OR_FOLLOWER, False
-            elif partition.high_watermark >= status.required_offset:  # (C)
-                status.acks_pending = False
-            elif len(partition.isr) < partition.settings.min_insync_replicas:  # (D)
-                status.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                status.acks_pending = False
+            elif partition.high_watermark >= status.required_offset:
+                if len(partition.maximal_isr) < partition.settings.min_insync_replicas:  # (D)
+                    status.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                status.acks_pending = False  # (C) or (D)
         if any(status.acks_pending for status in self.statuses.values()):
             return False
         return self.force_complete()

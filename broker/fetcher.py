@@ -143,9 +143,7 @@ class ReplicaFetcher:
             self._back_off(followed, f"OffsetForLeaderEpoch {ErrorCode(answer.error_code).name}")
             return
         if answer.end_offset < 0:
-            # The leader knows no epoch as old as ours: keep only what is committed.
-            partition.truncate_to(partition.high_watermark)
-            followed.needs_truncation = False
+            self._drop_latest_epoch(followed)
             return
         own_epoch, own_end = partition.log.epoch_cache.end_offset_for(
             answer.leader_epoch, partition.log_end_offset)
@@ -156,6 +154,25 @@ class ReplicaFetcher:
             return
         partition.truncate_to(min(answer.end_offset, own_end))
         followed.needs_truncation = False
+
+    def _drop_latest_epoch(self, followed: FollowedPartition) -> None:
+        """The leader answered UNDEFINED for our latest epoch: its log holds no epoch as
+        new as ours (a leader's current epoch is the newest of the partition, and its
+        log's epochs only grow), so nothing we wrote in that epoch is in the leader's
+        log.  Cut the epoch away and ask again with the one before it; our high
+        watermark is no evidence here (it may have been computed in that very epoch).
+        Each round removes one epoch, so the loop ends; with no epoch left there is
+        nothing of ours to reconcile."""
+        partition = followed.partition
+        entries = partition.log.epoch_cache.epoch_entries()
+        epoch, start = entries[-1]
+        log.warning("%s %s: leader %d has no epoch %d or newer; truncating from %d to %d",
+                    self._prefix, partition.name, self.leader_id, epoch,
+                    partition.log_end_offset, start)
+        partition.truncate_to(start)
+        if partition.log.epoch_cache.latest_epoch == epoch:  # the log already ended there
+            partition.log.epoch_cache.truncate_from_end(start)
+        followed.needs_truncation = partition.log.epoch_cache.latest_epoch is not None
 
     # -- fetching ---------------------------------------------------------------------
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from protocol.errors import ErrorCode
 from protocol.records import BatchHeader, iter_headers
-from storage.errors import OffsetOutOfRange
+from storage.errors import CorruptLog, OffsetOutOfRange, StorageIOError
 from storage.log import AppendInfo, PartitionLog
 from storage.producer_state import ProducerStateError, ProducerStateManager
 
@@ -81,7 +82,11 @@ class Partition:
     """A partition this broker hosts. Event-loop only.
 
     Invariants: ``high_watermark`` <= LEO; on the leader it never decreases;
-    ``isr`` always contains the leader while it leads.
+    ``isr`` always contains the leader while it leads.  Once ``offline`` (its log
+    directory failed, KIP-112) it leads and follows nothing, its log is closed and
+    never written again, and produce/fetch/list-offsets answer KAFKA_STORAGE_ERROR.
+    Every disk failure of its log is reported to ``storage_failure_listener`` (the
+    ReplicaManager, which takes the whole directory offline) before it is raised.
     """
 
     topic: str
@@ -102,6 +107,9 @@ class Partition:
     # passes a replica about to join.
     pending_isr_additions: set[int] = field(default_factory=set)
     isr_change_in_flight: bool = False
+    offline: bool = False
+    storage_failure_listener: Callable[[Partition, str, Exception], None] | None = \
+        field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.rebuild_producer_state()
@@ -155,7 +163,8 @@ class Partition:
                           for r in replicas if r != self.node_id}
         self.pending_isr_additions = set()
         self.isr_change_in_flight = False
-        self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        with self._storage_guard("assigning the leader epoch"):
+            self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         self.maybe_increment_high_watermark()
         log.info("[Partition %s broker=%d] leader in epoch %d, isr=%s, leo=%d, hw=%d",
                  self.name, self.node_id, leader_epoch, self.isr,
@@ -222,7 +231,8 @@ class Partition:
         """Append batches fetched from the leader; HW := min(leader HW, own LEO).
         Returns the number of bytes appended."""
         if records:
-            info = self.log.append_as_follower(records)
+            with self._storage_guard("follower append"):
+                info = self.log.append_as_follower(records)
             if info is not None:
                 for header in iter_headers(records):
                     self.producer_state.update(header)
@@ -237,19 +247,27 @@ class Partition:
         Our epochs starting at or after ``offset`` are not the leader's history there and
         go too, even when no batch does: an epoch we were elected in but never wrote
         (6@LEO, say) would otherwise make every older-epoch batch the leader sends at
-        ``offset`` look out of order, and the replica would never catch up."""
+        ``offset`` look out of order, and the replica would never catch up.
+        Skipped when offline: that log is never written again."""
+        if self.offline:
+            return
         if offset >= self.log.log_end_offset:
-            self.log.epoch_cache.truncate_from_end(offset)
+            with self._storage_guard("truncating the leader epochs"):
+                self.log.epoch_cache.truncate_from_end(offset)
             return
         before = self.log.log_end_offset
-        self.log.truncate_to(offset)
+        with self._storage_guard("truncation"):
+            self.log.truncate_to(offset)
         self.producer_state.truncate_to(self.log.log_end_offset)
         log.info("[Partition %s broker=%d] truncated from %d to %d (leader %d epoch %d)",
                  self.name, self.node_id, before, self.log.log_end_offset, self.leader_id,
                  self.leader_epoch)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        self.log.truncate_fully_and_start_at(offset)
+        if self.offline:
+            return
+        with self._storage_guard("truncation"):
+            self.log.truncate_fully_and_start_at(offset)
         self.producer_state = ProducerStateManager()
         log.info("[Partition %s broker=%d] log reset to start at %d", self.name, self.node_id,
                  offset)
@@ -270,8 +288,10 @@ class Partition:
         Returns (where it landed, whether it was a duplicate).  A duplicate of one of
         the producer's last five batches is not appended again: its original offsets
         are returned.  Refuses with NOT_ENOUGH_REPLICAS *before* appending when acks=all
-        and the ISR is smaller than min.insync.replicas.
+        and the ISR is smaller than min.insync.replicas.  A disk failure is raised (and
+        reported): then nothing was appended and nothing may be acknowledged.
         """
+        self.check_online()
         if not self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if required_acks == -1 and len(self.isr) < self.settings.min_insync_replicas:
@@ -284,17 +304,24 @@ class Partition:
             raise PartitionError(ErrorCode[exc.code_name], str(exc)) from exc
         if duplicate is not None:
             return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, -1, 0), True
-        info = self.log.append_as_leader(batch, self.leader_epoch)
-        self.producer_state.update(header._replace(base_offset=info.first_offset))
-        self.maybe_increment_high_watermark()
-        self.log.maybe_flush()
+        with self._storage_guard("append"):
+            info = self.log.append_as_leader(batch, self.leader_epoch)
+            self.producer_state.update(header._replace(base_offset=info.first_offset))
+            self.maybe_increment_high_watermark()
+            self.log.maybe_flush()
         return info, False
 
+    @property
+    def maximal_isr(self) -> set[int]:
+        """The committed ISR plus the additions the controller has not committed yet
+        (Kafka's maximal ISR): what the high watermark waits for."""
+        return set(self.isr) | self.pending_isr_additions
+
     def maybe_increment_high_watermark(self) -> bool:
-        """HW := min LEO over the ISR, if that is higher. Triggers: append, follower fetch,
-        ISR change. Returns True when it moved."""
+        """HW := min LEO over the maximal ISR, if that is higher. Triggers: append,
+        follower fetch, ISR change. Returns True when it moved."""
         new_hw = self.log.log_end_offset
-        for replica_id in set(self.isr) | self.pending_isr_additions:
+        for replica_id in self.maximal_isr:
             if replica_id != self.node_id:
                 state = self.followers.get(replica_id)
                 new_hw = min(new_hw, state.log_end_offset if state else -1)
@@ -306,6 +333,7 @@ class Partition:
     def read(self, fetch_offset: int, max_bytes: int, *, replica_id: int = -1,
              current_leader_epoch: int = NO_EPOCH, min_one_batch: bool = True) -> ReadResult:
         """Batches from ``fetch_offset``: below the HW for consumers, the LEO for followers."""
+        self.check_online()
         if not self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.check_leader_epoch(current_leader_epoch)
@@ -314,8 +342,9 @@ class Partition:
             if fetch_offset > upper_bound and fetch_offset <= self.log.log_end_offset:
                 records = b""  # between HW and LEO: nothing visible yet, not an error
             else:
-                records = self.log.read(fetch_offset, max_bytes, max_offset=upper_bound,
-                                        min_one_batch=min_one_batch)
+                with self._storage_guard("read"):
+                    records = self.log.read(fetch_offset, max_bytes, max_offset=upper_bound,
+                                            min_one_batch=min_one_batch)
         except OffsetOutOfRange as exc:
             raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, str(exc)) from exc
         return ReadResult(records, self.log.high_watermark, self.log.log_start_offset,
@@ -327,6 +356,7 @@ class Partition:
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int]:
         """ListOffsets for a consumer: (timestamp, offset), -1s when none qualifies."""
+        self.check_online()
         if not self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         hw = self.log.high_watermark
@@ -340,11 +370,13 @@ class Partition:
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             return -1, self.log.log_start_offset
         if timestamp == MAX_TIMESTAMP:
-            found = self.log.max_timestamp_and_offset()
+            with self._storage_guard("max timestamp lookup"):
+                found = self.log.max_timestamp_and_offset()
             if found is None or found[1] >= hw:
                 return -1, -1
             return found
-        found = self.log.offset_for_timestamp(timestamp)
+        with self._storage_guard("timestamp lookup"):
+            found = self.log.offset_for_timestamp(timestamp)
         if found is None or found[0] >= hw:
             return -1, -1
         offset, record_timestamp = found
@@ -362,6 +394,67 @@ class Partition:
     def end_offset_for_epoch(self, requested_epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) from the epoch cache."""
         return self.log.epoch_cache.end_offset_for(requested_epoch, self.log.log_end_offset)
+
+    # -- maintenance and storage failures (KIP-112) ----------------------------------------
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete expired segments (and the producer state below the new log start);
+        returns how many went.  Nothing when offline."""
+        if self.offline:
+            return 0
+        with self._storage_guard("retention"):
+            deleted = self.log.enforce_retention(now_ms)
+        if deleted:
+            self.producer_state.truncate_before(self.log_start_offset)
+        return deleted
+
+    def checkpoint(self) -> None:
+        """Flush if due, then write the offsets checkpoint. Nothing when offline."""
+        if self.offline:
+            return
+        with self._storage_guard("flush and checkpoint"):
+            self.log.maybe_flush()
+            self.log.checkpoint()
+
+    def close(self) -> None:
+        """Shutdown: flush, checkpoint and close cleanly; offline, only close the files."""
+        if self.offline:
+            self.log.close_handlers()
+            return
+        with self._storage_guard("closing the log"):
+            self.log.close()
+
+    def check_online(self) -> None:
+        """KAFKA_STORAGE_ERROR once the log directory went offline (KIP-112)."""
+        if self.offline:
+            raise PartitionError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                 f"{self.name}: its log directory is offline")
+
+    def take_offline(self) -> None:
+        """The log directory failed: lead and follow nothing, close the log without
+        writing anything more.  Final for this process; a restart on a healthy disk
+        recovers the log from its files."""
+        if self.offline:
+            return
+        self.offline = True
+        self.leader_id = -1
+        self.followers = {}
+        self.pending_isr_additions = set()
+        self.log.close_handlers()
+        log.warning("[Partition %s broker=%d] offline at log_end_offset %d, high_watermark %d",
+                    self.name, self.node_id, self.log_end_offset, self.high_watermark)
+
+    @contextmanager
+    def _storage_guard(self, what: str):
+        """Around every call that touches the log's files: a disk failure (StorageIOError,
+        CorruptLog) goes to ``storage_failure_listener(self, what, exc)`` first, then is
+        raised unchanged."""
+        try:
+            yield
+        except (StorageIOError, CorruptLog) as exc:
+            if self.storage_failure_listener is not None:
+                self.storage_failure_listener(self, what, exc)
+            raise
 
 
 def _now_ms() -> int:

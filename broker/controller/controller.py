@@ -9,6 +9,13 @@ It reacts to:
     ``leader.imbalance.check.interval.seconds``, restore preferred leaders.
 Exits on cancellation.  On becoming controller every registered broker gets a fresh
 session (a new controller cannot know how long a broker has been silent).
+
+Every decision carries the Raft term this node leads in (``store.controller_term``,
+read before deciding): the apply refuses it unless it is committed in that term, so a
+decision outlives no leadership.  Fencing also needs evidence that the quorum works:
+this broker's own heartbeats are committed like everyone's, so while its own session
+has expired too the controller has no quorum, and fences nobody (a controller cut off
+would otherwise conclude that every other broker died).
 """
 from __future__ import annotations
 
@@ -57,7 +64,8 @@ class Controller:
                 log.info("[Controller %d] deferred: %s", self.node_id, exc)
 
     async def tick(self) -> None:
-        if not self.store.is_controller:
+        term = self.store.controller_term
+        if term is None:
             if self.active:
                 log.info("[Controller %d] no longer the controller", self.node_id)
             self.active = False
@@ -71,24 +79,37 @@ class Controller:
             log.info("[Controller %d] became the controller (metadata version %d)",
                      self.node_id, image.version)
             return
-        expired = [b for b in image.live_brokers()
-                   if now - self.last_seen.get(b, now) > self.session_timeout_s]
+        expired = self.expired_brokers(image, now)
         if expired:
             log.warning("[Controller %d] fencing brokers %s: no heartbeat for %.1fs",
                         self.node_id, expired, self.session_timeout_s)
             elections = await self.store.submit("fence_brokers", expired, self.leo_hints,
-                                                self.unclean_default)
+                                                self.unclean_default, controller_term=term)
             self._log_elections(elections)
         if self.auto_rebalance and now - self._last_rebalance >= self.rebalance_interval_s:
             self._last_rebalance = now
-            await self.restore_preferred_leaders(self.store.image)
+            await self.restore_preferred_leaders(self.store.image, term)
 
-    async def restore_preferred_leaders(self, image: ClusterState) -> None:
+    def expired_brokers(self, image: ClusterState, now: float) -> list[int]:
+        """Live brokers silent for longer than the session timeout; none while our own
+        heartbeats are not being committed either (we lack a quorum, not they)."""
+        silent = [b for b in image.live_brokers()
+                  if now - self.last_seen.get(b, now) > self.session_timeout_s]
+        if self.node_id in image.brokers and \
+                now - self.last_seen.get(self.node_id, now) > self.session_timeout_s:
+            if silent:
+                log.info("[Controller %d] no heartbeat committed for %.1fs, ours included: "
+                         "no quorum, fencing nobody", self.node_id, self.session_timeout_s)
+            return []
+        return silent
+
+    async def restore_preferred_leaders(self, image: ClusterState, term: int | None) -> None:
         targets = [(topic.name, index) for topic, index, p in image.partitions()
                    if p.leader != p.replicas[0] and p.replicas[0] in p.isr
                    and image.is_live(p.replicas[0])]
         if targets:
-            elections = await self.store.submit("elect_preferred", targets)
+            elections = await self.store.submit("elect_preferred", targets,
+                                                controller_term=term)
             self._log_elections(elections, "preferred")
 
     def _log_elections(self, elections, kind: str = "") -> None:

@@ -1,27 +1,93 @@
 """The pysyncobj Raft node holding the ClusterState (the only pysyncobj import).
 
-One replicated entry point, ``command(method, args)``, applies
+One replicated entry point, ``command(method, args, controller_term)``, applies
 ``ClusterState.apply_<method>(*args)`` on every node in log order; a refusal is a
 result (``("error", code, message)``), not an exception, so every node takes the same
 path.  The state lives in a SyncObjConsumer built before the Raft node starts its tick
 thread (which replays the journal at once): attributes set before the consumer's
 ``__init__`` (the callback) stay out of pysyncobj's dumps, ``state`` (set after) is
 what gets dumped and restored.
+
+What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
+
+* **Only committed entries are applied.**  pysyncobj applies entries up to its commit
+  index.  Unpatched, a follower raises its commit index to
+  ``min(leader's commit index, own last index)`` on *every* ``append_entries``
+  message, including the ones that carry a snapshot chunk or no entries at all, for
+  which it never checked that its own log matches the leader's.  A former leader that
+  appended entries while cut off, and is brought back through a snapshot (the
+  majority compacted its journal), so applies its own never-committed entries.
+  ``_install_commit_index_fix`` makes such messages unable to raise the commit index:
+  only an append whose previous entry matched the leader's (Raft's consistency
+  check) moves it.  ``tests/unit/test_raft_safety.py`` shows the unpatched method
+  applying an uncommitted entry and the patched one refusing.
+* **An isolated leader steps down within an election timeout**
+  (``leaderFallbackTimeout`` = ``raftMaxTimeout``), so it stops acting as controller
+  about when the majority elects a new one.
+* **A command lives no longer than its submit.**  ``commandsWaitLeader`` is off: a
+  command submitted while no leader is known fails at once (the store retries until
+  its deadline) instead of waiting in pysyncobj's queue to be forwarded to some later
+  leader long after its caller gave up.
+* **Controller decisions are fenced by the Raft term.**  A decision taken by the
+  controller carries the term it was leader in; the apply refuses it (NOT_CONTROLLER)
+  unless the entry was committed in that same term, that is, appended by that very
+  leader.  A decision queued by a leader that lost its leadership meanwhile can never
+  be committed through the next leader.
+* **Every applied state knows its log position** (term, index of the entry), so a
+  broker orders images by Raft log position and never takes an older image over a
+  newer one; an installed snapshot is published like an applied command.
 """
 from __future__ import annotations
 
 import logging
 import os
 
-from pysyncobj import SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
 from .state import ApplyError, ClusterState
 
 log = logging.getLogger(__name__)
 
+RAFT_MIN_TIMEOUT_S = 0.4
+RAFT_MAX_TIMEOUT_S = 1.2
+# Failures after which nothing was appended anywhere: safe to submit again.
+RETRIABLE_FAILURES = frozenset({FAIL_REASON.MISSING_LEADER, FAIL_REASON.NOT_LEADER,
+                                FAIL_REASON.QUEUE_FULL})
+
+
+def _install_commit_index_fix() -> None:
+    """Patch ``SyncObj.__onMessageReceived`` (idempotent; see the module doc).
+
+    An ``append_entries`` message without ``prevLogIdx`` (a snapshot chunk, or the
+    empty message a leader sends while it prepares a snapshot) says nothing about
+    whether the receiver's log matches the leader's, so its ``commit_index`` is
+    clamped to the receiver's own before pysyncobj sees it.  Installing the last chunk
+    replaces the receiver's log with the snapshot, and the next regular append (with
+    the consistency check) then raises the commit index as Raft allows.
+    """
+    original = SyncObj._SyncObj__onMessageReceived
+    if getattr(original, "raftwood_fixed", False):
+        return
+
+    def on_message_received(self, node, message):
+        if isinstance(message, dict) and message.get("type") == "append_entries" \
+                and "prevLogIdx" not in message:
+            message = dict(message)
+            message["commit_index"] = min(message.get("commit_index", 0),
+                                          self._SyncObj__raftCommitIndex)
+        return original(self, node, message)
+
+    on_message_received.raftwood_fixed = True
+    on_message_received.unpatched = original
+    SyncObj._SyncObj__onMessageReceived = on_message_received
+
+
+_install_commit_index_fix()
+
 
 class MetadataConsumer(SyncObjConsumer):
-    """Raft thread only: pysyncobj's tick thread calls ``command`` when applying."""
+    """Raft thread only: pysyncobj's tick thread calls ``command`` when applying and
+    ``_deserialize`` when it installs a snapshot."""
 
     def __init__(self, on_applied):
         self._on_applied = on_applied
@@ -29,32 +95,57 @@ class MetadataConsumer(SyncObjConsumer):
         self.state = ClusterState()
 
     @replicated
-    def command(self, method: str, args: tuple):
+    def command(self, method: str, args: tuple, controller_term: int | None = None):
         state = self.state
         before = state.version
-        try:
-            outcome = ("ok", getattr(state, "apply_" + method)(*args))
-        except ApplyError as exc:
-            outcome = ("error", exc.code, str(exc))
-        except Exception as exc:  # a bug: refuse deterministically, never diverge
-            log.exception("metadata command %s%r failed", method, args)
-            outcome = ("error", "UNKNOWN_SERVER_ERROR", repr(exc))
+        term, index = self._entry_position()
+        state.applied_term, state.applied_index = term, index
+        if controller_term is not None and controller_term != term:
+            outcome = ("error", "NOT_CONTROLLER",
+                       f"{method} was decided by the controller of term {controller_term} "
+                       f"but committed in term {term}")
+        else:
+            try:
+                outcome = ("ok", getattr(state, "apply_" + method)(*args))
+            except ApplyError as exc:
+                outcome = ("error", exc.code, str(exc))
+            except Exception as exc:  # a bug: refuse deterministically, never diverge
+                log.exception("metadata command %s%r failed", method, args)
+                outcome = ("error", "UNKNOWN_SERVER_ERROR", repr(exc))
         self._on_applied(method, args, state.snapshot() if state.version != before else None)
         return outcome
 
+    def _entry_position(self) -> tuple[int, int]:
+        """(term, index) of the entry being applied: the one after the last applied."""
+        syncobj = self._syncObj
+        if syncobj is None:
+            return 0, 0
+        index = syncobj.raftLastApplied + 1
+        entries = syncobj._SyncObj__getEntries(index, 1)
+        return (entries[0][2], index) if entries else (0, index)
 
-def start_raft_node(self_address: str, partners: list[str], directory: str,
-                    periods: tuple[float, float], on_applied) -> tuple[SyncObj, MetadataConsumer]:
+    def _deserialize(self, data):
+        """A snapshot (ours at start-up, or the leader's) replaced the state."""
+        super()._deserialize(data)
+        self._on_applied("snapshot", (), self.state.snapshot())
+
+
+def raft_conf(directory: str, periods: tuple[float, float]) -> SyncObjConf:
     append_entries_period_s, tick_period_s = periods
-    conf = SyncObjConf(
+    return SyncObjConf(
         journalFile=os.path.join(directory, "raft.journal"),
         fullDumpFile=os.path.join(directory, "raft.dump"),
         appendEntriesPeriod=append_entries_period_s,
         autoTickPeriod=tick_period_s,
-        raftMinTimeout=0.4, raftMaxTimeout=1.2,
+        raftMinTimeout=RAFT_MIN_TIMEOUT_S, raftMaxTimeout=RAFT_MAX_TIMEOUT_S,
+        leaderFallbackTimeout=RAFT_MAX_TIMEOUT_S,
         connectionRetryTime=0.5, connectionTimeout=2.0,
-        commandsWaitLeader=True, dynamicMembershipChange=False,
+        commandsWaitLeader=False, dynamicMembershipChange=False,
         logCompactionMinEntries=2000, logCompactionMinTime=60)
+
+
+def start_raft_node(self_address: str, partners: list[str], directory: str,
+                    periods: tuple[float, float], on_applied) -> tuple[SyncObj, MetadataConsumer]:
     consumer = MetadataConsumer(on_applied)
-    node = SyncObj(self_address, partners, conf, consumers=[consumer])
+    node = SyncObj(self_address, partners, raft_conf(directory, periods), consumers=[consumer])
     return node, consumer

@@ -77,7 +77,16 @@ class Election:
 
 class ClusterState:
     """The replicated metadata. Mutated only by ``apply_*`` (on the Raft thread or the
-    local store); readers get ``snapshot()`` copies."""
+    local store); readers get ``snapshot()`` copies.
+
+    ``applied_term`` / ``applied_index`` are the Raft log position of the last command
+    applied (set by the Raft consumer; 0 under the local store): images are ordered by
+    ``position()``, never by arrival, so an older image cannot replace a newer one.
+    """
+
+    # Class defaults: states unpickled from dumps written before these existed.
+    applied_term = 0
+    applied_index = 0
 
     def __init__(self) -> None:
         self.version = 0
@@ -88,6 +97,13 @@ class ClusterState:
 
     def snapshot(self) -> ClusterState:
         return copy.deepcopy(self)
+
+    def position(self) -> tuple[int, int, int]:
+        """Order of images: Raft (term, index) of the last applied command, then the
+        version (which alone orders the local store's images).  Raft's log order: an
+        entry committed later has a term at least as high, and within a term a higher
+        index."""
+        return (self.applied_term, self.applied_index, self.version)
 
     # -- queries ------------------------------------------------------------------
 

@@ -4,8 +4,10 @@ Both stores offer the same event-loop interface:
 
 * ``await store.submit(method, *args)`` applies ``ClusterState.apply_<method>`` in log
   order and returns its result (raises ApplyError when refused, MetadataUnavailable
-  when no quorum answers in time);
-* ``store.image`` is the latest applied state, a private copy owned by the loop;
+  when no quorum answers in time); ``controller_term=store.controller_term`` marks a
+  controller decision, refused unless committed in the term it was decided in;
+* ``store.image`` is the newest applied state by Raft log position
+  (``ClusterState.position``), a private copy owned by the loop;
 * listeners registered with ``add_listener`` get every new image (only when the
   state's version moved) and ``add_membership_observer`` sees every registration and heartbeat command.
 
@@ -24,12 +26,14 @@ from typing import Any, Callable
 
 from storage.checkpoint import write_atomically
 
+from .raft import RETRIABLE_FAILURES, start_raft_node
 from .state import ApplyError, ClusterState
 
 log = logging.getLogger(__name__)
 
 Listener = Callable[[ClusterState], None]
 MEMBERSHIP_COMMANDS = ("register_broker", "heartbeat")
+RETRY_NO_LEADER_S = 0.05
 
 
 class MetadataUnavailable(Exception):
@@ -61,7 +65,7 @@ class _StoreBase:
         self._membership_observers.append(observer)
 
     def _publish(self, image: ClusterState) -> None:
-        if image.version < self.image.version:
+        if image.position() < self.image.position():
             return  # never go back (a late snapshot after a newer one)
         self.image = image
         for listener in list(self._listeners):
@@ -95,13 +99,18 @@ class LocalStore(_StoreBase):
     def is_controller(self) -> bool:
         return True
 
+    @property
+    def controller_term(self) -> int | None:
+        return None  # one broker, one controller: nothing to fence
+
     async def start(self) -> None:
         self._publish(self.image.snapshot())
 
     async def stop(self) -> None:
         pass
 
-    async def submit(self, method: str, *args: Any, timeout_s: float = 10.0) -> Any:
+    async def submit(self, method: str, *args: Any, timeout_s: float = 10.0,
+                     controller_term: int | None = None) -> Any:
         state = self.image.snapshot()
         before = state.version
         result = getattr(state, "apply_" + method)(*args)
@@ -130,8 +139,6 @@ class RaftStore(_StoreBase):
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
-        from .raft import start_raft_node
-
         self._loop = asyncio.get_running_loop()
         os.makedirs(self._directory, exist_ok=True)
         partners = [a for n, a in sorted(self.voters.items()) if n != self.node_id]
@@ -155,6 +162,16 @@ class RaftStore(_StoreBase):
     def is_controller(self) -> bool:
         return self._syncobj is not None and self._syncobj._isLeader()
 
+    @property
+    def controller_term(self) -> int | None:
+        """The Raft term this node leads in, or None when it is not the leader.  Read it
+        before deciding, pass it to ``submit``: the decision is refused if leadership
+        moved in between."""
+        syncobj = self._syncobj
+        if syncobj is None or not syncobj._isLeader():
+            return None
+        return syncobj.raftCurrentTerm
+
     def _on_applied_threadsafe(self, method: str, args: tuple, image: ClusterState | None):
         """Raft thread: hand the new image (if any) and the command to the loop."""
         loop = self._loop
@@ -165,36 +182,60 @@ class RaftStore(_StoreBase):
         if method in MEMBERSHIP_COMMANDS:
             loop.call_soon_threadsafe(self._observe, method, args)
 
-    async def submit(self, method: str, *args: Any, timeout_s: float = 10.0) -> Any:
-        if self._syncobj is None:
-            raise MetadataUnavailable("the metadata quorum is not running")
+    async def submit(self, method: str, *args: Any, timeout_s: float = 10.0,
+                     controller_term: int | None = None) -> Any:
+        """Apply through Raft.  While no leader is known (an election, or this node cut
+        off) the command is submitted again until ``timeout_s``: pysyncobj refused it
+        before appending it anywhere, so a retry cannot apply it twice.  Any other
+        failure is MetadataUnavailable at once (the outcome may be unknown)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            if self._syncobj is None:
+                raise MetadataUnavailable("the metadata quorum is not running")
+            try:
+                outcome = await self._submit_once(method, args, controller_term,
+                                                  deadline - loop.time())
+            except _NoLeader as exc:
+                if loop.time() + RETRY_NO_LEADER_S >= deadline:
+                    raise MetadataUnavailable(f"{method}: {exc} for {timeout_s}s") from None
+                await asyncio.sleep(RETRY_NO_LEADER_S)
+                continue
+            if outcome[0] == "error":
+                raise ApplyError(outcome[1], outcome[2])
+            return outcome[1]
+
+    async def _submit_once(self, method: str, args: tuple, controller_term, timeout_s: float):
         loop = asyncio.get_running_loop()
         future = loop.create_future()
 
         def done(result, error):  # Raft thread
             loop.call_soon_threadsafe(_settle, future, result, error)
 
-        self._consumer.command(method, args, callback=done)
+        self._consumer.command(method, args, controller_term, callback=done)
         # Not asyncio.wait_for: on Python 3.11 it swallows a cancellation that arrives
         # when the future is already settled (gh-86296), and a cancelled heartbeat loop
         # then runs on, hanging the broker's shutdown.  asyncio.wait never eats it.
         try:
-            finished, _ = await asyncio.wait({future}, timeout=timeout_s)
+            finished, _ = await asyncio.wait({future}, timeout=max(0.0, timeout_s))
         finally:
             if not future.done():
                 future.cancel()  # timed out or cancelled: a late answer is ignored
         if not finished:
-            raise MetadataUnavailable(f"{method}: no quorum answered in {timeout_s}s")
-        outcome = future.result()
-        if outcome[0] == "error":
-            raise ApplyError(outcome[1], outcome[2])
-        return outcome[1]
+            raise MetadataUnavailable(f"{method}: no quorum answered in time")
+        return future.result()
+
+
+class _NoLeader(Exception):
+    """pysyncobj refused a command before appending it (no leader known)."""
 
 
 def _settle(future: asyncio.Future, result, error) -> None:
     if future.done():
         return
-    if error != 0 or result is None:
+    if error in RETRIABLE_FAILURES:
+        future.set_exception(_NoLeader(f"no Raft leader (reason {error})"))
+    elif error != 0 or result is None:
         future.set_exception(MetadataUnavailable(f"raft refused the command (reason {error})"))
     else:
         future.set_result(result)

@@ -422,7 +422,7 @@ class _AnsweringConsumer:
     """Stands in for the pysyncobj consumer: "applies" each command at once and calls
     back the way the Raft thread does (the answer reaches the loop a moment later)."""
 
-    def command(self, method, args, callback):
+    def command(self, method, args, controller_term, callback):
         callback(("ok", True), 0)
 
 
