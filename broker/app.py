@@ -8,6 +8,11 @@ in uvicorn's order, with Kafka's controlled shutdown first: move leadership away
 stop accepting, answer what is in flight within a bound, cancel the rest, close every
 log cleanly (the clean-shutdown marker lets the next start skip the recovery scan),
 and leave the Raft group last.
+
+A fatal failure (the only log directory went offline, KIP-112) takes the same path
+with exit code 1: the controlled shutdown stops heartbeats and fences this broker, so
+the controller moves its leaderships and drops it from every ISR; its logs, already
+closed without writing, are left for recovery on a healthy disk.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from .handlers.producer_ids import ProducerIdManager
 from .groups import GroupCoordinator
 from .replica_manager import ReplicaManager
 from .server import Connection
+from .tasks import TaskSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +36,19 @@ SHUTDOWN_DRAIN_S = 5.0
 
 
 class Broker:
-    """One broker process. Event-loop only (after construction)."""
+    """One broker process. Event-loop only (after construction).
+
+    ``exit_code`` is 0 unless a fatal failure stopped the broker (then 1).
+    """
 
     def __init__(self, config: BrokerConfig):
         self.config = config
         self.node_id = config.node_id
+        self.exit_code = 0
+        self.tasks = TaskSupervisor(f"[Broker {self.node_id}]", self._stop_after_fatal)
         self.store = open_store(config)
-        self.replica_manager = ReplicaManager(config, self.store)
+        self.replica_manager = ReplicaManager(config, self.store,
+                                              on_fatal=self._stop_after_fatal)
         self.store.add_listener(self.replica_manager.apply_image)
         self.controller = Controller(self.store, config)
         self.lifecycle = BrokerLifecycle(self.store, config, self.replica_manager)
@@ -46,7 +58,6 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.store)
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
-        self._tasks: set[asyncio.Task] = set()
         self._stopped = asyncio.Event()
 
     @property
@@ -61,10 +72,12 @@ class Broker:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: Connection(self), host, port,
                                                 reuse_address=True, backlog=1024)
-        self._spawn(self.controller.run())
+        # Without these loops the broker would run on fenced, or as a controller that
+        # fences nobody: a crash in either stops the broker (exit code 1).
+        self.tasks.spawn("controller", self.controller.run(), fatal=True)
         await self.lifecycle.register()
         await self._init_cluster_id()
-        self._spawn(self.lifecycle.heartbeat_loop())
+        self.tasks.spawn("heartbeat", self.lifecycle.heartbeat_loop(), fatal=True)
         adv_host, adv_port = self.config.advertised_listener
         log.info("Raftwood broker %d started: listening on %s:%d, advertised as %s:%d, "
                  "cluster %s, data in %s", self.node_id, host, port, adv_host, adv_port,
@@ -85,11 +98,6 @@ class Broker:
                 await asyncio.sleep(0.5)
         raise MetadataUnavailable("could not set the cluster id: no metadata quorum")
 
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
     async def serve_until_signalled(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -109,12 +117,17 @@ class Broker:
     def request_stop(self) -> None:
         self._stopped.set()
 
+    def _stop_after_fatal(self, reason: str) -> None:
+        """Stop callback of every TaskSupervisor of this broker: shut down, exit code 1."""
+        if self.exit_code == 0:
+            self.exit_code = 1
+            log.error("Raftwood broker %d stopping after a fatal error: %s", self.node_id, reason)
+        self._stopped.set()
+
     async def shutdown(self) -> None:
         log.info("Raftwood broker %d shutting down", self.node_id)
-        await self.lifecycle.controlled_shutdown()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.lifecycle.controlled_shutdown()  # no heartbeat after this; fenced
+        await self.tasks.shutdown()
         if self._server is not None:
             self._server.close()
         await self.groups.shutdown()  # waiting joins/syncs answer now, before the drain

@@ -27,13 +27,13 @@ def _setup_logging(level: str) -> None:
                         stream=sys.stderr)
 
 
-def _run(coro) -> None:
+def _run(coro):
+    """Run ``coro`` to completion on a new event loop (uvloop when installed); its result."""
     try:
         import uvloop  # optional: faster event loop
     except ImportError:
-        asyncio.run(coro)
-    else:
-        uvloop.run(coro)
+        return asyncio.run(coro)
+    return uvloop.run(coro)
 
 
 def cmd_start(args) -> int:
@@ -45,17 +45,17 @@ def cmd_start(args) -> int:
         print(f"raftwood: {exc}", file=sys.stderr)
         return 2
 
-    async def main():
+    async def main() -> int:
         broker = Broker(config)
         await broker.serve_until_signalled()
+        return broker.exit_code  # 1 after a fatal failure (its log directory went offline)
 
     try:
-        _run(main())
+        return _run(main())
     except OSError as exc:  # e.g. the listener's port is taken
         logging.getLogger("broker").error("cannot start: %s", exc)
         print(f"raftwood: cannot start: {exc}", file=sys.stderr)
         return 1
-    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -46,6 +46,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("listeners", _str, "PLAINTEXT://127.0.0.1:9092", "Where the broker listens"),
     Setting("advertised.listeners", _str, "", "What clients are told (default: listeners)"),
     Setting("log.dirs", _str, "./data", "Directory holding partition logs and metadata"),
+    Setting("metadata.log.dir", _str, "",
+            "Directory of the cluster metadata (Raft journal); empty: under log.dirs"),
     Setting("controller.quorum.voters", _str, "", "id@host:port,... of the Raft voters"),
     Setting("num.partitions", int, 1, "Partitions of auto-created topics"),
     Setting("default.replication.factor", int, 1, "Replication factor of auto-created topics"),

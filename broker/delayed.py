@@ -32,7 +32,8 @@ class DelayedProduce(DelayedOperation):
 
     A partition is satisfied when (Kafka's Partition.checkEnoughReplicasReachOffset):
     (A) it already failed (error set at append) — nothing to wait for;
-    (B) this broker is no longer its leader → NOT_LEADER_OR_FOLLOWER;
+    (B) this broker is no longer its leader → NOT_LEADER_OR_FOLLOWER, or its log
+        directory went offline → KAFKA_STORAGE_ERROR;
     (C) its high watermark reached ``required_offset`` with a maximal ISR (the HW's
         replica set) of at least min.insync.replicas, leader included → NONE;
     (D) its high watermark reached ``required_offset`` but the ISR is then smaller than
@@ -57,6 +58,8 @@ class DelayedProduce(DelayedOperation):
             partition = status.partition
             if status.error != ErrorCode.NONE or partition is None:  # (A)
                 status.acks_pending = False
+            elif partition.offline:  # (B) its log directory failed
+                status.error, status.acks_pending = ErrorCode.KAFKA_STORAGE_ERROR, False
             elif not partition.is_leader:  # (B)
                 status.error, status.acks_pending = ErrorCode.NOT_LEADER_OR_FOLLOWER, False
             elif partition.high_watermark >= status.required_offset:

@@ -169,9 +169,7 @@ class ReplicaFetcher:
         log.warning("%s %s: leader %d has no epoch %d or newer; truncating from %d to %d",
                     self._prefix, partition.name, self.leader_id, epoch,
                     partition.log_end_offset, start)
-        partition.truncate_to(start)
-        if partition.log.epoch_cache.latest_epoch == epoch:  # the log already ended there
-            partition.log.epoch_cache.truncate_from_end(start)
+        partition.truncate_to(start)  # also drops the epoch when it wrote nothing
         followed.needs_truncation = partition.log.epoch_cache.latest_epoch is not None
 
     # -- fetching ---------------------------------------------------------------------
@@ -226,6 +224,8 @@ class ReplicaFetcher:
         try:
             return partition.append_as_follower(data.records or b"", data.high_watermark) > 0
         except StorageError as exc:
+            if partition.offline:  # a disk failure: the replica manager took its log dir offline
+                return False
             log.warning("%s %s: append refused (%s); reconciling with the leader again",
                         self._prefix, partition.name, exc)
             followed.needs_truncation = True

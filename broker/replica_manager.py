@@ -3,6 +3,14 @@
 Handlers translate messages into calls here; they never touch files.  This module
 owns the purgatories and fires their triggers: an append may move the high watermark
 (single-replica ISR), which completes waiting acks=all produces and consumer fetches.
+
+Storage faults (Kafka's KIP-112): a disk failure on any partition (an OSError on
+append, roll, index or checkpoint write, flush, read) is answered with
+KAFKA_STORAGE_ERROR for that partition only, and takes the log directory offline:
+every partition in it stops leading and following, closes its log without writing,
+and answers KAFKA_STORAGE_ERROR from then on.  ``log.dirs`` is one directory, so the
+broker then cannot serve anything: the stop callback (the Broker's) ends the process,
+whose controlled shutdown fences it so the controller moves its leaderships away.
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ from dataclasses import dataclass
 from protocol.errors import ErrorCode, RecordError
 from protocol.records import validate_produce_records
 from storage.config import LogConfig
+from storage.errors import CorruptLog, InvalidAppend, StorageError, StorageIOError
 from storage.log import PartitionLog
 
 from .config import BrokerConfig
@@ -27,6 +36,7 @@ from .fetcher import ReplicaFetcherManager
 from .partition import Partition, PartitionError, PartitionSettings
 from .topics import topic_config_problem
 from .purgatory import Purgatory
+from .tasks import StopCallback, TaskSupervisor
 
 log = logging.getLogger(__name__)
 
@@ -44,9 +54,14 @@ class FetchedPartition:
 
 
 class ReplicaManager:
-    """Hosts partitions for this broker. Event-loop only."""
+    """Hosts partitions for this broker. Event-loop only.
 
-    def __init__(self, config: BrokerConfig, store=None):
+    Invariant: once ``log_dir_failure`` is set (never unset) every hosted partition is
+    offline and no partition log is opened or written again in this process.
+    ``on_fatal`` (the Broker's stop callback) is called when that happens.
+    """
+
+    def __init__(self, config: BrokerConfig, store=None, on_fatal: StopCallback | None = None):
         self.config = config
         self.store = store
         self.image = ClusterState()
@@ -55,7 +70,9 @@ class ReplicaManager:
         self.partitions: dict[Key, Partition] = {}
         self.produce_purgatory = Purgatory("produce")
         self.fetch_purgatory = Purgatory("fetch")
-        self._tasks: set[asyncio.Task] = set()
+        self._prefix = f"[ReplicaManager broker={self.node_id}]"
+        self.tasks = TaskSupervisor(self._prefix, on_fatal)
+        self.log_dir_failure: str | None = None
         self.fetchers = ReplicaFetcherManager(self.node_id, config, self._broker_address)
         self._leadership_listeners: list = []
         self.lag_time_max_ms = config["replica.lag.time.max.ms"]
@@ -66,47 +83,75 @@ class ReplicaManager:
     # -- lifecycle ---------------------------------------------------------------
 
     def start_maintenance(self) -> None:
-        """Background loops: retention, checkpoints. Each exits on cancellation."""
-        for coro in (self._retention_loop(), self._checkpoint_loop(), self._isr_shrink_loop()):
-            self._spawn(coro)
+        """Background loops (TaskSupervisor.periodic: an exception is logged and the loop
+        goes on; all exit at ``shutdown``):
 
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        * log-retention, every ``log.retention.check.interval.ms``: deletes expired
+          segments;
+        * offset-checkpoint, every ``log.flush.offset.checkpoint.interval.ms``: flushes
+          when due and writes HW / recovery point / log start offset;
+        * isr-shrink, every half ``replica.lag.time.max.ms``: proposes removing lagging
+          ISR followers.
+        A disk failure in the first two takes the log directory offline (see the module).
+        """
+        config = self.config
+        self.tasks.periodic("log-retention", config["log.retention.check.interval.ms"] / 1000.0,
+                            self._enforce_retention_once)
+        self.tasks.periodic("offset-checkpoint",
+                            config["log.flush.offset.checkpoint.interval.ms"] / 1000.0,
+                            self._checkpoint_once)
+        self.tasks.periodic("isr-shrink", max(0.05, self.lag_time_max_ms / 2000.0),
+                            self._shrink_isr_once)
 
     async def shutdown(self) -> None:
         await self.fetchers.shutdown()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.tasks.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
-        for partition in self.partitions.values():
-            partition.log.close()
-        log.info("[ReplicaManager broker=%d] closed %d partition logs", self.node_id,
-                 len(self.partitions))
+        for partition in list(self.partitions.values()):
+            try:
+                partition.close()  # offline ones: only the files are closed
+            except StorageError as exc:
+                log.error("%s closing %s failed: %s", self._prefix, partition.name, exc)
+        log.info("%s closed %d partition logs%s", self._prefix, len(self.partitions),
+                 f" (log directory offline: {self.log_dir_failure})"
+                 if self.log_dir_failure else "")
 
-    async def _retention_loop(self) -> None:
-        """Reacts to: the retention interval. Deletes expired segments. Exits on cancel."""
-        interval_s = self.config["log.retention.check.interval.ms"] / 1000.0
-        while True:
-            await asyncio.sleep(interval_s)
-            now_ms = int(time.time() * 1000)
-            for partition in list(self.partitions.values()):
-                deleted = partition.log.enforce_retention(now_ms)
-                if deleted:
-                    partition.producer_state.truncate_before(partition.log_start_offset)
-                    self.fetch_purgatory.check_and_complete(partition.key)
+    def _online_partitions(self) -> list[Partition]:
+        return [p for p in self.partitions.values() if not p.offline]
 
-    async def _checkpoint_loop(self) -> None:
-        """Reacts to: the checkpoint interval. Writes HW/recovery point/log start."""
-        interval_s = self.config["log.flush.offset.checkpoint.interval.ms"] / 1000.0
-        while True:
-            await asyncio.sleep(interval_s)
-            for partition in list(self.partitions.values()):
-                partition.log.maybe_flush()
-                partition.log.checkpoint()
+    def _enforce_retention_once(self) -> None:
+        now_ms = int(time.time() * 1000)
+        for partition in self._online_partitions():
+            if partition.enforce_retention(now_ms):
+                self.fetch_purgatory.check_and_complete(partition.key)
+
+    def _checkpoint_once(self) -> None:
+        for partition in self._online_partitions():
+            partition.checkpoint()
+
+    # -- storage failures (KIP-112) ------------------------------------------------------
+
+    def _on_storage_failure(self, partition: Partition, what: str, exc: Exception) -> None:
+        """Partition listener: a disk failure on ``partition`` takes the directory offline."""
+        self.take_log_dir_offline(f"{what} on {partition.name}: {exc}")
+
+    def take_log_dir_offline(self, reason: str) -> None:
+        """Every partition stops leading and following and closes its log unwritten; waiting
+        produces and fetches are answered; then the stop callback ends the broker (its only
+        log directory is gone).  Idempotent."""
+        if self.log_dir_failure is not None:
+            return
+        self.log_dir_failure = reason
+        log.error("%s log directory %s failed (%s): taking it offline; its %d partitions "
+                  "answer KAFKA_STORAGE_ERROR from now on", self._prefix, self.log_dir, reason,
+                  len(self.partitions))
+        for partition in list(self.partitions.values()):
+            partition.take_offline()
+            self.fetchers.unfollow(partition.key)
+            self._leadership_changed(partition)  # answers waiting produces and fetches
+        self.tasks.fatal(f"log directory {self.log_dir} is offline ({reason}); it is this "
+                         f"broker's only log directory")
 
     # -- metadata image -> partitions ----------------------------------------------
 
@@ -138,10 +183,20 @@ class ReplicaManager:
             wanted.add((topic.name, index))
             partition = self.partitions.get((topic.name, index))
             if partition is None:
+                if self.log_dir_failure is not None:
+                    continue  # no log is opened in an offline directory
                 partition = self._open_partition(topic, index)
+                if partition is None:
+                    continue
+            elif partition.offline:
+                continue
             else:
                 self._follow_configs(partition, topic)
-            self._apply_partition_state(partition, info)
+            try:
+                self._apply_partition_state(partition, info)
+            except StorageError as exc:  # disk failures were reported: the dir is offline
+                log.error("%s %s: could not take its new state: %s", self._prefix,
+                          partition.name, exc)
         for key in [k for k in self.partitions if k not in wanted]:
             self._remove_partition(key)
 
@@ -181,11 +236,21 @@ class ReplicaManager:
             except Exception:
                 log.exception("leadership listener failed for %s", partition.name)
 
-    def _open_partition(self, topic: TopicInfo, index: int) -> Partition:
+    def _open_partition(self, topic: TopicInfo, index: int) -> Partition | None:
+        """Open (and recover) the partition's log; None when the disk failed doing so (the
+        log directory is then offline)."""
         directory = os.path.join(self.log_dir, f"{topic.name}-{index}")
-        partition_log = PartitionLog.open(directory, self.log_config(topic))
-        partition = Partition(topic.name, index, topic.topic_id, partition_log,
-                              self.node_id, self.partition_settings(topic))
+        partition_log = None
+        try:
+            partition_log = PartitionLog.open(directory, self.log_config(topic))
+            partition = Partition(topic.name, index, topic.topic_id, partition_log,
+                                  self.node_id, self.partition_settings(topic),
+                                  storage_failure_listener=self._on_storage_failure)
+        except (StorageIOError, CorruptLog) as exc:
+            if partition_log is not None:
+                partition_log.close_handlers()
+            self.take_log_dir_offline(f"opening {topic.name}-{index}: {exc}")
+            return None
         self.partitions[partition.key] = partition
         return partition
 
@@ -204,9 +269,11 @@ class ReplicaManager:
         self.fetchers.unfollow(key)
         self.produce_purgatory.complete_all(key)
         self.fetch_purgatory.complete_all(key)
+        if partition.offline:  # nothing is written (or removed) in an offline directory
+            log.info("%s forgot offline partition %s-%d; its files stay", self._prefix, *key)
+            return
         partition.log.delete()
-        log.info("[ReplicaManager broker=%d] removed partition %s-%d and its log",
-                 self.node_id, *key)
+        log.info("%s removed partition %s-%d and its log", self._prefix, *key)
 
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
         info = self.image.brokers.get(broker_id)
@@ -241,7 +308,8 @@ class ReplicaManager:
         partition.isr_change_in_flight = True
         if added is not None:
             partition.pending_isr_additions.add(added)
-        self._spawn(self._alter_partition(partition, new_isr, added))
+        self.tasks.spawn(f"alter-partition {partition.name}",
+                         self._alter_partition(partition, new_isr, added))
 
     async def _alter_partition(self, partition: Partition, new_isr: list[int], added) -> None:
         epochs = (partition.leader_epoch, partition.partition_epoch)
@@ -258,26 +326,22 @@ class ReplicaManager:
         finally:
             partition.isr_change_in_flight = False
 
-    async def _isr_shrink_loop(self) -> None:
-        """Reacts to: a timer of half ``replica.lag.time.max.ms``. Proposes removing ISR
-        followers that have not caught up within the lag time. Exits on cancel."""
-        interval_s = max(0.05, self.lag_time_max_ms / 2000.0)
-        while True:
-            await asyncio.sleep(interval_s)
-            now_ms = int(time.time() * 1000)
-            for partition in list(self.partitions.values()):
-                if not partition.is_leader:
-                    continue
-                lagging = partition.out_of_sync_replicas(now_ms, self.lag_time_max_ms)
-                if lagging:
-                    log.info("[Partition %s broker=%d] followers %s out of sync (lag time %d ms)",
-                             partition.name, self.node_id, lagging, self.lag_time_max_ms)
-                    self._propose_isr(partition, [r for r in partition.isr if r not in lagging])
+    def _shrink_isr_once(self) -> None:
+        """Propose removing ISR followers that have not caught up within the lag time."""
+        now_ms = int(time.time() * 1000)
+        for partition in list(self.partitions.values()):
+            if not partition.is_leader:
+                continue
+            lagging = partition.out_of_sync_replicas(now_ms, self.lag_time_max_ms)
+            if lagging:
+                log.info("[Partition %s broker=%d] followers %s out of sync (lag time %d ms)",
+                         partition.name, self.node_id, lagging, self.lag_time_max_ms)
+                self._propose_isr(partition, [r for r in partition.isr if r not in lagging])
 
     def log_end_offsets(self) -> dict[str, int]:
-        """"topic:partition" → LEO of every hosted replica (the controller's hints)."""
+        """"topic:partition" → LEO of every online replica (the controller's hints)."""
         return {f"{t}:{p}": partition.log_end_offset
-                for (t, p), partition in self.partitions.items()}
+                for (t, p), partition in self.partitions.items() if not partition.offline}
 
     # -- topic configs ---------------------------------------------------------------
 
@@ -334,6 +398,9 @@ class ReplicaManager:
             return ProducePartitionStatus(partition, -1, -1, exc.code)
         except PartitionError as exc:
             return ProducePartitionStatus(partition, -1, -1, exc.code)
+        except StorageError as exc:  # never acknowledged; disk failures were reported
+            log.warning("[Partition %s-%d] append failed: %s", topic, index, exc)
+            return ProducePartitionStatus(partition, -1, -1, storage_error_code(exc))
         if not duplicate:
             self.on_append(partition)
         return ProducePartitionStatus(partition, info.last_offset + 1, info.first_offset,
@@ -352,7 +419,15 @@ class ReplicaManager:
 
     async def wait_for_acks(self, statuses: dict[Key, ProducePartitionStatus],
                             timeout_ms: int) -> dict[Key, ProducePartitionStatus]:
-        """acks=all: answer once every appended partition's HW passed its batch."""
+        """acks=all: answer once every appended partition's HW passed its batch.
+
+        A partition whose log directory went offline after its append (a later partition
+        of the same request failed) answers KAFKA_STORAGE_ERROR, as Kafka does; one that
+        goes offline while waiting answers NOT_LEADER_OR_FOLLOWER.  Neither is an ack."""
+        for status in statuses.values():
+            if status.error == ErrorCode.NONE and status.partition is not None \
+                    and status.partition.offline:
+                status.error = ErrorCode.KAFKA_STORAGE_ERROR
         future = asyncio.get_running_loop().create_future()
 
         def respond(result):
@@ -391,6 +466,10 @@ class ReplicaManager:
                 hw = partition.high_watermark if exc.code == ErrorCode.OFFSET_OUT_OF_RANGE else -1
                 results.append(FetchedPartition(exc.code, hw, partition.log_start_offset))
                 continue
+            except StorageError as exc:  # disk failures were reported by the partition
+                log.warning("[Partition %s] read failed: %s", partition.name, exc)
+                results.append(FetchedPartition(storage_error_code(exc)))
+                continue
             remaining -= len(read.records)
             results.append(FetchedPartition(ErrorCode.NONE, read.high_watermark,
                                             read.log_start_offset, read.records))
@@ -420,3 +499,11 @@ class ReplicaManager:
         finally:
             operation.force_complete()
         return self.read_partitions(statuses, replica_id, max_bytes)
+
+
+def storage_error_code(exc: StorageError) -> ErrorCode:
+    """The Kafka code for a StorageError that reached a request (storage/errors.py):
+    a refused batch is CORRUPT_MESSAGE, anything else KAFKA_STORAGE_ERROR."""
+    if isinstance(exc, InvalidAppend):
+        return ErrorCode.CORRUPT_MESSAGE
+    return ErrorCode.KAFKA_STORAGE_ERROR

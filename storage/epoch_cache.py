@@ -10,7 +10,7 @@ import logging
 import os
 
 from . import checkpoint
-from .errors import InvalidEpochAssignment, InvalidOffset
+from .errors import InvalidEpochAssignment, InvalidOffset, StorageIOError
 
 logger = logging.getLogger(__name__)
 
@@ -138,4 +138,7 @@ class LeaderEpochCache:
         self._persist()
 
     def _persist(self) -> None:
-        checkpoint.write_leader_epochs(self.directory, self.epoch_entries())
+        try:
+            checkpoint.write_leader_epochs(self.directory, self.epoch_entries())
+        except OSError as exc:
+            raise StorageIOError(f"{self._prefix} writing the checkpoint failed: {exc}") from exc

@@ -9,6 +9,7 @@ decodes records (``offset_for_timestamp``, ``max_timestamp_and_offset``) is a co
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import os
 import shutil
@@ -23,7 +24,7 @@ from . import checkpoint
 from .checkpoint import PartitionOffsets
 from .config import LONG_MAX, LogConfig
 from .epoch_cache import LeaderEpochCache
-from .errors import InvalidAppend, InvalidOffset, LogClosed, OffsetOutOfRange
+from .errors import InvalidAppend, InvalidOffset, LogClosed, OffsetOutOfRange, StorageIOError
 from .recovery import RecoveredLog, RecoveryReport, recover_log
 from .segment import LogSegment
 
@@ -32,6 +33,20 @@ logger = logging.getLogger(__name__)
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _converts_os_errors(method):
+    """An OSError inside ``method`` (ENOSPC, EIO, ...) leaves as StorageIOError, so every
+    failure that leaves storage/ is a StorageError (errors.py's contract)."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            raise StorageIOError(f"{self._prefix} {method.__name__} failed: {exc}") from exc
+
+    return wrapper
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +78,11 @@ class PartitionLog:
     inside a call).  Calls are synchronous and do blocking file I/O; the hot paths
     are one write or one read each, fsyncs happen only in ``flush``, ``checkpoint``,
     truncation, retention and ``close``.
+
+    Disk failures: every OSError leaves as ``StorageIOError``.  A failed append writes
+    nothing (the segment is cut back to its previous size); after any StorageIOError
+    the files may no longer match what is in memory, so the only call left for the
+    caller is ``close_handlers`` (the next ``open`` recovers from the files).
     """
 
     def __init__(self, directory: str, config: LogConfig, clock_ms: Callable[[], int],
@@ -90,10 +110,13 @@ class PartitionLog:
              clock_ms: Callable[[], int] | None = None) -> PartitionLog:
         """Open (creating the directory if missing), recover, and checkpoint the result."""
         directory = os.fspath(directory)
-        os.makedirs(directory, exist_ok=True)
         prefix = f"[Log {os.path.basename(os.path.normpath(directory))}]"
-        log = cls(directory, config, clock_ms or _wall_clock_ms,
-                  recover_log(directory, config, prefix))
+        try:
+            os.makedirs(directory, exist_ok=True)
+            recovered = recover_log(directory, config, prefix)
+        except OSError as exc:
+            raise StorageIOError(f"{prefix} open failed: {exc}") from exc
+        log = cls(directory, config, clock_ms or _wall_clock_ms, recovered)
         log.checkpoint()
         return log
 
@@ -145,6 +168,7 @@ class PartitionLog:
 
     # -- appends ---------------------------------------------------------------------
 
+    @_converts_os_errors
     def append_as_leader(self, batch: bytearray, leader_epoch: int) -> AppendInfo:
         """Append one client batch (baseOffset 0, already validated by protocol.records).
 
@@ -179,6 +203,7 @@ class PartitionLog:
         self._unflushed_messages += header.records_count
         return AppendInfo(base_offset, header.last_offset, header.max_timestamp, -1, header.size)
 
+    @_converts_os_errors
     def append_as_follower(self, batches: bytes) -> AppendInfo | None:
         """Append batches copied from the leader, offsets and epochs already assigned.
 
@@ -273,6 +298,7 @@ class PartitionLog:
 
     # -- reads -----------------------------------------------------------------------
 
+    @_converts_os_errors
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_batch: bool = True) -> bytes:
         """Whole batches starting with the one that contains ``offset``.
@@ -307,6 +333,7 @@ class PartitionLog:
             offset = self._bases[index]
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
+    @_converts_os_errors
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp >= ``timestamp_ms``.
 
@@ -325,6 +352,7 @@ class PartitionLog:
                     return found
         return None
 
+    @_converts_os_errors
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with the largest timestamp in the log.
 
@@ -357,6 +385,7 @@ class PartitionLog:
         self._high_watermark = min(max(high_watermark, self._log_start_offset),
                                    self.log_end_offset)
 
+    @_converts_os_errors
     def truncate_to(self, offset: int) -> None:
         """Remove everything at and after ``offset``; no-op if offset >= log_end_offset.
 
@@ -387,6 +416,7 @@ class PartitionLog:
         logger.info("%s truncated to offset %d: log_end_offset %d → %d, %d bytes removed",
                     self._prefix, offset, old_log_end_offset, log_end_offset, removed)
 
+    @_converts_os_errors
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset``: log_start_offset =
         log_end_offset = high_watermark = recovery_point = ``offset``; epoch cache cleared."""
@@ -416,6 +446,7 @@ class PartitionLog:
 
     # -- retention -------------------------------------------------------------------
 
+    @_converts_os_errors
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete the oldest whole segments breaching retention.ms or retention.bytes.
 
@@ -490,6 +521,7 @@ class PartitionLog:
                 and self._clock_ms() - self._last_flush_ms >= config.flush_ms):
             self.flush()
 
+    @_converts_os_errors
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync the segments holding [recovery_point, up_to_offset) (default: all)
         and their indexes; recovery_point := up_to_offset (clamped to log_end_offset).
@@ -511,6 +543,7 @@ class PartitionLog:
             self._unflushed_messages = 0
         self._last_flush_ms = self._clock_ms()
 
+    @_converts_os_errors
     def checkpoint(self) -> None:
         """Atomically write offsets.checkpoint (high watermark, recovery point, log start
         offset) if they changed since the last write.  Costs two fsyncs when it writes."""
@@ -521,6 +554,7 @@ class PartitionLog:
             checkpoint.write_offsets(self.directory, offsets)
             self._checkpointed = offsets
 
+    @_converts_os_errors
     def close(self) -> None:
         """Flush, checkpoint, close the files, then mark a clean shutdown.  Idempotent."""
         if self._closed:
@@ -532,6 +566,22 @@ class PartitionLog:
         self._closed = True
         checkpoint.write_clean_shutdown_marker(self.directory)
         logger.info("%s closed at log_end_offset %d", self._prefix, self.log_end_offset)
+
+    def close_handlers(self) -> None:
+        """Close the files without writing anything: no flush, no checkpoint, no
+        clean-shutdown marker (Kafka's closeHandlers, for a log whose directory failed).
+        Later reads and appends raise LogClosed; the next ``open`` runs full recovery.
+        Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for segment in self._segments:
+            try:
+                segment.close()
+            except OSError:
+                pass  # nothing was to be written anyway
+        logger.warning("%s closed without flushing at log_end_offset %d (recovery point %d)",
+                       self._prefix, self.log_end_offset, self._recovery_point)
 
     def delete(self) -> None:
         """Close the files and remove the whole directory (topic deletion)."""

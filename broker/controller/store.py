@@ -243,7 +243,8 @@ def _settle(future: asyncio.Future, result, error) -> None:
 
 def open_store(config) -> LocalStore | RaftStore:
     """The store this broker's config asks for (voters absent: a lone broker)."""
-    directory = os.path.join(config["log.dirs"], "__cluster_metadata")
+    directory = os.path.join(config["metadata.log.dir"] or config["log.dirs"],
+                             "__cluster_metadata")
     voters_text = config["controller.quorum.voters"]
     if not voters_text:
         return LocalStore(directory, config.node_id)

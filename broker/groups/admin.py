@@ -83,7 +83,8 @@ class AdminMixin:
     async def _ensure_offsets_topic(self) -> str | None:
         """Create the offsets topic unless a creation is under way; None when it exists."""
         if self._creating_topic is None or self._creating_topic.done():
-            self._creating_topic = self._spawn(self._create_offsets_topic())
+            self._creating_topic = self.tasks.spawn("create-offsets-topic",
+                                                    self._create_offsets_topic())
         try:
             return await asyncio.wait_for(asyncio.shield(self._creating_topic),
                                           TOPIC_CREATION_TIMEOUT_S)

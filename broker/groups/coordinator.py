@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
 
+from ..tasks import TaskSupervisor
 from .admin import AdminMixin
 from .manager import GroupMetadataManager
 from .offsets import OffsetsMixin
@@ -87,26 +88,23 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
         self.manager = GroupMetadataManager(broker, self._on_group_loaded,
                                             self._on_group_unloaded, clock_ms)
         broker.replica_manager.add_leadership_listener(self.manager.on_leadership_changed)
-        self._tasks: set[asyncio.Task] = set()
         self._creating_topic: asyncio.Task | None = None
         self._prefix = f"[GroupCoordinator broker={self.node_id}]"
+        self.tasks = TaskSupervisor(self._prefix)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._spawn(self.manager.expiry_loop())
+        """The offset-expiry loop: every ``offsets.retention.check.interval.ms`` it removes
+        expired offsets, then Empty groups left without offsets, writing tombstones
+        (``manager.expire_once``); a failed pass is logged and the next tick runs; it
+        exits at ``shutdown``."""
+        self.tasks.periodic("offset-expiry", self.manager.retention_check_interval_ms / 1000.0,
+                            self.manager.expire_once)
 
     async def shutdown(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.tasks.shutdown()
         self.manager.shutdown()
-
-    def _spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
 
     def _call_later(self, delay_ms: int, callback, *args) -> asyncio.TimerHandle:
         return asyncio.get_running_loop().call_later(max(0, delay_ms) / 1000.0, callback, *args)
@@ -305,7 +303,7 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
         if group.is_state(GroupState.EMPTY):
             log.info("%s group %s with generation %d is now empty", self._prefix,
                      group.group_id, group.generation_id)
-            self._spawn(self.manager.store_group(group, {}))
+            self.tasks.spawn(f"store-group {group.group_id}", self.manager.store_group(group, {}))
             return
         log.info("%s stabilized group %s generation %d (protocol %s) with %d members",
                  self._prefix, group.group_id, group.generation_id, group.protocol_name,
@@ -395,7 +393,8 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
         if group.is_leader(member_id):
             full = {m: bytes(assignments.get(m, b"")) for m in group.members}
             # A task, not inline: the leader's connection may drop while the write waits.
-            self._spawn(self._store_assignment(group, group.generation_id, full))
+            self.tasks.spawn(f"store-assignment {group.group_id}",
+                             self._store_assignment(group, group.generation_id, full))
         return await future
 
     async def _store_assignment(self, group: GroupMetadata, generation_id: int,

@@ -331,19 +331,6 @@ class GroupMetadataManager:
 
     # -- offset expiry -------------------------------------------------------------------------
 
-    async def expiry_loop(self) -> None:
-        """Reacts to: a timer of ``offsets.retention.check.interval.ms``. Removes expired
-        offsets, then Empty groups left without offsets, writing tombstones. Exits on
-        cancellation."""
-        while True:
-            await asyncio.sleep(self.retention_check_interval_ms / 1000.0)
-            try:
-                await self.expire_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("%s offset expiry failed", self._prefix)
-
     async def expire_once(self) -> int:
         """One expiry pass over every loaded group; returns how many offsets expired.
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 
 from protocol.errors import ErrorCode
+from storage.errors import StorageError
 
 from ..partition import PartitionError
+from ..replica_manager import storage_error_code
 
 ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 ListPartition = ListTopic.ListOffsetsPartitionResponse
@@ -29,9 +31,10 @@ async def handle_list_offsets(broker, request):
                 answers.append(ListPartition(partition_index=p.partition_index,
                                              error_code=ErrorCode.NONE, timestamp=timestamp,
                                              offset=offset, leader_epoch=epoch))
-            except PartitionError as exc:
+            except (PartitionError, StorageError) as exc:
+                code = exc.code if isinstance(exc, PartitionError) else storage_error_code(exc)
                 answers.append(ListPartition(partition_index=p.partition_index,
-                                             error_code=exc.code, timestamp=-1, offset=-1,
+                                             error_code=code, timestamp=-1, offset=-1,
                                              leader_epoch=-1))
         topics.append(ListTopic(name=topic.name, partitions=answers))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
@@ -47,6 +50,7 @@ async def handle_offset_for_leader_epoch(broker, request):
             try:
                 if partition is None:
                     raise PartitionError(rm.missing_partition_error(topic.topic, p.partition))
+                partition.check_online()
                 if not partition.is_leader:
                     raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 partition.check_leader_epoch(p.current_leader_epoch)

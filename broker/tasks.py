@@ -1,0 +1,142 @@
+"""Supervised background tasks: named, tracked, never ending silently.
+
+Every component that runs work in the background (the Broker, the ReplicaManager, the
+GroupCoordinator) owns one ``TaskSupervisor``:
+
+* ``spawn(name, coro)`` runs a one-off task (an ISR change, a group write); the task
+  is kept in ``tasks`` until it is done, and one that ends with an exception is logged
+  at ERROR with its name;
+* ``periodic(name, interval_s, fn)`` runs ``fn`` every ``interval_s``: an exception is
+  logged with the loop's name and the loop goes on at the next tick (the first
+  failure with its traceback, repeats at most once per ``REPEAT_LOG_INTERVAL_S``, and a
+  line when the loop recovers), so one bad tick neither kills the loop nor floods the log;
+* ``fatal(reason)`` is for failures the broker cannot run on (its only log directory
+  failed): it logs at ERROR and calls the stop callback the owner was given, once.
+
+``shutdown()`` cancels every task and waits for them, which is how every loop exits.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from typing import Awaitable, Callable
+
+log = logging.getLogger(__name__)
+
+REPEAT_LOG_INTERVAL_S = 60.0
+
+StopCallback = Callable[[str], None]
+
+
+class TaskSupervisor:
+    """The background tasks of one owner, and what happens when they fail.
+
+    Invariants: every task spawned here is in ``tasks`` until it is done (then it
+    leaves the set); no task ends with an exception without an ERROR line naming it;
+    ``on_fatal`` is called at most once, with the first fatal reason.
+    Who may call: the owner, on the event loop (``spawn``/``periodic`` need a running
+    loop); ``fatal`` from anywhere on the loop, including inside a task of this one.
+    """
+
+    def __init__(self, name: str, on_fatal: StopCallback | None = None):
+        self.name = name
+        self.on_fatal = on_fatal
+        self.tasks: set[asyncio.Task] = set()
+        self.fatal_reason: str | None = None
+
+    def spawn(self, name: str, coro: Awaitable, *, fatal: bool = False) -> asyncio.Task:
+        """Run ``coro`` as a task named ``name``; with ``fatal`` an exception it ends
+        with stops the broker (``fatal``), otherwise it is logged."""
+        task = asyncio.get_running_loop().create_task(coro, name=f"{self.name} {name}")
+        self.tasks.add(task)
+        task.add_done_callback(lambda t: self._on_done(name, t, fatal))
+        return task
+
+    def _on_done(self, name: str, task: asyncio.Task, fatal: bool) -> None:
+        self.tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None:
+            return
+        if fatal:
+            self.fatal(f"task {name!r} failed: {exc!r}", exc)
+        else:
+            log.error("%s task %r failed", self.name, name, exc_info=exc)
+
+    def periodic(self, name: str, interval_s: float, fn: Callable[[], object], *,
+                 fatal_on: tuple[type[BaseException], ...] = ()) -> asyncio.Task:
+        """Call ``fn`` (plain or async) every ``interval_s`` seconds, forever.
+
+        The loop reacts to its timer only; it exits on cancellation (``shutdown``), or
+        when ``fn`` raises one of ``fatal_on`` (then ``fatal`` is called).  Any other
+        exception is logged with ``name`` and the loop continues at the next tick.
+        """
+        return self.spawn(name, self._run_periodic(name, interval_s, fn, fatal_on))
+
+    async def _run_periodic(self, name: str, interval_s: float, fn, fatal_on) -> None:
+        noise = _FailureLog(f"{self.name} loop {name!r}")
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                result = fn()
+                if inspect.isawaitable(result):
+                    await result
+            except asyncio.CancelledError:
+                raise
+            except fatal_on as exc:
+                self.fatal(f"loop {name!r} failed: {exc!r}", exc)
+                return
+            except Exception as exc:
+                noise.failed(exc)
+            else:
+                noise.succeeded()
+
+    def fatal(self, reason: str, exc: BaseException | None = None) -> None:
+        """The broker cannot go on: log ``reason`` at ERROR and call the stop callback
+        (the first time only).  Without a callback (a component driven alone, as in
+        unit tests) the failure is only logged."""
+        if self.fatal_reason is not None:
+            return
+        self.fatal_reason = reason
+        log.error("%s fatal: %s", self.name, reason, exc_info=exc)
+        if self.on_fatal is not None:
+            self.on_fatal(reason)
+        else:
+            log.error("%s no stop callback: nothing stops the broker", self.name)
+
+    async def shutdown(self) -> None:
+        """Cancel every task and wait until all have ended."""
+        tasks = list(self.tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+
+class _FailureLog:
+    """Bounded logging of a loop's consecutive failures (one loop's, event-loop only)."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.consecutive = 0
+        self.last_logged = 0.0
+
+    def failed(self, exc: Exception) -> None:
+        self.consecutive += 1
+        now = time.monotonic()
+        if self.consecutive == 1:
+            log.error("%s failed; it runs again at its next tick", self.what, exc_info=exc)
+            self.last_logged = now
+        elif now - self.last_logged >= REPEAT_LOG_INTERVAL_S:
+            log.error("%s failed %d times in a row, last: %r", self.what, self.consecutive, exc)
+            self.last_logged = now
+
+    def succeeded(self) -> None:
+        if self.consecutive:
+            log.info("%s recovered after %d failures", self.what, self.consecutive)
+            self.consecutive = 0
