@@ -448,3 +448,57 @@ def test_a_cancelled_submit_is_cancelled_even_when_its_answer_arrived_meanwhile(
         return "answered"
 
     assert asyncio.run(scenario()) == "cancelled"
+
+
+class _LeaderlessThenAnswering:
+    """No leader for the first ``refusals`` submissions (pysyncobj refuses before
+    appending), then applies; a refusal after which the outcome is unknown never retries."""
+
+    def __init__(self, refusals: int, reason: int = 2):
+        self.refusals = refusals
+        self.reason = reason
+        self.calls = 0
+
+    def command(self, method, args, controller_term, callback):
+        self.calls += 1
+        if self.calls <= self.refusals:
+            callback(None, self.reason)
+        else:
+            callback(("ok", self.calls), 0)
+
+
+def _submit_with(consumer, tmp_path, timeout_s=5.0):
+    import asyncio
+
+    from broker.controller.store import RaftStore
+
+    async def scenario():
+        store = RaftStore(str(tmp_path), 1, {1: "127.0.0.1:1"})
+        store._syncobj, store._consumer = object(), consumer
+        return await store.submit("heartbeat", 1, 1, timeout_s=timeout_s)
+
+    return asyncio.run(scenario())
+
+
+def test_a_command_refused_for_want_of_a_leader_is_submitted_again(tmp_path):
+    consumer = _LeaderlessThenAnswering(refusals=3)  # MISSING_LEADER three times
+    assert _submit_with(consumer, tmp_path) == 4
+    assert consumer.calls == 4
+
+
+def test_a_command_whose_outcome_is_unknown_is_not_submitted_again(tmp_path):
+    from broker.controller.store import MetadataUnavailable
+
+    consumer = _LeaderlessThenAnswering(refusals=1, reason=5)  # LEADER_CHANGED
+    with pytest.raises(MetadataUnavailable):
+        _submit_with(consumer, tmp_path)
+    assert consumer.calls == 1
+
+
+def test_without_a_leader_a_submit_gives_up_at_its_deadline(tmp_path):
+    from broker.controller.store import MetadataUnavailable
+
+    consumer = _LeaderlessThenAnswering(refusals=10 ** 6)
+    with pytest.raises(MetadataUnavailable):
+        _submit_with(consumer, tmp_path, timeout_s=0.3)
+    assert 1 < consumer.calls < 100
