@@ -1,7 +1,12 @@
 """``raftwood verify``: start a cluster, load it, inject faults, check, report.
 
     raftwood verify [--brokers 3] [--duration SECONDS] [--seed N] [--faults LIST]
-                    [--keep-data] [--json]
+                    [--network auto|netns|proxy] [--keep-data] [--json]
+
+``--network netns`` (the default where this process can make network namespaces:
+root, iproute2, nftables) runs every broker in a namespace of its own and cuts links
+with nftables, Raft included; ``proxy`` cuts replica fetching through a loopback
+proxy.  The first line says which ran and why.
 
 Prints the seed and the fault schedule first (replay a failure with ``--seed``),
 progress lines while it runs, a report, and as its last line::
@@ -21,7 +26,7 @@ EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def add_command(subparsers) -> None:
-    from .verify.schedule import ALIASES, FAULT_KINDS
+    from .verify.schedule import FAULT_KINDS, NETNS_ALIASES, NETNS_FAULT_KINDS
 
     parser = subparsers.add_parser(
         "verify", help="fault injection and invariant checking on a throwaway cluster",
@@ -31,8 +36,13 @@ def add_command(subparsers) -> None:
                         help="length of the fault schedule (setup and checks come on top)")
     parser.add_argument("--seed", type=int, help="schedule seed (printed; default random)")
     parser.add_argument("--faults", metavar="LIST",
-                        help=f"comma-separated kinds: {', '.join(FAULT_KINDS)}; or "
-                             f"{', '.join(ALIASES)} (default all)")
+                        help=f"comma-separated kinds: {', '.join(FAULT_KINDS)}; with "
+                             f"--network netns also {', '.join(NETNS_FAULT_KINDS)}; or "
+                             f"{', '.join(NETNS_ALIASES)} (default all the mode runs)")
+    parser.add_argument("--network", choices=("auto", "netns", "proxy"), default="auto",
+                        help="how links are cut: netns (brokers in network namespaces, "
+                             "nftables, Raft included; needs root, iproute2, nftables) or "
+                             "proxy (replica fetching only); auto: netns where possible")
     parser.add_argument("--keep-data", action="store_true",
                         help="keep the data directory and logs after a PASS too")
     parser.add_argument("--data-dir", help="where to create the run's temporary directory")
@@ -49,12 +59,14 @@ def cmd_verify(args) -> int:
     import signal
 
     from .verify.report import Progress
-    from .verify.runner import VerifyOptions, VerifyRun
+    from .verify.runner import VerifyOptions, VerifyRun, choose_network
     from .verify.schedule import parse_fault_kinds
 
     try:
+        network, _why = choose_network(args.network)
+        faults = parse_fault_kinds(args.faults, network) if args.faults else None
         options = VerifyOptions(brokers=args.brokers, duration_s=args.duration, seed=args.seed,
-                                faults=parse_fault_kinds(args.faults),
+                                faults=faults, network=args.network,
                                 keep_data=args.keep_data, data_dir=args.data_dir,
                                 rate=args.rate)
         if options.duration_s <= 0 or options.rate <= 0:

@@ -63,7 +63,10 @@ with a bound and a failure message that shows every broker's view and log tail, 
 conveniences for tests (``create_topic``, ``wait_for_leader``, ``wait_for_isr``,
 ``connect(id)``, ``partition_dir``).  A cluster is ready when every broker answers
 ApiVersions and every broker's status shows all of them registered in this run, unfenced,
-with a controller elected.
+with a controller elected.  Brokers may live elsewhere than 127.0.0.1: ``hosts`` (node
+id -> address), ``ports`` (one (Kafka, Raft) pair for every broker, each on its own
+address) and ``command_prefixes`` (node id -> what goes in front of its launch command,
+e.g. ``ip netns exec NAME``); ``raftwood verify --network netns`` uses them.
 
 :class:`KafkaConnection` is a blocking, one-request-at-a-time connection that sends
 kafka-python message objects (``kafka.protocol``) or raw bytes, for tests that need to see

@@ -44,7 +44,8 @@ def free_ports(count: int, host: str = LOCALHOST) -> list[int]:
 
 
 class ClusterProcess:
-    """``size`` brokers (node ids 1..size) on 127.0.0.1 forming one Raft metadata quorum.
+    """``size`` brokers (node ids 1..size) on 127.0.0.1 (by default) forming one Raft
+    metadata quorum.
 
     Every broker has its own Kafka port and Raft port (``controller.quorum.voters`` lists
     the Raft ones), its data in ``home/broker-<id>`` and its output in
@@ -58,6 +59,11 @@ class ClusterProcess:
     status shows it registered in this run (a broker epoch newer than any seen before),
     unfenced, with a controller elected among the running brokers.
 
+    Elsewhere than 127.0.0.1: ``hosts`` maps a node id to its address (listener,
+    advertised listener, Raft voter), ``ports`` gives every broker the same (Kafka
+    port, Raft port) — each needs its own address then — and ``command_prefixes`` maps a
+    node id to what goes in front of its launch command (``ip netns exec NAME``).
+
     Threads: lifecycle methods (start, stop, kill, pause ...) from one thread; ``status``,
     ``statuses``, ``wait_for`` and the other read-only helpers open their own
     connections and may also be called from background threads.
@@ -66,15 +72,20 @@ class ClusterProcess:
     def __init__(self, home, size: int = 3, *, settings: dict | None = None,
                  broker_settings: dict[int, dict] | None = None, fast: bool = True,
                  start_timeout_s: float = DEFAULT_CLUSTER_START_TIMEOUT_S,
-                 python: str = sys.executable, env: dict | None = None):
+                 python: str = sys.executable, env: dict | None = None,
+                 hosts: dict[int, str] | None = None, ports: tuple[int, int] | None = None,
+                 command_prefixes: dict[int, list[str]] | None = None):
         if size < 1:
             raise ValueError("a cluster needs at least one broker")
         self.home = Path(home)
         self.size = size
         self.start_timeout_s = start_timeout_s
-        ports = free_ports(2 * size)
+        hosts = {i: (hosts or {}).get(i, LOCALHOST) for i in range(1, size + 1)}
+        if ports is not None and len(set(hosts.values())) < size:
+            raise ValueError("fixed ports need a host of its own for every broker")
+        ports = [ports[0]] * size + [ports[1]] * size if ports else free_ports(2 * size)
         self.raft_ports = ports[size:]
-        self.voters = ",".join(f"{i}@{LOCALHOST}:{self.raft_ports[i - 1]}"
+        self.voters = ",".join(f"{i}@{hosts[i]}:{self.raft_ports[i - 1]}"
                                for i in range(1, size + 1)) if size > 1 else ""
         common = {**(FAST_CLUSTER_SETTINGS if fast else {}), **settings_from_kwargs(settings or {})}
         per_broker = {int(k): settings_from_kwargs(v) for k, v in (broker_settings or {}).items()}
@@ -90,7 +101,8 @@ class ClusterProcess:
             self.brokers.append(BrokerProcess(
                 self.home / f"broker-{node_id}", node_id=node_id, port=ports[node_id - 1],
                 log_path=self.home / f"broker-{node_id}.log", extra_settings=own,
-                start_timeout_s=start_timeout_s, python=python, env=env))
+                start_timeout_s=start_timeout_s, python=python, env=env, host=hosts[node_id],
+                command_prefix=(command_prefixes or {}).get(node_id)))
         self._epochs: dict[int, int] = {}  # highest broker epoch seen per node
 
     # -- addresses and processes -----------------------------------------------------------

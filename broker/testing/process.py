@@ -1,4 +1,5 @@
-"""Broker processes on 127.0.0.1: start, stop, kill, pause, restart (see broker.testing)."""
+"""Broker processes (on 127.0.0.1 unless told otherwise): start, stop, kill, pause, restart
+(see broker.testing)."""
 from __future__ import annotations
 
 import os
@@ -72,6 +73,11 @@ def _kill_quietly(popen: subprocess.Popen) -> None:
 class BrokerProcess:
     """One ``raftwood start`` subprocess on 127.0.0.1 with its own port and data directory.
 
+    ``host`` replaces 127.0.0.1 (the listener and what clients connect to) and
+    ``command_prefix`` goes in front of the launch command, e.g. ``["ip", "netns", "exec",
+    NAME]`` to run the broker in a network namespace whose address is ``host``; the
+    process is still the launcher's (see PDEATHSIG_LAUNCHER), stopped by its pid.
+
     Invariants: ``port`` and ``data_dir`` never change, so ``restart()`` brings back the
     same broker; at most one process runs per instance; ``log_path`` accumulates the output
     of every run (each run starts with a ``### raftwood-testing:`` marker line).
@@ -83,8 +89,11 @@ class BrokerProcess:
     def __init__(self, data_dir, *, node_id: int = 1, port: int | None = None,
                  log_path=None, extra_settings: dict | None = None,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
-                 python: str = sys.executable, env: dict | None = None):
+                 python: str = sys.executable, env: dict | None = None,
+                 host: str = LOCALHOST, command_prefix: list[str] | None = None):
         self.data_dir = Path(data_dir)
+        self._host = host
+        self.command_prefix = list(command_prefix or [])
         self.node_id = node_id
         self.port = port if port is not None else free_port()
         self.log_path = Path(log_path) if log_path else self.data_dir.parent / f"broker-{node_id}.log"
@@ -105,11 +114,11 @@ class BrokerProcess:
     # -- what clients need -------------------------------------------------------------
     @property
     def host(self) -> str:
-        return LOCALHOST
+        return self._host
 
     @property
     def bootstrap(self) -> str:
-        return f"{LOCALHOST}:{self.port}"
+        return f"{self._host}:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -154,7 +163,8 @@ class BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")
-        self._log_file.write(f"### raftwood-testing: {' '.join(self.command())}\n".encode())
+        self._log_file.write(f"### raftwood-testing: "
+                             f"{' '.join(self.command_prefix + self.command())}\n".encode())
         self._log_file.flush()
         env = dict(os.environ if self.env is None else self.env)
         env["PYTHONPATH"] = os.pathsep.join(
@@ -163,6 +173,7 @@ class BrokerProcess:
         argv = self.command()
         if sys.platform.startswith("linux"):
             argv = [self.python, "-c", PDEATHSIG_LAUNCHER, str(os.getpid())] + argv[1:]
+        argv = self.command_prefix + argv  # the prefix must exec, not fork (ip netns exec does)
         self._popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log_file,
                                        stderr=subprocess.STDOUT, env=env,
                                        start_new_session=True)

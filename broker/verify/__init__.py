@@ -5,15 +5,20 @@ One concept per module:
     schedule   the seed -> fault schedule (pure; what a replay repeats)
     payload    numbered, checksummed record values (pure)
     netproxy   the inter-broker TCP proxy that makes network cuts (its own process)
-    cluster    the cluster under test: ClusterProcess + proxy, roles, health, stored logs
+    netns      the test network of --network netns: a namespace per broker, nftables cuts
+    cluster    the cluster under test: ClusterProcess + proxy or namespaces, roles,
+               health, stored logs
     faults     applying one step: kill -9, SIGSTOP, restarts, cuts, a damaged log tail
+    netfaults  the netns fault kinds: zombie leader, isolated controller, splits, flaps
+    recovery   per fault: heal -> converged time, longest window without an ack
     workload   acks=all idempotent producers and a consumer reading along (threads)
     observer   the watcher thread: statuses, ListOffsets latest, leader HWs, served batches
     checker    the invariants, pure: fed observations during the run, the logs at the end
     report     progress lines, the closing report, the summary line
     runner     the phases of one run, each bounded; stops every process on the way out
 
-The command line is ``broker/cli_verify.py``; the pytest side is ``tests/faults/test_verify.py``.
+The command line is ``broker/cli_verify.py``; the pytest side is
+``tests/faults/test_verify.py`` and ``tests/faults/test_verify_netns.py``.
 """
 from .runner import VerifyOptions, VerifyRun
 

@@ -14,18 +14,28 @@ During the run (fed by ``observer.Observer``):
     remembered: batches byte for byte (digest, baseOffset and leader epoch included)
     and record values by offset.  Content below the HW never changes, so the final
     logs must hold exactly that.
+  * ``EpochAudit`` — one leader per leader epoch: no two brokers advanced their HW
+    (acknowledged acks=all writes) while leading the same epoch of a partition, and
+    one (partition, batch leader epoch, offset) never maps to two different batches,
+    across what every broker claiming leadership served and the final logs (each
+    stored batch carries the partitionLeaderEpoch of the leader that appended it).
 
 After healing (``check_final``):
-  * every acknowledged record is at its acknowledged offset with its key and value;
+  * every acknowledged record is at its acknowledged offset with its key and value (an
+    acknowledgement without an offset — librdkafka gives none for a batch it infers
+    was persisted from the answers to its retries — is looked up by its value);
   * every replica stores the same bytes below the HW, in whole contiguous batches
     covering the log from its start to the HW (``compare_replicas``);
   * every value in the logs is intact (its checksum) and was written by the workload;
-  * duplicates (a written value present more than once) are counted, not failed.
+  * duplicates (a written value present more than once) are counted, not failed;
+  * every acknowledged record is attributed to the leader epoch of its stored batch,
+    and each such epoch to the broker(s) seen leading it (``EpochAudit.attribute``).
 
 Everything here is pure and single-threaded; callers serialise access.
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -49,7 +59,8 @@ def batch_digest(batch: bytes) -> str:
 
 @dataclass(frozen=True)
 class Violation:
-    kind: str     # lost, committed_changed, hw_regression, divergent, out_of_isr_election, bad_value
+    kind: str     # lost, committed_changed, hw_regression, divergent, out_of_isr_election,
+    #               bad_value, epoch_conflict, not_converged, unhealed, error
     detail: str
 
 
@@ -199,6 +210,88 @@ class CommittedSnapshots:
         return sum(len(v) for v in self.values.values())
 
 
+class EpochAudit:
+    """One leader per leader epoch (see the module docstring).  Violations are of kind
+    ``epoch_conflict``; epochs several brokers claimed without two of them
+    acknowledging are listed by ``shared_claims`` (a note, not a violation)."""
+
+    def __init__(self, violations: ViolationLog):
+        self.violations = violations
+        # (tp, epoch) -> {node: [first HW seen, highest HW seen]} while it claimed to lead
+        self.claims: dict[tuple[TopicPartition, int], dict[int, list[int]]] = {}
+        # (tp, batch leader epoch) -> {base offset: (last offset, digest, source)}
+        self.batches: dict[tuple[TopicPartition, int], dict[int, tuple[int, str, str]]] = {}
+        self._bases: dict[tuple[TopicPartition, int], list[int]] = {}
+        self._flagged: set[tuple[TopicPartition, int]] = set()
+
+    def observe_claim(self, node: int, tp: TopicPartition, epoch: int,
+                      high_watermark: int) -> Violation | None:
+        """Broker ``node`` reports leading ``tp`` in ``epoch`` with this HW."""
+        seen = self.claims.setdefault((tp, epoch), {}).setdefault(
+            node, [high_watermark, high_watermark])
+        seen[1] = max(seen[1], high_watermark)
+        acking = self.acknowledgers(tp, epoch)
+        if len(acking) > 1 and (tp, epoch) not in self._flagged:
+            self._flagged.add((tp, epoch))
+            ranges = ", ".join(f"broker {n} HW {self.claims[(tp, epoch)][n][0]}->"
+                               f"{self.claims[(tp, epoch)][n][1]}" for n in acking)
+            return self.violations.add(
+                "epoch_conflict", f"{tp_name(tp)}: brokers {acking} both led leader epoch "
+                f"{epoch} and advanced their HW in it ({ranges})")
+        return None
+
+    def acknowledgers(self, tp: TopicPartition, epoch: int) -> list[int]:
+        """Brokers whose HW advanced while they claimed to lead ``epoch``."""
+        return sorted(n for n, (first, last) in self.claims.get((tp, epoch), {}).items()
+                      if last > first)
+
+    def record_batch(self, tp: TopicPartition, epoch: int, base_offset: int,
+                     last_offset: int, digest: str, source: str) -> Violation | None:
+        """A stored batch stamped with leader ``epoch``, seen at ``source``."""
+        key = (tp, epoch)
+        batches = self.batches.setdefault(key, {})
+        earlier = batches.get(base_offset)
+        if earlier is not None:
+            if earlier[:2] == (last_offset, digest):
+                return None
+            return self._conflict(tp, epoch, base_offset, earlier, last_offset, source)
+        bases = self._bases.setdefault(key, [])
+        at = bisect.bisect_left(bases, base_offset)
+        if at and batches[bases[at - 1]][0] >= base_offset:
+            return self._conflict(tp, epoch, base_offset, batches[bases[at - 1]],
+                                  last_offset, source)
+        if at < len(bases) and last_offset >= bases[at]:
+            return self._conflict(tp, epoch, base_offset, batches[bases[at]], last_offset,
+                                  source)
+        bases.insert(at, base_offset)
+        batches[base_offset] = (last_offset, digest, source)
+        return None
+
+    def _conflict(self, tp, epoch, base_offset, earlier, last_offset, source) -> Violation:
+        return self.violations.add(
+            "epoch_conflict", f"{tp_name(tp)}: two different batches of leader epoch {epoch}: "
+            f"..{earlier[0]} (digest {earlier[1]}, {earlier[2]}) and {base_offset}.."
+            f"{last_offset} ({source})")
+
+    def attribute(self, acked_epochs: Counter) -> dict:
+        """Acknowledged records per (tp, leader epoch) -> which broker(s) led it:
+        counts of epochs with one leader seen, none seen (too short for the observer)
+        and several claimants."""
+        summary = {"epochs": len(acked_epochs), "records": sum(acked_epochs.values()),
+                   "one_leader": 0, "unobserved": 0, "several_claimants": 0}
+        for key in acked_epochs:
+            claimants = self.claims.get(key, {})
+            name = ("unobserved" if not claimants else
+                    "one_leader" if len(claimants) == 1 else "several_claimants")
+            summary[name] += 1
+        return summary
+
+    def shared_claims(self) -> list[str]:
+        return [f"{tp_name(tp)} leader epoch {epoch}: brokers {sorted(nodes)} claimed it "
+                f"(acknowledging: {self.acknowledgers(tp, epoch) or 'none'})"
+                for (tp, epoch), nodes in sorted(self.claims.items()) if len(nodes) > 1]
+
+
 # -- after healing -----------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -278,10 +371,12 @@ class CheckResult:
     unacked_present: int = 0
     partitions: int = 0
     divergent: int = 0
+    epochs: dict = field(default_factory=dict)    # EpochAudit.attribute
     notes: list[str] = field(default_factory=list)
 
     FAILING = ("lost", "committed_changed", "hw_regression", "divergent",
-               "out_of_isr_election", "bad_value", "unhealed", "error")
+               "out_of_isr_election", "bad_value", "epoch_conflict", "not_converged",
+               "unhealed", "error")
 
     @property
     def passed(self) -> bool:
@@ -290,16 +385,19 @@ class CheckResult:
 
 def check_final(acked: list[AckedRecord], partitions: list[FinalPartition],
                 snapshots: CommittedSnapshots, violations: ViolationLog,
-                decode_records) -> CheckResult:
+                decode_records, epochs: EpochAudit | None = None) -> CheckResult:
     """Compare the healed cluster with what was acknowledged and observed.
 
     ``decode_records(data) -> [(offset, key, value), ...]`` decodes stored batches (the
     runner passes kafka-python's decoder; tests may pass a fake).  Fills each
     partition's ``records`` from its common prefix when the replicas agree (from the
-    first replica otherwise, so losses are still counted).
+    first replica otherwise, so losses are still counted).  With ``epochs`` every
+    replica's batches below the HW go to the epoch audit and each acknowledged record
+    is attributed to the leader epoch of its stored batch.
     """
     result = CheckResult(violations=violations, acked=len(acked), partitions=len(partitions))
     by_tp: dict[TopicPartition, FinalPartition] = {p.tp: p for p in partitions}
+    spans: dict[TopicPartition, list[tuple[int, int, int]]] = {}
     for partition in partitions:
         common = compare_replicas(partition, violations)
         if common is None:
@@ -309,17 +407,15 @@ def check_final(acked: list[AckedRecord], partitions: list[FinalPartition],
         partition.records = {offset: (key, value)
                              for offset, key, value in decode_records(common)}
         _check_committed(partition, common, snapshots, violations)
+        spans[partition.tp] = [(h.base_offset, h.last_offset, h.partition_leader_epoch)
+                               for h in valid_prefix(common, check_crc=False)[0]]
+        if epochs is not None:
+            _record_final_batches(partition, epochs)
 
-    acked_ids = set()
-    for record in acked:
-        acked_ids.add(_value_id(record.value))
-        partition = by_tp.get((record.topic, record.partition))
-        found = partition.records.get(record.offset) if partition else None
-        if found != (record.key, record.value):
-            where = "absent" if found is None else f"holds {_short(found[1])}"
-            violations.add("lost", f"{record.topic}-{record.partition}@{record.offset}: "
-                           f"acknowledged {_short(record.value)}, the log {where}")
-            result.lost += 1
+    acked_ids, acked_epochs = _check_acked(acked, by_tp, spans, result)
+    if epochs is not None:
+        result.epochs = epochs.attribute(acked_epochs)
+        result.notes.extend(epochs.shared_claims()[:EXAMPLES])
 
     copies: Counter = Counter()
     for partition in partitions:
@@ -351,6 +447,57 @@ def _check_committed(partition: FinalPartition, common: bytes, snapshots: Commit
             violations.add("committed_changed", f"{tp_name(tp)}@{offset}: a consumer read "
                            f"{_short(value)} during the run; the final log holds "
                            f"{_short((partition.records.get(offset) or (None, None))[1])}")
+
+
+def _check_acked(acked: list[AckedRecord], by_tp: dict[TopicPartition, FinalPartition],
+                 spans: dict[TopicPartition, list], result: CheckResult) -> tuple[set, Counter]:
+    """Every acknowledged record at its offset (``lost`` otherwise); returns the
+    acknowledged value ids and the count of acknowledged records per (tp, epoch)."""
+    acked_ids = set()
+    acked_epochs: Counter = Counter()
+    by_value: dict[TopicPartition, dict] = {}
+    without_offset = []
+    for record in acked:
+        acked_ids.add(_value_id(record.value))
+        tp = (record.topic, record.partition)
+        partition = by_tp.get(tp)
+        offset = record.offset
+        if (offset is None or offset < 0) and partition is not None:
+            # librdkafka acknowledges without an offset a batch it infers was persisted
+            # from the broker's answers to its retries: look for the value instead
+            values = by_value.setdefault(tp, {v: o for o, (_k, v) in partition.records.items()})
+            offset = values.get(record.value, offset)
+            without_offset.append(f"{tp_name(tp)}@{offset}")
+        found = partition.records.get(offset) if partition else None
+        if found != (record.key, record.value):
+            where = "absent" if found is None else f"holds {_short(found[1])}"
+            result.violations.add("lost", f"{record.topic}-{record.partition}@"
+                                  f"{record.offset}: acknowledged {_short(record.value)}, "
+                                  f"the log {where}")
+            result.lost += 1
+        else:
+            acked_epochs[(tp, _epoch_at(spans.get(tp, []), offset))] += 1
+    if without_offset:
+        result.notes.append(f"{len(without_offset)} acknowledgements carried no offset "
+                            f"(a client inferring its retried batch was persisted); each "
+                            f"checked by its value: {', '.join(without_offset[:EXAMPLES])}")
+    return acked_ids, acked_epochs
+
+
+def _record_final_batches(partition: FinalPartition, epochs: EpochAudit) -> None:
+    for node, data in sorted(partition.replicas.items()):
+        prefix, headers = batches_below(data, partition.high_watermark)
+        for h in headers:
+            epochs.record_batch(partition.tp, h.partition_leader_epoch, h.base_offset,
+                                h.last_offset,
+                                batch_digest(prefix[h.position:h.position + h.size]),
+                                f"broker {node}'s final log")
+
+
+def _epoch_at(spans: list[tuple[int, int, int]], offset: int) -> int:
+    """The leader epoch of the batch (base, last, epoch) holding ``offset``; -1 if none."""
+    at = bisect.bisect_right(spans, (offset, float("inf"), 0)) - 1
+    return spans[at][2] if at >= 0 and spans[at][1] >= offset else -1
 
 
 def _value_id(value: bytes):

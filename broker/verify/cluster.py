@@ -1,8 +1,11 @@
-"""The cluster under test: a ClusterProcess, optionally behind the network-cut proxy,
-with what the runner asks of it — roles, health, the stored logs after healing.
+"""The cluster under test: a ClusterProcess, optionally behind the network-cut proxy or
+with every broker in a network namespace of its own, with what the runner asks of it —
+roles, health, the stored logs after healing.
 
 A thin layer over ``broker.testing.ClusterProcess`` (which starts, stops, kills,
 pauses brokers and reads their private status); nothing here changes a broker.
+With ``netns`` broker N listens on ``10.213.R.N:9092`` (Raft on 9093) inside its
+namespace and clients reach it from the root namespace (see ``netns``).
 Lifecycle calls come from the runner's thread only.
 """
 from __future__ import annotations
@@ -11,6 +14,7 @@ from pathlib import Path
 
 from broker.testing import ClusterProcess, free_ports
 
+from .netns import NamespaceNetwork
 from .netproxy import NetworkProxy
 
 TopicPartition = tuple[str, int]
@@ -27,32 +31,53 @@ CLUSTER_SETTINGS = {
     "auto.create.topics.enable": "false",
 }
 TOPIC_CONFIGS = {"min.insync.replicas": "2", "segment.bytes": str(256 * 1024)}
+NETNS_PORTS = (9092, 9093)   # (Kafka, Raft) of every broker, each on its own address
 
 
 class VerifyCluster:
     """``brokers`` brokers in ``home``; with ``proxy`` every broker advertises a proxy
-    port (see netproxy) so inter-broker links can be cut."""
+    port (see netproxy) so inter-broker links can be cut; with ``netns`` (instead) every
+    broker runs in its own network namespace (see netns) and cuts are nftables rules."""
 
-    def __init__(self, home, brokers: int = 3, *, proxy: bool = True,
+    def __init__(self, home, brokers: int = 3, *, proxy: bool = True, netns: bool = False,
                  settings: dict | None = None):
         self.home = Path(home)
         self.size = brokers
         self.proxy: NetworkProxy | None = None
+        self.net: NamespaceNetwork | None = None
+        nodes = range(1, brokers + 1)
+        placement: dict = {}
         broker_settings = None
-        if proxy:
+        if netns:
+            self.net = NamespaceNetwork(nodes)
+            placement = {"hosts": {n: self.net.address(n) for n in nodes},
+                         "ports": NETNS_PORTS,
+                         "command_prefixes": {n: self.net.exec_prefix(n) for n in nodes}}
+        elif proxy:
             ports = free_ports(brokers)
-            self.proxy = NetworkProxy({n: ports[n - 1] for n in range(1, brokers + 1)},
+            self.proxy = NetworkProxy({n: ports[n - 1] for n in nodes},
                                       log_path=self.home / "proxy.log")
             broker_settings = {n: {"advertised.listeners": self.proxy.advertised_listener(n)}
-                               for n in range(1, brokers + 1)}
+                               for n in nodes}
         self.cluster = ClusterProcess(self.home, brokers,
                                       settings={**CLUSTER_SETTINGS, **(settings or {})},
-                                      broker_settings=broker_settings)
+                                      broker_settings=broker_settings, **placement)
         self.partitions: list[TopicPartition] = []
+
+    @property
+    def network(self) -> str:
+        """``netns``, ``proxy`` or ``none`` (loopback, nothing can be cut)."""
+        return "netns" if self.net else "proxy" if self.proxy else "none"
+
+    @property
+    def kafka_ports(self) -> list[int]:
+        return sorted({b.port for b in self.cluster.brokers})
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> "VerifyCluster":
         self.home.mkdir(parents=True, exist_ok=True)
+        if self.net is not None:
+            self.net.start()
         if self.proxy is not None:
             self.proxy.start({b.node_id: b.port for b in self.cluster.brokers})
         self.cluster.start_all()
@@ -71,6 +96,10 @@ class VerifyCluster:
         """Undo whatever a fault left behind: heal cuts, resume paused brokers, start
         stopped ones.  Returns what it had to do."""
         done = []
+        if self.net is not None:
+            if self.net.is_cut():
+                done.append("healed network cuts")
+            self.net.heal()
         if self.proxy is not None and self.proxy.is_running():
             if self.proxy.stats().get("cuts"):
                 done.append("healed network cuts")
@@ -90,6 +119,8 @@ class VerifyCluster:
         and safe after errors.  Returns the brokers' exit codes."""
         codes: dict = {}
         try:
+            if self.net is not None:
+                self.net.heal()
             if self.proxy is not None and self.proxy.is_running():
                 self.proxy.heal()
         except Exception:  # stopping must go on
@@ -97,8 +128,12 @@ class VerifyCluster:
         try:
             codes = self.cluster.stop_all()
         finally:
-            if self.proxy is not None:
-                self.proxy.close()
+            try:
+                if self.proxy is not None:
+                    self.proxy.close()
+            finally:
+                if self.net is not None:
+                    self.net.close()
         return codes
 
     # -- what clients need -------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 ``FaultInjector.apply(step)`` resolves the step's role to a broker, does what the
 step's kind says (see ``schedule``), waits ``hold_s``, undoes it, and returns an
-``AppliedFault`` describing what happened.  Only the runner's thread calls it.
+``AppliedFault`` describing what happened.  The netns kinds go to ``netfaults``; a
+``cut`` goes through the proxy or, with brokers in namespaces, nftables.  Only the
+runner's thread calls it.
 
 ``damage_tail`` is the storage fault: on a stopped broker, cut the active segment
 inside its last batch (a torn write) or flip bytes inside it (a CRC failure).  Only
@@ -19,8 +21,9 @@ from protocol.records import CRC_START, valid_prefix
 from storage.checkpoint import read_offsets
 
 from .cluster import VerifyCluster
+from .netfaults import NetworkFaults
 from .report import AppliedFault
-from .schedule import FaultStep
+from .schedule import NETNS_FAULT_KINDS, FaultStep
 
 
 class FaultError(RuntimeError):
@@ -69,13 +72,19 @@ class FaultInjector:
         self.vc = vc
         self.cluster = vc.cluster
         self.progress = progress or (lambda text: None)
+        self.network = NetworkFaults(vc, self.progress) if vc.net is not None else None
 
     def apply(self, step: FaultStep, started_s: float) -> AppliedFault:
         tp = self.vc.partitions[step.partition % len(self.vc.partitions)]
         node = self.vc.resolve(step.role, tp, step.pick)
         begun = time.monotonic()
         role = "controller" if step.role == "controller" else f"{step.role} of {tp[0]}-{tp[1]}"
-        action = getattr(self, "_" + step.kind.replace("-", "_"))(step, node, tp, role)
+        if step.kind in NETNS_FAULT_KINDS:
+            if self.network is None:
+                raise FaultError(f"{step.kind} needs --network netns")
+            action = self.network.apply(step, node, tp, role)
+        else:
+            action = getattr(self, "_" + step.kind.replace("-", "_"))(step, node, tp, role)
         return AppliedFault(step.index, step.kind, node, action, started_s,
                             time.monotonic() - begun)
 
@@ -116,6 +125,8 @@ class FaultInjector:
         return f"hard restart of broker {node} ({role})"
 
     def _cut(self, step, node, tp, role) -> str:
+        if self.vc.net is not None:
+            return self._cut_netns(step, node, role)
         proxy = self.vc.proxy
         if proxy is None:
             raise FaultError("network cuts need the proxy (the cluster was started without it)")
@@ -135,6 +146,22 @@ class FaultInjector:
             proxy.heal()
         return (f"{what} for {step.hold_s:.1f}s ({blackholed} replica connections "
                 f"blackholed), healed")
+
+    def _cut_netns(self, step, node, role) -> str:
+        net = self.vc.net
+        if step.variant == "isolate":
+            net.isolate(node)
+            what = f"broker {node} ({role}) cut off from every other broker, all ports"
+        else:
+            other = self.vc.other_broker(node, step.pick)
+            net.cut(node, other)
+            what = f"every packet between broker {node} ({role}) and broker {other} dropped"
+        self.progress(f"  #{step.index} {what} for {step.hold_s:.1f}s")
+        try:
+            time.sleep(step.hold_s)
+        finally:
+            net.heal()
+        return f"{what} for {step.hold_s:.1f}s (nftables, Raft included), healed"
 
     def _corrupt_tail(self, step, node, tp, role) -> str:
         if self.cluster.hosted(node, *tp) is None:  # a larger cluster: pick one it hosts

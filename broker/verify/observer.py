@@ -9,6 +9,12 @@ newest image names:
     remembering every batch served — always below the HW — byte for byte.
 and feeds the ``checker`` audits: leader HWs and ListOffsets answers must not go
 backwards, elections must come from the ISR, served batches must never change.
+A broker whose own status says it leads a partition that the newest image gives to
+another broker or epoch (a deposed leader that has not heard, a zombie cut off from
+the cluster but not from clients) is fetched from too, in its own epoch, from where
+the main view stood when it was first seen: what it serves is what a consumer with
+stale metadata would be served.  Every leader claim (broker, epoch, HW) and every
+served batch also feed the ``EpochAudit`` (one leader per leader epoch).
 Errors answered by a broker (NOT_LEADER, FENCED_LEADER_EPOCH, OFFSET_NOT_AVAILABLE
 from a leader still catching up ...) and brokers that do not answer (killed, paused,
 restarting) are "no answer": skipped, never a violation.
@@ -27,8 +33,8 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from broker.testing import ClusterProcess, KafkaConnection
 from protocol.records import valid_prefix
 
-from .checker import (CommittedSnapshots, ElectionAudit, OffsetAudit, PartitionState,
-                      ViolationLog, batch_digest)
+from .checker import (CommittedSnapshots, ElectionAudit, EpochAudit, OffsetAudit,
+                      PartitionState, ViolationLog, batch_digest)
 
 TopicPartition = tuple[str, int]
 NONE = 0
@@ -51,7 +57,10 @@ class Observer:
         self.offsets = OffsetAudit(violations)
         self.elections = ElectionAudit(violations)
         self.snapshots = CommittedSnapshots(violations)
+        self.epochs = EpochAudit(violations)
         self.next_offset: dict[TopicPartition, int] = {tp: 0 for tp in partitions}
+        self.claimant_offset: dict[tuple[int, TopicPartition], int] = {}
+        self.claimant_batches = 0
         self.polls = 0
         self.errors: list[str] = []
         self._connections: dict[int, KafkaConnection] = {}
@@ -81,7 +90,9 @@ class Observer:
                     "elections": self.elections.elections_seen(),
                     "elections_checked": self.elections.elections_checked,
                     "batches": self.snapshots.batch_count(),
-                    "values": self.snapshots.value_count()}
+                    "values": self.snapshots.value_count(),
+                    "leader_claims": len(self.epochs.claims),
+                    "claimant_batches": self.claimant_batches}
 
     # -- the loop --------------------------------------------------------------------------
     def _run(self) -> None:
@@ -113,7 +124,24 @@ class Observer:
                 by_leader.setdefault(state["leader"], []).append((tp, state["leader_epoch"]))
         for leader, led in sorted(by_leader.items()):
             self._ask(leader, lambda conn: self._list_offsets(conn, leader, led))
-            self._ask(leader, lambda conn: self._fetch(conn, led))
+            self._ask(leader, lambda conn: self._fetch(conn, leader, led))
+        for node, led in sorted(self._claimants(statuses, by_leader).items()):
+            self._ask(node, lambda conn: self._fetch(conn, node, led, claimant=True))
+
+    def _claimants(self, statuses: dict[int, dict], by_leader) -> dict[int, list]:
+        """Brokers leading a partition, by their own status, that the main view does
+        not fetch from in that epoch: {node: [(tp, their epoch), ...]}."""
+        main = {(node, tp, epoch) for node, led in by_leader.items() for tp, epoch in led}
+        wanted = set(self.partitions)
+        found: dict[int, list] = {}
+        for node, status in statuses.items():
+            for hosted in status.get("hosted", []):
+                tp = (hosted["topic"], hosted["partition"])
+                if tp in wanted and hosted["role"] == "leader" \
+                        and (node, tp, hosted["leader_epoch"]) not in main:
+                    found.setdefault(node, []).append((tp, hosted["leader_epoch"]))
+                    self.claimant_offset.setdefault((node, tp), self.next_offset[tp])
+        return found
 
     def _audit_status(self, node: int, status: dict) -> None:
         wanted = set(self.partitions)
@@ -128,6 +156,8 @@ class Observer:
             if tp in wanted and hosted["role"] == "leader":
                 self.offsets.observe_leader_hw(node, tp, hosted["leader_epoch"],
                                                hosted["high_watermark"])
+                self.epochs.observe_claim(node, tp, hosted["leader_epoch"],
+                                          hosted["high_watermark"])
 
     def _list_offsets(self, conn: KafkaConnection, leader: int, led) -> None:
         topics: dict[str, list] = {}
@@ -144,12 +174,15 @@ class Observer:
                         self.offsets.observe_latest((topic.name, p.partition_index), p.offset,
                                                     f"broker {leader}")
 
-    def _fetch(self, conn: KafkaConnection, led) -> None:
+    def _fetch(self, conn: KafkaConnection, node: int, led, claimant: bool = False) -> None:
+        """A consumer Fetch of ``led`` [(tp, epoch)] from ``node``: the main view
+        (``next_offset``) or, for a ``claimant``, its own position."""
         topics: dict[str, list] = {}
-        for (topic, index), epoch in led:
-            topics.setdefault(topic, []).append(FetchTopic.FetchPartition(
-                partition=index, current_leader_epoch=epoch,
-                fetch_offset=self.next_offset[(topic, index)], log_start_offset=-1,
+        for tp, epoch in led:
+            position = self.claimant_offset[(node, tp)] if claimant else self.next_offset[tp]
+            topics.setdefault(tp[0], []).append(FetchTopic.FetchPartition(
+                partition=tp[1], current_leader_epoch=epoch,
+                fetch_offset=position, log_start_offset=-1,
                 partition_max_bytes=PARTITION_FETCH_BYTES))
         response = conn.request(FetchRequest[11](
             replica_id=-1, max_wait_ms=0, min_bytes=0,
@@ -161,17 +194,26 @@ class Observer:
             for topic in response.responses:
                 for p in topic.partitions:
                     if p.error_code == NONE and p.records:
-                        self._remember((topic.topic, p.partition_index), bytes(p.records))
+                        self._remember((topic.topic, p.partition_index), bytes(p.records),
+                                       node, claimant)
 
-    def _remember(self, tp: TopicPartition, records: bytes) -> None:
+    def _remember(self, tp: TopicPartition, records: bytes, node: int,
+                  claimant: bool) -> None:
+        positions, key = ((self.claimant_offset, (node, tp)) if claimant
+                          else (self.next_offset, tp))
+        source = f"served by broker {node}" + (" (claiming leadership)" if claimant else "")
         headers, _ = valid_prefix(records, check_crc=True)
         for header in headers:
-            if header.last_offset < self.next_offset[tp]:
+            if header.last_offset < positions[key]:
                 continue
             batch = records[header.position:header.position + header.size]
+            digest = batch_digest(batch)
             self.snapshots.record_batch(tp, header.base_offset, header.last_offset,
-                                        batch_digest(batch), header.partition_leader_epoch)
-            self.next_offset[tp] = header.next_offset
+                                        digest, header.partition_leader_epoch)
+            self.epochs.record_batch(tp, header.partition_leader_epoch, header.base_offset,
+                                     header.last_offset, digest, source)
+            self.claimant_batches += claimant
+            positions[key] = header.next_offset
 
     def _ask(self, node: int, call):
         """``call(connection)`` on a cached connection to ``node``; None (and the

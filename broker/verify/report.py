@@ -6,8 +6,9 @@ output)::
 
 On a failure the word is FAIL and the counts say what broke; violations that have no
 field of their own (committed data changed, an out-of-ISR election, a damaged value,
-a cluster that never healed, a harness error) are appended as extra ``name=count``
-fields, only when non-zero.  Pure formatting, apart from ``Progress`` which writes.
+two leaders in one leader epoch, a fault after which the cluster did not converge in
+time, a cluster that never healed, a harness error) are appended as extra
+``name=count`` fields, only when non-zero.  Pure formatting, apart from ``Progress`` which writes.
 """
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from .checker import CheckResult
 
 EXTRA_FIELDS = (("committed_changed", "committed_changed"),
                 ("out_of_isr_election", "out_of_isr_elections"),
-                ("bad_value", "bad_values"), ("unhealed", "unhealed"), ("error", "errors"))
+                ("bad_value", "bad_values"), ("epoch_conflict", "epoch_conflicts"),
+                ("not_converged", "not_converged"), ("unhealed", "unhealed"),
+                ("error", "errors"))
 
 
 def summary_line(passed: bool, faults: int, acked: int, lost: int, duplicates: int,
@@ -59,6 +62,9 @@ class AppliedFault:
     started_s: float
     took_s: float
     skipped: str | None = None
+    converged_s: float | None = None       # heal -> converged (None: not within the bound)
+    stall_s: float | None = None           # longest window without an acks=all success
+    partition_stall_s: float | None = None  # ... of the worst single partition
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -77,6 +83,10 @@ class Report:
     workload: dict = field(default_factory=dict)
     observations: dict = field(default_factory=dict)
     final: dict = field(default_factory=dict)
+    network: str = "proxy"                     # netns, proxy or none
+    network_why: str = ""
+    faults_chosen: tuple = ()                  # the kinds, when not the mode's default
+    recovery: dict = field(default_factory=dict)   # recovery.RecoveryStats.to_dict
 
     @property
     def faults(self) -> int:
@@ -111,24 +121,21 @@ class Report:
         skipped = [f for f in self.applied if f.skipped is not None]
         lines = [f"verify: results after {self.runtime_s:.1f}s (seed {self.seed}, "
                  f"{self.brokers} brokers, duration {self.duration_s:g}s)"]
+        lines.append(f"  network     {self.network}"
+                     + (f" ({self.network_why})" if self.network_why else ""))
         lines.append(f"  faults      {self.faults} applied of {self.planned} planned"
                      + (f" ({', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))})"
                         if kinds else ""))
         for fault in skipped:
             lines.append(f"              #{fault.index} {fault.kind} skipped: {fault.skipped}")
+        lines += self._recovery_lines()
         w = self.workload
         if w:
             lines.append(f"  records     {result.acked} acknowledged, {w.get('failed', 0)} "
                          f"failed, {w.get('pending', 0)} unanswered at the end; "
                          f"{result.present} in the logs ({result.unacked_present} never "
                          f"acknowledged), {result.duplicates} duplicates")
-        o = self.observations
-        if o:
-            lines.append(f"  observed    {o.get('latest', 0)} ListOffsets answers, "
-                         f"{o.get('leader_hw', 0)} leader HWs, {o.get('elections', 0)} "
-                         f"elections ({o.get('elections_checked', 0)} checked against the "
-                         f"previous ISR), {o.get('batches', 0)} committed batches and "
-                         f"{o.get('values', 0)} consumer records remembered")
+        lines += self._observation_lines()
         f = self.final
         if f:
             lines.append(f"  replicas    {result.partitions - result.divergent} of "
@@ -149,13 +156,53 @@ class Report:
             lines.append(f"  data        {self.data_dir} (broker logs: broker-<id>.log)")
         if not self.passed:
             lines.append(f"  replay      raftwood verify --seed {self.seed} "
-                         f"--brokers {self.brokers} --duration {self.duration_s:g}")
+                         f"--brokers {self.brokers} --duration {self.duration_s:g}"
+                         + (f" --network {self.network}" if self.network != "none" else "")
+                         + (f" --faults {','.join(self.faults_chosen)}"
+                            if self.faults_chosen else ""))
         lines.append(self.summary())
         return "\n".join(lines)
+
+    def _observation_lines(self) -> list[str]:
+        lines = []
+        o, e = self.observations, self.result.epochs
+        if o:
+            claimed = o.get("claimant_batches", 0)
+            lines.append(f"  observed    {o.get('latest', 0)} ListOffsets answers, "
+                         f"{o.get('leader_hw', 0)} leader HWs, {o.get('elections', 0)} "
+                         f"elections ({o.get('elections_checked', 0)} checked against the "
+                         f"previous ISR), {o.get('batches', 0)} committed batches and "
+                         f"{o.get('values', 0)} consumer records remembered"
+                         + (f" ({claimed} batches served by deposed leaders still "
+                            f"claiming)" if claimed else ""))
+        if e:
+            lines.append(f"  leaders     {e['records']} acknowledged records in {e['epochs']} "
+                         f"leader epochs: {e['one_leader']} epochs led by one broker as "
+                         f"observed, {e['unobserved']} too short to observe, "
+                         f"{e['several_claimants']} claimed by several brokers; "
+                         f"{self.result.violations.count('epoch_conflict')} epoch conflicts")
+        return lines
+
+    def _recovery_lines(self) -> list[str]:
+        r = self.recovery
+        if not r or not r.get("kinds"):
+            return []
+        lines = [f"  recovery    heal -> converged (full ISR, replicas identical below the "
+                 f"HW) within {r['converged_max_s']:.1f}s at most (bound "
+                 f"{r['bound_s']:g}s); longest window without an acks=all success:"]
+        for kind, k in r["kinds"].items():
+            late = f", {k['unconverged']} NOT converged" if k["unconverged"] else ""
+            lines.append(f"              {kind:<22} {k['faults']:>3}x  converged <= "
+                         f"{k['converged_max_s']:5.1f}s{late}  stall max "
+                         f"{k['stall_max_s']:5.1f}s median {k['stall_median_s']:4.1f}s  "
+                         f"one partition max {k['partition_stall_max_s']:5.1f}s")
+        return lines
 
     def to_dict(self) -> dict:
         result = self.result
         return {
+            "network": self.network, "network_why": self.network_why,
+            "recovery": self.recovery, "epochs": result.epochs,
             "passed": self.passed, "summary": self.summary(), "seed": self.seed,
             "brokers": self.brokers, "duration_s": self.duration_s,
             "runtime_s": round(self.runtime_s, 1), "planned": self.planned,

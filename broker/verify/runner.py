@@ -1,11 +1,16 @@
 """One ``raftwood verify`` run, phase by phase.
 
-1. plan     — the seed gives the fault schedule (printed first, for replays).
-2. start    — a cluster in a temporary directory (behind the cut proxy when cuts are
-              scheduled), RF=min(3, brokers) topics with min.insync.replicas=2.
+1. plan     — the network mode (``netns`` where namespaces can be made, else the
+              proxy; ``choose_network``) and the seed give the fault schedule
+              (printed first, for replays).
+2. start    — a cluster in a temporary directory (each broker in a network namespace
+              of its own, or behind the cut proxy when cuts are scheduled),
+              RF=min(3, brokers) topics with min.insync.replicas=2.
 3. load     — producers (acks=all, idempotent), a consumer and the observer start.
 4. faults   — each step waits for a healthy cluster (bounded), for its planned time,
-              then is applied, held and undone; the load runs on for ``duration_s``.
+              then is applied, held and undone; then the time until the cluster has
+              converged is measured (bounded, ``recovery``); the load runs on for
+              ``duration_s``.
 5. heal     — everything undone, producers stopped and drained (bounded), then the
               cluster must reach "every replica has the leader's LEO as LEO and HW".
 6. check    — stored logs read from every broker's data directory and compared with
@@ -13,19 +18,24 @@
               unclean elections.
 7. report   — counts, violations with examples, the summary line.
 
-Every phase is bounded in time; every process is stopped in ``finally`` (also on
-Ctrl-C).  A harness error (a broker that will not start, a cluster that never heals)
-is a violation of its own kind and the run still reaches the check with what it has.
+Every phase is bounded in time; every process is stopped and the test network
+deleted in ``finally`` (also on Ctrl-C, and on SIGTERM, which ``execute`` turns into
+KeyboardInterrupt while it runs).  A harness error (a broker that will not start, a
+cluster that never heals) is a violation of its own kind and the run still reaches
+the check with what it has.
 The temporary directory is removed after a PASS unless ``keep_data``; after a FAIL
 it is kept and named, with the brokers' logs in it.
 """
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import random
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 
@@ -34,9 +44,12 @@ from broker.testing import read_records
 from .checker import FinalPartition, ViolationLog, check_final
 from .cluster import VerifyCluster
 from .faults import FaultInjector
+from .netns import netns_available
 from .observer import Observer
+from .recovery import CONVERGENCE_BOUND_S, RecoveryStats, stalls, wait_converged
 from .report import AppliedFault, Progress, Report
-from .schedule import FAULT_KINDS, FaultStep, format_schedule, generate_schedule
+from .schedule import (NETNS_FAULT_KINDS, FaultStep, format_schedule, generate_schedule,
+                       kinds_for)
 from .workload import AckLog, ConsumerWorker, ProducerWorker, available_clients
 
 HEALTH_WAIT_S = 30.0          # before each fault
@@ -53,7 +66,8 @@ class VerifyOptions:
     brokers: int = 3
     duration_s: float = 60.0
     seed: int | None = None
-    faults: tuple[str, ...] = FAULT_KINDS
+    faults: tuple[str, ...] | None = None   # None: every kind the network mode runs
+    network: str = "proxy"           # proxy, netns, or auto (netns where available)
     keep_data: bool = False
     data_dir: str | None = None      # parent of the run's temporary directory
     topics: int = 2
@@ -66,13 +80,47 @@ def topic_names(count: int) -> list[str]:
     return [f"verify-{chr(ord('a') + i)}" for i in range(count)]
 
 
-def plan(options: VerifyOptions) -> tuple[int, list[FaultStep], list[str]]:
+def choose_network(requested: str) -> tuple[str, str]:
+    """(mode, why) for ``--network``: ``auto`` is netns where ``netns_available()``,
+    the proxy otherwise; ValueError when netns is asked for but unavailable."""
+    if requested == "proxy":
+        return "proxy", "asked for with --network proxy"
+    if requested not in ("netns", "auto"):
+        raise ValueError(f"unknown network mode {requested!r} (netns, proxy or auto)")
+    usable, why = netns_available()
+    if usable:
+        return "netns", why
+    if requested == "netns":
+        raise ValueError(f"--network netns is not possible here: {why}")
+    return "proxy", f"network namespaces unavailable: {why}"
+
+
+def plan(options: VerifyOptions, network: str = "proxy"
+         ) -> tuple[int, list[FaultStep], list[str]]:
     """(seed, schedule, partition names) for ``options``: the part a replay repeats."""
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1 << 31)
     names = [f"{t}-{p}" for t in topic_names(options.topics) for p in range(options.partitions)]
-    steps = generate_schedule(seed, options.duration_s, options.faults, len(names),
-                              max_faults=options.max_faults)
+    steps = generate_schedule(seed, options.duration_s, options.faults or kinds_for(network),
+                              len(names), max_faults=options.max_faults)
     return seed, steps, names
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """While inside: SIGTERM raises KeyboardInterrupt in the main thread, so the
+    ``finally`` blocks stop the brokers and delete the test network."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class VerifyRun:
@@ -83,10 +131,20 @@ class VerifyRun:
             raise ValueError("verify needs at least 3 brokers (RF 3, min.insync.replicas 2)")
         self.options = options
         self.progress = progress or Progress()
-        self.seed, self.steps, self.partition_names = plan(options)
+        self.network, self.network_why = choose_network(options.network)
+        self.kinds = tuple(options.faults or kinds_for(self.network))
+        foreign = [k for k in self.kinds if k in NETNS_FAULT_KINDS] \
+            if self.network != "netns" else []
+        if foreign:
+            raise ValueError(f"faults {foreign} need --network netns ({self.network_why})")
+        self.seed, self.steps, self.partition_names = plan(options, self.network)
         self.violations = ViolationLog()
         self.acks = AckLog()
-        self.report = Report(self.seed, options.brokers, options.duration_s, len(self.steps))
+        self.report = Report(self.seed, options.brokers, options.duration_s, len(self.steps),
+                             network=self.network, network_why=self.network_why,
+                             faults_chosen=self._chosen_kinds())
+        self.recovery = RecoveryStats(CONVERGENCE_BOUND_S)
+        self.windows: dict[int, tuple[float, float]] = {}  # step index -> (begun, end)
         self.home: str | None = None
         self.vc: VerifyCluster | None = None
         self.observer: Observer | None = None
@@ -97,7 +155,15 @@ class VerifyRun:
 
     # -- the whole run -----------------------------------------------------------------
     def execute(self) -> Report:
-        """Run every phase; KeyboardInterrupt stops everything and propagates."""
+        """Run every phase; KeyboardInterrupt (or SIGTERM) stops everything and
+        propagates."""
+        with sigterm_as_interrupt():
+            return self._execute()
+
+    def _chosen_kinds(self) -> tuple[str, ...]:
+        return self.kinds if self.kinds != kinds_for(self.network) else ()
+
+    def _execute(self) -> Report:
         started = time.monotonic()
         self._print_plan()
         self.home = tempfile.mkdtemp(prefix="raftwood-verify-", dir=self.options.data_dir)
@@ -135,16 +201,19 @@ class VerifyRun:
     def _print_plan(self) -> None:
         o = self.options
         self.progress.raw(f"raftwood verify: seed {self.seed}, {o.brokers} brokers, duration "
-                          f"{o.duration_s:g}s, faults {','.join(o.faults)}")
+                          f"{o.duration_s:g}s, faults {','.join(self.kinds)}; network "
+                          f"{self.network} ({self.network_why})")
+        chosen = self._chosen_kinds()
         self.progress.raw(f"schedule ({len(self.steps)} faults; replay with --seed {self.seed} "
-                          f"--brokers {o.brokers} --duration {o.duration_s:g}"
-                          + (f" --faults {','.join(o.faults)}" if o.faults != FAULT_KINDS else "")
-                          + "):")
+                          f"--brokers {o.brokers} --duration {o.duration_s:g} "
+                          f"--network {self.network}"
+                          + (f" --faults {','.join(chosen)}" if chosen else "") + "):")
         self.progress.raw(format_schedule(self.steps, self.partition_names))
 
     def _start(self) -> None:
         o = self.options
-        self.vc = VerifyCluster(self.home, o.brokers, proxy="cut" in o.faults)
+        self.vc = VerifyCluster(self.home, o.brokers, proxy="cut" in self.kinds,
+                                netns=self.network == "netns")
         self.vc.start()
         self.vc.create_topics(topic_names(o.topics), o.partitions, min(3, o.brokers))
         problem = self.vc.wait_healthy(HEALTH_WAIT_S)
@@ -152,8 +221,15 @@ class VerifyRun:
             raise RuntimeError(f"the new cluster is not healthy: {problem}")
         self.progress(f"cluster up: {o.brokers} brokers in {self.home}, "
                       f"{len(self.vc.partitions)} partitions (RF {min(3, o.brokers)}, "
-                      f"min.insync.replicas 2)"
-                      + (", inter-broker links through the cut proxy" if self.vc.proxy else ""))
+                      f"min.insync.replicas 2)" + self._network_words())
+
+    def _network_words(self) -> str:
+        net = self.vc.net
+        if net is not None:
+            return (f", each broker in its network namespace {net.prefix}-b<id> on "
+                    f"{net.subnet} (bridge {net.bridge}; cuts are nftables rules, Raft "
+                    f"included)")
+        return ", inter-broker links through the cut proxy" if self.vc.proxy else ""
 
     def _load(self) -> None:
         vc, o = self.vc, self.options
@@ -196,15 +272,49 @@ class VerifyRun:
             if delay > 0:
                 time.sleep(delay)
             self.progress(f"fault {step.index}/{total} {step.kind}")
+            begun = time.monotonic()
             applied = injector.apply(step, self.progress.elapsed())
             self.report.applied.append(applied)
+            self._converge(applied, begun)
             counts = self.acks.counts()
             self.progress(f"  #{step.index} done in {applied.took_s:.1f}s: {applied.action}; "
-                          f"acked {counts['acked']}, failed {counts['failed']}, "
-                          f"pending {counts['pending']}")
+                          f"{self._converged_words(applied)}; acked {counts['acked']}, "
+                          f"failed {counts['failed']}, pending {counts['pending']}")
         rest = phase_start + self.options.duration_s - time.monotonic()
         if rest > 0:
             time.sleep(rest)
+
+    def _converge(self, applied: AppliedFault, begun: float) -> None:
+        """Measure heal -> converged (bounded); a fault the cluster does not converge
+        from within the bound is a violation."""
+        healed = time.monotonic()
+        converged_s, problem = wait_converged(self.vc, CONVERGENCE_BOUND_S)
+        applied.converged_s = None if converged_s is None else round(converged_s, 2)
+        end = healed + (CONVERGENCE_BOUND_S if converged_s is None else converged_s)
+        self.windows[applied.index] = (begun, end)
+        if converged_s is None:
+            self.violations.add("not_converged", f"fault #{applied.index} {applied.kind} "
+                                f"({applied.action}): not converged {CONVERGENCE_BOUND_S:g}s "
+                                f"after healing: {problem}")
+
+    @staticmethod
+    def _converged_words(applied: AppliedFault) -> str:
+        if applied.converged_s is None:
+            return f"NOT converged within {CONVERGENCE_BOUND_S:g}s"
+        return f"converged {applied.converged_s:.1f}s after healing"
+
+    def _measure_stalls(self) -> None:
+        """Per applied fault: the longest windows without an acks=all success (from
+        the producers' acknowledgement instants), aggregated per kind."""
+        times = self.acks.ack_times()
+        for applied in self.report.applied:
+            window = self.windows.get(applied.index)
+            if applied.skipped is not None or window is None:
+                continue
+            overall, worst, _tp = stalls(times, *window)
+            applied.stall_s, applied.partition_stall_s = round(overall, 2), round(worst, 2)
+            self.recovery.add(applied.kind, applied.converged_s, overall, worst)
+        self.report.recovery = self.recovery.to_dict()
 
     def _skip(self, step: FaultStep, reason: str) -> None:
         self.report.applied.append(AppliedFault(step.index, step.kind, None, "",
@@ -265,7 +375,8 @@ class VerifyRun:
             from .checker import CommittedSnapshots
             snapshots = CommittedSnapshots(self.violations)
         result = check_final(self.acks.snapshot(), partitions, snapshots, self.violations,
-                             decode)
+                             decode, self.observer.epochs if self.observer else None)
+        self._measure_stalls()
         self._scan_broker_logs(result)
         if self.observer is not None and self.observer.errors:
             result.notes.append(f"observer errors: {self.observer.errors[:3]}")
@@ -331,7 +442,7 @@ class VerifyRun:
                                 f"(not a violation by themselves; see the logs)")
 
     def _close_cluster(self) -> None:
-        """Stop every broker and the proxy (idempotent)."""
+        """Stop every broker and the proxy, delete the test network (idempotent)."""
         vc = self.vc
         if vc is None or self._closed:
             return
@@ -340,6 +451,8 @@ class VerifyRun:
             codes = vc.close()
         except Exception as exc:
             self.notes.append(f"stopping the cluster: {exc!r}")
+            if self.report.result is not None:
+                self.report.result.notes.append(f"stopping the cluster: {exc!r}")
             return
         bad = {n: c for n, c in codes.items() if c != 0}
         if bad and self.report.result is not None:

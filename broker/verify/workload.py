@@ -3,11 +3,12 @@
 Each ``ProducerWorker`` owns one topic and writes numbered values (``payload``) to its
 partitions in turn at a bounded pace, with at most ``max_pending`` unanswered sends;
 every acknowledgement (topic, partition, offset, key, value) goes into the shared
-``AckLog``.  Two clients are used when available — kafka-python (a Raftwood
-dependency) and confluent-kafka (librdkafka; optional) — so both retry paths are
-exercised.  ``ConsumerWorker`` (kafka-python, assign + seek, no group) reads every
-partition from the start and hands each record to a callback (the observer's
-committed-content memory).
+``AckLog``, with the instant it arrived (for the stall windows of ``recovery``).  Two
+clients are used when available — kafka-python (a Raftwood dependency) and
+confluent-kafka (librdkafka; optional) — so both retry paths are exercised.
+``ConsumerWorker`` (kafka-python, assign + seek, no group) reads every partition from
+the start and hands each record to a callback (the observer's committed-content
+memory).
 
 Threads: each worker runs its own thread; clients' callbacks run in the clients'
 threads and touch only ``AckLog`` (locked).  ``stop()`` then ``finish(timeout_s)``
@@ -43,6 +44,7 @@ class AckLog:
     def __init__(self):
         self._lock = threading.Lock()
         self.acked: list[AckedRecord] = []
+        self.times: dict[tuple[str, int], list[float]] = {}  # partition -> ack instants
         self.failed: Counter = Counter()   # error name -> count
         self.first_failed_s: dict[str, float] = {}   # error name -> seconds into the run
         self.started = time.monotonic()
@@ -53,8 +55,10 @@ class AckLog:
             self.sent += 1
 
     def on_ack(self, record: AckedRecord) -> None:
+        now = time.monotonic()
         with self._lock:
             self.acked.append(record)
+            self.times.setdefault((record.topic, record.partition), []).append(now)
 
     def on_error(self, error: str) -> None:
         with self._lock:
@@ -72,6 +76,11 @@ class AckLog:
     def snapshot(self) -> list[AckedRecord]:
         with self._lock:
             return list(self.acked)
+
+    def ack_times(self) -> dict[tuple[str, int], list[float]]:
+        """{partition: sorted time.monotonic() instants of its acknowledgements}."""
+        with self._lock:
+            return {tp: sorted(times) for tp, times in self.times.items()}
 
 
 class _Client:

@@ -99,3 +99,52 @@ def test_the_printed_schedule_names_partitions_and_what_each_step_does():
     assert "the leader of t-1" in line and "truncate" in line
     text = format_schedule(generate_schedule(5, 60), ["p0", "p1", "p2", "p3", "p4", "p5"])
     assert len(text.splitlines()) == len(generate_schedule(5, 60))
+
+
+# -- the netns kinds -------------------------------------------------------------------------
+
+def test_netns_kinds_parse_only_in_netns_mode_and_network_includes_them():
+    from broker.verify.schedule import ALL_FAULT_KINDS, NETNS_FAULT_KINDS
+    assert parse_fault_kinds(None, "netns") == ALL_FAULT_KINDS
+    assert parse_fault_kinds("network", "netns") == ("cut",) + NETNS_FAULT_KINDS
+    assert parse_fault_kinds("network") == ("cut",)
+    assert parse_fault_kinds("flap,zombie-leader", "netns") == ("zombie-leader", "flap")
+    with pytest.raises(ValueError, match="needs --network netns"):
+        parse_fault_kinds("zombie-leader", "proxy")
+
+
+def test_long_controller_isolations_are_rare_and_outlast_raft_compaction():
+    from broker.verify.schedule import ALL_FAULT_KINDS, LONG_HOLD_RANGE_S
+    counts, longs = [], 0
+    for seed in range(20):
+        steps = generate_schedule(seed, 600, ALL_FAULT_KINDS)
+        counts.append(len(steps))
+        for step in steps:
+            if step.variant == "long":
+                longs += 1
+                assert step.kind == "isolate-controller" and step.hold_s > 60
+                assert LONG_HOLD_RANGE_S[0] <= step.hold_s <= LONG_HOLD_RANGE_S[1]
+        assert sum(s.variant == "long" for s in steps) <= 2
+    assert 0 < longs <= 40 and min(counts) >= 70, (longs, counts)
+    assert not any(s.variant == "long" for seed in range(20)
+                   for s in generate_schedule(seed, 120, ALL_FAULT_KINDS))
+
+
+def test_netns_steps_have_their_roles_and_derived_parameters():
+    from broker.verify.schedule import ALL_FAULT_KINDS, flap_cycles, netem_params
+    for step in generate_schedule(11, 600, ALL_FAULT_KINDS):
+        if step.kind in ("zombie-leader", "leader-from-followers"):
+            assert step.role == "leader"
+        elif step.kind == "isolate-controller":
+            assert step.role == "controller" and step.variant in ("short", "blind", "long")
+        elif step.kind.startswith("split-"):
+            assert step.role in ("leader", "controller")
+        elif step.kind == "flap":
+            cycles = flap_cycles(step)
+            assert 3 <= len(cycles) <= 6
+            assert abs(sum(c + u for c, u in cycles) - step.hold_s) < 0.1
+        elif step.kind == "netem":
+            delay, jitter, loss = netem_params(step)
+            assert 50 <= delay <= 200 and 0 < jitter <= delay // 4 and 5 <= loss <= 20
+            assert netem_params(step) == (delay, jitter, loss)
+        assert step.kind in step.describe()
