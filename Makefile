@@ -20,13 +20,18 @@ BROKERS ?= 3
 run: venv
 	$(VENV)/bin/raftwood dev --brokers $(BROKERS) --data-dir $(DATA) --port $(PORT)
 
-## system-deps: Debian's kcat for the kcat compatibility tests (needs root; skipped otherwise)
+## system-deps: Debian's kcat (kcat compatibility tests) and nftables + iproute2 (network
+## partition tests: brokers in network namespaces); needs root, the tests skip otherwise
+SYSTEM_TOOLS = kcat:kcat nft:nftables ip:iproute2
 system-deps:
-	@if ! command -v kcat >/dev/null 2>&1; then \
+	@missing=""; for pair in $(SYSTEM_TOOLS); do \
+	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair##*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing kcat with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; \
-	  else echo "kcat missing and not root: kcat tests will skip"; fi; \
+	    echo "installing$$missing with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "missing$$missing and not root: the tests needing them will skip"; fi; \
 	fi
 
 ## test: install everything the tests need, then run the whole suite
