@@ -1,2 +1,5 @@
-"""Everything that runs: the asyncio server, request handlers, the replica manager,
-purgatory, the CLI and (later) the replica fetcher and the Raft controller."""
+"""Everything that runs: the Broker (``node``) and its rooms — ``network`` (client
+connections), ``api`` (request handlers), ``replication`` (partitions, fetchers,
+purgatory), ``controller`` (cluster metadata on Raft), ``groups`` (consumer groups) —
+and the tools beside it: ``cli``, ``testing`` (the pytest plugin), ``verify``.
+See the README's Layout section."""

@@ -104,12 +104,6 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
 )}
 
 
-def register(request_class, response_class, min_version: int, max_version: int) -> None:
-    """Add an API to ``SERVED`` (used by broker modules that own later APIs)."""
-    spec = _spec(request_class, response_class, min_version, max_version)
-    SERVED[spec.api_key] = spec
-
-
 @dataclass
 class Request:
     """A decoded request: header fields, the kafka-python body and its ApiSpec."""

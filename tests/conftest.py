@@ -1,6 +1,6 @@
 """Shared fixtures and helpers for Raftwood's own tests.
 
-The broker fixtures come from the ``raftwood`` pytest plugin (broker/testing.py).  When
+The broker fixtures come from the ``raftwood`` pytest plugin (broker/testing/).  When
 raftwood is installed (``make test`` installs it editable) the plugin is already loaded
 through its ``pytest11`` entry point; otherwise ``pytest_configure`` below registers the
 same module.  Registering it twice is an error in pluggy ("Plugin already registered under

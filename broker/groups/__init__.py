@@ -11,7 +11,7 @@
 
 The coordinator of a group is the leader of the group's ``__consumer_offsets`` partition;
 a broker that becomes that leader loads the partition and takes over (manager.py).  The
-request handlers live in ``broker/handlers/groups.py``.
+request handlers live in ``broker/api/groups.py``.
 """
 from .coordinator import GroupCoordinator, JoinResult, SyncResult
 from .placement import OFFSETS_TOPIC, java_string_hashcode, partition_for

@@ -94,7 +94,7 @@ class AdminMixin:
     async def _create_offsets_topic(self) -> str | None:
         from ..controller.state import ApplyError
         from ..controller.store import MetadataUnavailable
-        from ..handlers.admin import create_topic_now
+        from ..api.admin import create_topic_now
 
         live = self.broker.image.live_brokers()
         replication = min(self.broker.config["offsets.topic.replication.factor"], len(live))

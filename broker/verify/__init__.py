@@ -17,7 +17,7 @@ One concept per module:
     report     progress lines, the closing report, the summary line
     runner     the phases of one run, each bounded; stops every process on the way out
 
-The command line is ``broker/cli_verify.py``; the pytest side is
+The command line is ``broker/cli/verify.py``; the pytest side is
 ``tests/faults/test_verify.py`` and ``tests/faults/test_verify_netns.py``.
 """
 from .runner import VerifyOptions, VerifyRun

@@ -19,7 +19,7 @@ from .netproxy import NetworkProxy
 
 TopicPartition = tuple[str, int]
 
-# Fast failure detection (DESIGN.md's measured figures; broker.testing's fast set plus a
+# Fast failure detection (seconds, not Kafka's production defaults; broker.testing's fast set plus a
 # slower preferred-leader check, so leadership is not moved back in the middle of a fault).
 CLUSTER_SETTINGS = {
     "broker.session.timeout.ms": 3000,

@@ -1,6 +1,6 @@
 """The control plane on three real broker processes (issue 3).
 
-Brokers run as subprocesses through the ``raftwood_cluster`` fixture (broker/testing.py,
+Brokers run as subprocesses through the ``raftwood_cluster`` fixture (broker/testing/,
 FAST_CLUSTER_SETTINGS: 3 s sessions, 0.5 s heartbeats, 3 s lag time, preferred-leader
 check every 3 s).  The cluster's own view comes from each broker's status request; what
 clients see comes from kafka-python and confluent-kafka with every broker as bootstrap.

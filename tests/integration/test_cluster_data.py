@@ -2,7 +2,7 @@
 the high watermark over the ISR, min.insync.replicas, visibility below the HW, and
 monotonic offsets across a leader change.
 
-Leader and follower state comes from each broker's status request (broker/testing.py);
+Leader and follower state comes from each broker's status request (broker/testing/);
 records go in and out through raw requests where the test needs exact offsets and error
 codes, and through kafka-python where a real consumer's view matters.  Bounds are
 generous: they catch hangs and missing transitions, they do not measure.

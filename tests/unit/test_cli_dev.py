@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from broker import config as config_module
-from broker.cli import build_parser
-from broker.cli_dev import (DevError, StatusPrinter, bootstrap_line, broker_command,
+from broker.cli.main import build_parser
+from broker.cli.dev import (DevError, StatusPrinter, bootstrap_line, broker_command,
                             broker_settings, plan_cluster, render_status, voters)
 
 

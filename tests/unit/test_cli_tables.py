@@ -1,7 +1,7 @@
-"""broker/tables.py: columns line up, values print the same way everywhere."""
+"""broker/cli/tables.py: columns line up, values print the same way everywhere."""
 import pytest
 
-from broker.tables import cell_text, format_table
+from broker.cli.tables import cell_text, format_table
 
 
 def test_columns_align_to_the_widest_cell_with_two_space_gaps():

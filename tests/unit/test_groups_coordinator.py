@@ -13,7 +13,7 @@ import pytest
 
 from broker import config as config_module
 from broker.controller.state import BrokerInfo, ClusterState, PartitionInfo, TopicInfo
-from broker.delayed import ProducePartitionStatus
+from broker.replication.delayed import ProducePartitionStatus
 from broker.groups import GroupCoordinator
 from broker.groups.admin import NON_EMPTY_GROUP
 from broker.groups.consumer_protocol import encode_subscription

@@ -1,10 +1,12 @@
-"""Imports point one way (STYLE.md habit 1, DESIGN.md "Allowed imports").
+"""Imports point one way (the README's Layout section).
 
     protocol/  stdlib, crc32c, kafka (kafka-python's message and record classes), itself
     storage/   stdlib, crc32c, itself, and protocol.records (the batch header view) only
     broker/    anything, including protocol and storage
     pysyncobj  only under broker/controller/
     no package module imports tests, compat or benchmarks
+    the server (every broker module but cli/, testing/, verify/) never imports the
+    command line, the test plugin or the fault-injection harness
 
 Every ``.py`` under the three packages is parsed with ``ast`` (never imported), so the
 check works on half-written packages and sees imports inside functions as well.
@@ -21,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("protocol", "storage", "broker")
 STDLIB = frozenset(sys.stdlib_module_names)
 NOT_FOR_PACKAGE_CODE = ("tests", "compat", "benchmarks")
-# DESIGN.md: protocol/ is sans-IO ("no asyncio, no sockets"); storage/ has "no network, no
+# What runs beside the server, not in it: they may import the server, never the reverse.
+TOOLING = ("broker.cli", "broker.testing", "broker.verify")
+# protocol/ is sans-IO ("no asyncio, no sockets"); storage/ has "no network, no
 # asyncio".  These are stdlib, so the import whitelist alone would let them through.
 NO_IO_MODULES = ("asyncio", "socket", "selectors", "ssl", "socketserver", "http", "urllib")
 BEYOND_TOP_LEVEL = "<beyond-top-level>"
@@ -78,6 +82,9 @@ def violation(module: str, imported: str) -> str | None:
         return "relative import beyond the top-level package"
     if top in NOT_FOR_PACKAGE_CODE:
         return f"package code imports {top}/"
+    if layer == "broker" and not any(within(module, t) for t in TOOLING) \
+            and any(within(imported, t) for t in TOOLING):
+        return "the server does not import broker/cli, broker/testing or broker/verify"
     if top == "pysyncobj" and not within(module, "broker.controller"):
         return "only broker/controller/ may import pysyncobj"
     if within(imported, "kafka.protocol.old"):
@@ -143,12 +150,15 @@ def test_package_imports_point_one_way(package):
     ("storage.segment", "from broker.config import Config", "storage/ imports only"),
     ("storage.segment", "def f():\n    import socket", "no network"),
     ("storage.segment", "import importlib\nimportlib.import_module('broker.server')", "storage/"),
-    ("broker.server", "import pysyncobj", "broker/controller/"),
-    ("broker.handlers.admin", "from pysyncobj import SyncObj", "broker/controller/"),
-    ("broker.server", "from tests.unit import helpers", "tests/"),
-    ("broker.server", "import compat.scenarios", "compat/"),
+    ("broker.network.connection", "import pysyncobj", "broker/controller/"),
+    ("broker.api.admin", "from pysyncobj import SyncObj", "broker/controller/"),
+    ("broker.network.connection", "from tests.unit import helpers", "tests/"),
+    ("broker.network.connection", "import compat.scenarios", "compat/"),
     ("storage.segment", "from ..compat import x", "beyond the top-level"),
-    ("broker.handlers.fetch", "from ...tests import x", "beyond the top-level"),
+    ("broker.api.fetch", "from ...tests import x", "beyond the top-level"),
+    ("broker.replication.fetcher", "from ..testing import BrokerProcess", "the server"),
+    ("broker.node", "from .cli.tables import format_table", "the server"),
+    ("broker.api.status", "import broker.verify.report", "the server"),
 ])
 def test_checker_flags_imports_against_the_direction(module, source, expected):
     reasons = [violation(module, name) for _, name in imported_names(source, module)]
@@ -165,11 +175,13 @@ def test_checker_flags_imports_against_the_direction(module, source, expected):
     ("storage.segment", False, "import protocol.records"),
     ("storage.segment", False, "import os, mmap, crc32c\nfrom .index import OffsetIndex"),
     ("storage", True, "from .segment import Segment"),
-    ("broker.server", False,
+    ("broker.network.connection", False,
      "import asyncio\nfrom protocol.messages import X\nfrom storage import log"),
     ("broker.controller.raft", False, "from pysyncobj import SyncObj, replicated"),
     ("broker.controller", True, "import pysyncobj\nfrom .raft import Controller"),
-    ("broker.handlers.produce", False, "from ..partition import Partition"),
+    ("broker.api.produce", False, "from ..replication.partition import Partition"),
+    ("broker.cli.dev", False, "from ..testing.process import PDEATHSIG_LAUNCHER"),
+    ("broker.verify.cluster", False, "from broker.testing import ClusterProcess"),
 ])
 def test_checker_allows_imports_along_the_direction(module, is_package, source):
     names = imported_names(source, module, is_package)
@@ -183,5 +195,15 @@ def test_relative_imports_resolve_against_the_importing_package():
         == [(1, "storage.segment.Segment")]
     assert imported_names("from . import records", "protocol", is_package=True) \
         == [(1, "protocol.records")]
-    assert imported_names("from ..partition import P", "broker.handlers.produce") \
-        == [(1, "broker.partition.P")]
+    assert imported_names("from ..replication.partition import P", "broker.api.produce") \
+        == [(1, "broker.replication.partition.P")]
+
+
+def test_every_served_api_has_a_handler_and_every_handler_is_served():
+    """protocol's SERVED (what ApiVersions advertises and the codec decodes) and the
+    broker's HANDLERS must name the same APIs: an advertised API without a handler
+    would be decoded and then dropped, a handler without SERVED is unreachable."""
+    from broker.api import HANDLERS
+    from protocol.messages import SERVED
+
+    assert set(HANDLERS) == set(SERVED)

@@ -21,10 +21,10 @@ import storage.index
 import storage.segment
 from broker import config as config_module
 from broker.controller.state import ClusterState
-from broker.delayed import FetchPartitionStatus
-from broker.partition import PartitionError
-from broker.replica_manager import ReplicaManager
-from broker.server import Connection
+from broker.replication.delayed import FetchPartitionStatus
+from broker.replication.partition import PartitionError
+from broker.replication.replica_manager import ReplicaManager
+from broker.network.connection import Connection
 from broker.testing import build_batch, read_records
 from protocol.errors import ErrorCode
 from protocol.records import assign_offset_and_epoch

@@ -1,4 +1,4 @@
-"""The high watermark and ISR rules of broker/partition.py, on a real PartitionLog.
+"""The high watermark and ISR rules of broker/replication/partition.py, on a real PartitionLog.
 
 HW = min LEO over the ISR (leader included, replicas whose addition is pending count
 already) and it never goes backwards on a leader; a follower is caught up by Kafka's
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.partition import Partition, PartitionError, PartitionSettings, ReplicaState
+from broker.replication.partition import Partition, PartitionError, PartitionSettings, ReplicaState
 from broker.testing import build_batch
 from protocol.errors import ErrorCode
 from protocol.records import iter_headers, validate_produce_records

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 from broker.controller.state import ClusterState
 from broker.controller.store import LocalStore
-from broker.delayed import DelayedProduce, ProducePartitionStatus
-from broker.fetcher import FollowedPartition, ReplicaFetcher
+from broker.replication.delayed import DelayedProduce, ProducePartitionStatus
+from broker.replication.fetcher import FollowedPartition, ReplicaFetcher
 from protocol.errors import ErrorCode
 from tests.unit.test_partition_hw import append, fetch, leader, new_partition
 from tests.unit.test_partition_truncation import leader_batch

@@ -11,7 +11,7 @@ the latest epoch, forever (the replica never catches up).
 """
 from __future__ import annotations
 
-from broker.partition import Partition, PartitionSettings
+from broker.replication.partition import Partition, PartitionSettings
 from broker.testing import build_batch
 from protocol.records import assign_offset_and_epoch
 from storage.config import LogConfig

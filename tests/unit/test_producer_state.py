@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from broker.partition import Partition, PartitionError
+from broker.replication.partition import Partition, PartitionError
 from protocol.errors import ErrorCode
 from protocol.records import CONTROL_FLAG, BatchHeader, validate_produce_records
 from storage import LogConfig, PartitionLog

@@ -43,8 +43,9 @@ from protocol.messages import (
     SERVED, api_versions_body, decode_request, encode_response, unsupported_api_versions_response,
 )
 
-# What we serve, written out independently of protocol/messages.py (DESIGN.md: Produce and
-# Fetch capped at v12, Produce advertised from v0).  Inclusive ranges.
+# What we serve, written out independently of protocol/messages.py (Produce and Fetch capped
+# at v12, below the topic-id versions; Produce advertised from v0 for old librdkafka).
+# Inclusive ranges.
 EXPECTED_RANGES = {
     0: (0, 12),   # Produce
     1: (4, 12),   # Fetch

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from broker import config as config_module
 from broker.controller.state import ClusterState
-from broker.replica_manager import ReplicaManager
+from broker.replication.replica_manager import ReplicaManager
 
 
 def image_with(incarnation: str) -> ClusterState:

@@ -26,7 +26,7 @@ EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def add_command(subparsers) -> None:
-    from .verify.schedule import FAULT_KINDS, NETNS_ALIASES, NETNS_FAULT_KINDS
+    from ..verify.schedule import FAULT_KINDS, NETNS_ALIASES, NETNS_FAULT_KINDS
 
     parser = subparsers.add_parser(
         "verify", help="fault injection and invariant checking on a throwaway cluster",
@@ -58,9 +58,9 @@ def cmd_verify(args) -> int:
     import logging
     import signal
 
-    from .verify.report import Progress
-    from .verify.runner import VerifyOptions, VerifyRun, choose_network
-    from .verify.schedule import parse_fault_kinds
+    from ..verify.report import Progress
+    from ..verify.runner import VerifyOptions, VerifyRun, choose_network
+    from ..verify.schedule import parse_fault_kinds
 
     try:
         network, _why = choose_network(args.network)

@@ -36,11 +36,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config as config_module
-from .cli_client import answers_api_versions, fetch_statuses
-from .cli_status import UNKNOWN, broker_summary
+from .. import config as config_module
+from .client import answers_api_versions, fetch_statuses
+from .status import UNKNOWN, broker_summary
 from .tables import format_table
-from .testing.process import PDEATHSIG_LAUNCHER  # the broker dies with its parent
+from ..testing.process import PDEATHSIG_LAUNCHER  # the broker dies with its parent
 
 HOST = "127.0.0.1"
 RAFT_PORT_OFFSET = 100

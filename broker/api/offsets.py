@@ -6,8 +6,8 @@ from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochRes
 from protocol.errors import ErrorCode
 from storage.errors import StorageError
 
-from ..partition import PartitionError
-from ..replica_manager import storage_error_code
+from ..replication.partition import PartitionError
+from ..replication.replica_manager import storage_error_code
 
 ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 ListPartition = ListTopic.ListOffsetsPartitionResponse

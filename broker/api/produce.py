@@ -7,6 +7,8 @@ from kafka.protocol.producer import ProduceResponse
 
 from protocol.errors import ErrorCode
 
+from .outcome import CLOSE
+
 log = logging.getLogger(__name__)
 
 TopicResponse = ProduceResponse.TopicProduceResponse
@@ -14,8 +16,6 @@ PartitionResponse = TopicResponse.PartitionProduceResponse
 
 
 async def handle_produce(broker, request):
-    from . import CLOSE
-
     body = request.body
     acks = body.acks
     if request.api_version < request.spec.refused_below:

@@ -9,7 +9,7 @@ from kafka.protocol.consumer import FetchResponse
 
 from protocol.errors import ErrorCode
 
-from ..delayed import FetchPartitionStatus
+from ..replication.delayed import FetchPartitionStatus
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = TopicResponse.PartitionData

@@ -1,14 +1,10 @@
 """InitProducerId for idempotent producers (transactions are not served).
 
-Producer ids come from blocks reserved through the cluster metadata
-(``allocate_producer_ids``), so they are unique across brokers and restarts; a block
-is used up in memory, one metadata command per block.  A producer that
-re-initialises with its current id and epoch (KIP-360) gets the epoch bumped; at the
-epoch limit it gets a new id.
+A producer that re-initialises with its current id and epoch (KIP-360) gets the epoch
+bumped; at the epoch limit it gets a new id from the broker's ProducerIdManager
+(``broker/replication/producer_ids.py``).
 """
 from __future__ import annotations
-
-import asyncio
 
 from kafka.protocol.producer import InitProducerIdResponse
 
@@ -16,30 +12,10 @@ from protocol.errors import ErrorCode
 
 from ..controller.store import MetadataUnavailable
 
-PRODUCER_ID_BLOCK_SIZE = 1000
 MAX_PRODUCER_EPOCH = 32767
 # Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED: non-retriable, so a transactional
 # producer fails fast with a clear error instead of retrying forever.
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
-
-
-class ProducerIdManager:
-    """Hands out producer ids from reserved blocks. Event-loop only."""
-
-    def __init__(self, store):
-        self.store = store
-        self._next = 0
-        self._end = 0
-        self._lock = asyncio.Lock()
-
-    async def next_producer_id(self) -> int:
-        async with self._lock:  # one block request at a time
-            if self._next >= self._end:
-                first = await self.store.submit("allocate_producer_ids", PRODUCER_ID_BLOCK_SIZE)
-                self._next, self._end = first, first + PRODUCER_ID_BLOCK_SIZE
-            producer_id = self._next
-            self._next += 1
-            return producer_id
 
 
 def _response(error_code: int, producer_id: int = -1, producer_epoch: int = -1):

@@ -28,9 +28,9 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from protocol.errors import ErrorCode
 
-from .cli_client import (DEFAULT_TIMEOUT_S, EXIT_OK, Address, ClientError, CommandFailure,
+from .client import (DEFAULT_TIMEOUT_S, EXIT_OK, Address, ClientError, CommandFailure,
                          Connection, error_name, format_address, guarded, parse_address)
-from .groups.consumer_protocol import assigned_partitions
+from ..groups.consumer_protocol import assigned_partitions
 from .tables import format_table
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"

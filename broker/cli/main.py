@@ -17,8 +17,8 @@ import asyncio
 import logging
 import sys
 
-from . import cli_admin, cli_dev, cli_groups, cli_verify
-from . import config as config_module
+from . import admin, dev, groups, verify
+from .. import config as config_module
 
 
 def _setup_logging(level: str) -> None:
@@ -37,7 +37,7 @@ def _run(coro):
 
 
 def cmd_start(args) -> int:
-    from .app import Broker
+    from ..node import Broker
 
     try:
         config = config_module.load(args.config, args.set)
@@ -68,10 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override one setting (repeatable)")
     start.set_defaults(func=cmd_start)
-    cli_dev.add_command(commands)
-    cli_admin.add_commands(commands)
-    cli_groups.add_commands(commands)
-    cli_verify.add_command(commands)
+    dev.add_command(commands)
+    admin.add_commands(commands)
+    groups.add_commands(commands)
+    verify.add_command(commands)
     return parser
 
 
@@ -80,6 +80,3 @@ def main(argv: list[str] | None = None) -> int:
     _setup_logging(args.log_level)
     return args.func(args)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,16 +7,13 @@ Kafka does after a failed acks=0 produce.
 """
 from __future__ import annotations
 
-from typing import Awaitable, Callable
-
 from kafka.protocol.api_key import ApiKey
 
 from . import admin, configs, fetch, metadata, offsets, produce, producer_ids
 from . import groups  # consumer groups (broker/groups/)
+from .outcome import CLOSE, Handler
 
-CLOSE = object()
-
-Handler = Callable[..., Awaitable[object]]
+__all__ = ["CLOSE", "HANDLERS", "Handler"]
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.Produce: produce.handle_produce,

@@ -24,10 +24,10 @@ from .config import BrokerConfig
 from .controller.controller import Controller
 from .controller.lifecycle import BrokerLifecycle
 from .controller.store import MetadataUnavailable, open_store
-from .handlers.producer_ids import ProducerIdManager
+from .replication.producer_ids import ProducerIdManager
 from .groups import GroupCoordinator
-from .replica_manager import ReplicaManager
-from .server import Connection
+from .replication.replica_manager import ReplicaManager
+from .network.connection import Connection
 from .tasks import TaskSupervisor
 
 log = logging.getLogger(__name__)

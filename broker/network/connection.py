@@ -20,8 +20,8 @@ from protocol.messages import Request, decode_request, encode_response, peek_hea
     unsupported_api_versions_response
 from protocol.status import STATUS_API_KEY, decode_status_request
 
-from .handlers import CLOSE, HANDLERS
-from .handlers.status import status_response
+from ..api import CLOSE, HANDLERS
+from ..api.status import status_response
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from kafka.protocol.metadata import MetadataRequest
 
 from protocol.errors import ErrorCode
 
-from . import cli_status
-from .cli_client import (DEFAULT_TIMEOUT_S, EXIT_KAFKA_ERROR, EXIT_OK, Address, ClientError,
+from . import status as cli_status
+from .client import (DEFAULT_TIMEOUT_S, EXIT_KAFKA_ERROR, EXIT_OK, Address, ClientError,
                          CommandFailure, Connection, error_name, fetch_status, fetch_statuses,
                          format_address, guarded, parse_address)
 

@@ -29,7 +29,7 @@ from kafka.protocol.consumer import (
 from protocol.errors import ErrorCode
 from storage.errors import StorageError
 
-from .kafka_client import BrokerConnection, ConnectionFailed
+from ..network.kafka_client import BrokerConnection, ConnectionFailed
 from .partition import Partition
 
 log = logging.getLogger(__name__)

@@ -26,17 +26,17 @@ from storage.config import LogConfig
 from storage.errors import CorruptLog, InvalidAppend, StorageError, StorageIOError
 from storage.log import PartitionLog
 
-from .config import BrokerConfig
-from .controller.state import ClusterState, TopicInfo
-from .controller.state import ApplyError
-from .controller.store import MetadataUnavailable
+from ..config import BrokerConfig
+from ..controller.state import ClusterState, TopicInfo
+from ..controller.state import ApplyError
+from ..controller.store import MetadataUnavailable
 from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
                       ProducePartitionStatus)
 from .fetcher import ReplicaFetcherManager
 from .partition import Partition, PartitionError, PartitionSettings
-from .topics import topic_config_problem
+from ..topics import topic_config_problem
 from .purgatory import Purgatory
-from .tasks import StopCallback, TaskSupervisor
+from ..tasks import StopCallback, TaskSupervisor
 
 log = logging.getLogger(__name__)
 
