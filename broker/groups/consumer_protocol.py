@@ -15,47 +15,16 @@ must never break the coordinator.
 """
 from __future__ import annotations
 
-import struct
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-
-
-class _Reader:
-    def __init__(self, data: bytes):
-        self.data = memoryview(bytes(data))
-        self.pos = 0
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ValueError("short")
-        chunk = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return chunk
-
-    def int16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def int32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def string(self) -> str:
-        return bytes(self._take(self.int16())).decode("utf-8")
-
-    def count(self) -> int:
-        n = self.int32()
-        if n < 0 or n > len(self.data):
-            raise ValueError("bad array length")
-        return n
+from protocol.primitives import Reader, int16, int32, string
 
 
 def subscribed_topics(metadata: bytes) -> set[str] | None:
     """The topics of a ConsumerProtocolSubscription, or None if it does not parse."""
     try:
-        reader = _Reader(metadata)
+        reader = Reader(metadata)
         reader.int16()
         return {reader.string() for _ in range(reader.count())}
-    except (ValueError, struct.error, UnicodeDecodeError):
+    except ValueError:
         return None
 
 
@@ -65,30 +34,25 @@ def assigned_partitions(assignment: bytes) -> dict[str, list[int]] | None:
     if not assignment:
         return {}
     try:
-        reader = _Reader(assignment)
+        reader = Reader(assignment)
         reader.int16()
         result: dict[str, list[int]] = {}
         for _ in range(reader.count()):
             topic = reader.string()
             result.setdefault(topic, []).extend(reader.int32() for _ in range(reader.count()))
         return {topic: sorted(parts) for topic, parts in result.items()}
-    except (ValueError, struct.error, UnicodeDecodeError):
+    except ValueError:
         return None
-
-
-def _string(text: str) -> bytes:
-    raw = text.encode("utf-8")
-    return _I16.pack(len(raw)) + raw
 
 
 def encode_subscription(topics: list[str], version: int = 0) -> bytes:
     """A v0 ConsumerProtocolSubscription (for tests and tools): topics, null user data."""
-    return (_I16.pack(version) + _I32.pack(len(topics)) + b"".join(map(_string, topics))
-            + _I32.pack(-1))
+    return (int16(version) + int32(len(topics)) + b"".join(map(string, topics))
+            + int32(-1))
 
 
 def encode_assignment(partitions: dict[str, list[int]], version: int = 0) -> bytes:
     """A v0 ConsumerProtocolAssignment (for tests and tools), null user data."""
-    body = b"".join(_string(topic) + _I32.pack(len(parts)) + b"".join(map(_I32.pack, parts))
+    body = b"".join(string(topic) + int32(len(parts)) + b"".join(map(int32, parts))
                     for topic, parts in partitions.items())
-    return _I16.pack(version) + _I32.pack(len(partitions)) + body + _I32.pack(-1)
+    return int16(version) + int32(len(partitions)) + body + int32(-1)

@@ -24,15 +24,12 @@ Strings are int16-length UTF-8 (-1 = null); bytes are int32-length.
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+from protocol.primitives import Reader, bytes_, int16, int32, int64, string
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -90,45 +87,34 @@ class GroupValue:
 
 # -- writing ---------------------------------------------------------------------------------
 
-def _string(text: str | None) -> bytes:
-    if text is None:
-        return _I16.pack(-1)
-    raw = text.encode("utf-8")
-    return _I16.pack(len(raw)) + raw
-
-
-def _bytes(data: bytes) -> bytes:
-    return _I32.pack(len(data)) + bytes(data)
-
-
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return _I16.pack(OFFSET_KEY_VERSION) + _string(group) + _string(topic) + _I32.pack(partition)
+    return int16(OFFSET_KEY_VERSION) + string(group) + string(topic) + int32(partition)
 
 
 def group_key(group: str) -> bytes:
-    return _I16.pack(GROUP_KEY_VERSION) + _string(group)
+    return int16(GROUP_KEY_VERSION) + string(group)
 
 
 def offset_value(value: OffsetValue) -> bytes:
     if value.expire_timestamp_ms >= 0:
-        return (_I16.pack(OFFSET_VALUE_VERSION_WITH_EXPIRY) + _I64.pack(value.offset)
-                + _string(value.metadata) + _I64.pack(value.commit_timestamp_ms)
-                + _I64.pack(value.expire_timestamp_ms))
-    return (_I16.pack(OFFSET_VALUE_VERSION) + _I64.pack(value.offset)
-            + _I32.pack(value.leader_epoch) + _string(value.metadata)
-            + _I64.pack(value.commit_timestamp_ms))
+        return (int16(OFFSET_VALUE_VERSION_WITH_EXPIRY) + int64(value.offset)
+                + string(value.metadata) + int64(value.commit_timestamp_ms)
+                + int64(value.expire_timestamp_ms))
+    return (int16(OFFSET_VALUE_VERSION) + int64(value.offset)
+            + int32(value.leader_epoch) + string(value.metadata)
+            + int64(value.commit_timestamp_ms))
 
 
 def group_value(value: GroupValue) -> bytes:
-    parts = [_I16.pack(GROUP_VALUE_VERSION), _string(value.protocol_type),
-             _I32.pack(value.generation_id), _string(value.protocol_name),
-             _string(value.leader_id), _I64.pack(value.state_timestamp_ms),
-             _I32.pack(len(value.members))]
+    parts = [int16(GROUP_VALUE_VERSION), string(value.protocol_type),
+             int32(value.generation_id), string(value.protocol_name),
+             string(value.leader_id), int64(value.state_timestamp_ms),
+             int32(len(value.members))]
     for m in value.members:
-        parts += [_string(m.member_id), _string(m.group_instance_id), _string(m.client_id),
-                  _string(m.client_host), _I32.pack(m.rebalance_timeout_ms),
-                  _I32.pack(m.session_timeout_ms), _bytes(m.subscription),
-                  _bytes(m.assignment)]
+        parts += [string(m.member_id), string(m.group_instance_id), string(m.client_id),
+                  string(m.client_host), int32(m.rebalance_timeout_ms),
+                  int32(m.session_timeout_ms), bytes_(m.subscription),
+                  bytes_(m.assignment)]
     return b"".join(parts)
 
 
@@ -147,79 +133,47 @@ def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) ->
 
 # -- reading ---------------------------------------------------------------------------------
 
-class _Reader:
-    def __init__(self, data: bytes):
-        self.data = bytes(data)
-        self.pos = 0
-
-    def _take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise RecordFormatError("truncated")
-        chunk = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return chunk
-
-    def int16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def int32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def int64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def string(self) -> str | None:
-        n = self.int16()
-        return None if n == -1 else self._take(n).decode("utf-8")
-
-    def bytes_(self) -> bytes:
-        n = self.int32()
-        return b"" if n == -1 else self._take(n)
-
-
 def decode_key(data: bytes) -> OffsetKey | GroupKey:
-    try:
-        reader = _Reader(data)
-        version = reader.int16()
-        if version in (0, 1):
-            return OffsetKey(reader.string() or "", reader.string() or "", reader.int32())
-        if version == 2:
-            return GroupKey(reader.string() or "")
-    except UnicodeDecodeError as exc:
-        raise RecordFormatError(str(exc)) from exc
+    reader = Reader(data, RecordFormatError)
+    version = reader.int16()
+    if version in (0, 1):
+        return OffsetKey(reader.nullable_string() or "", reader.nullable_string() or "",
+                         reader.int32())
+    if version == 2:
+        return GroupKey(reader.nullable_string() or "")
     raise RecordFormatError(f"unknown key version {version}")
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:
-    reader = _Reader(data)
+    reader = Reader(data, RecordFormatError)
     version = reader.int16()
     if version in (0, 2):
-        return OffsetValue(reader.int64(), -1, reader.string() or "", reader.int64())
+        return OffsetValue(reader.int64(), -1, reader.nullable_string() or "", reader.int64())
     if version == 1:
-        return OffsetValue(reader.int64(), -1, reader.string() or "", reader.int64(),
+        return OffsetValue(reader.int64(), -1, reader.nullable_string() or "", reader.int64(),
                            reader.int64())
     if version == 3:
-        return OffsetValue(reader.int64(), reader.int32(), reader.string() or "",
+        return OffsetValue(reader.int64(), reader.int32(), reader.nullable_string() or "",
                            reader.int64())
     raise RecordFormatError(f"unknown offset commit value version {version}")
 
 
 def decode_group_value(data: bytes) -> GroupValue:
-    reader = _Reader(data)
+    reader = Reader(data, RecordFormatError)
     version = reader.int16()
     if not 0 <= version <= 3:
         raise RecordFormatError(f"unknown group metadata value version {version}")
-    protocol_type = reader.string() or ""
+    protocol_type = reader.nullable_string() or ""
     generation = reader.int32()
-    protocol = reader.string()
-    leader = reader.string()
+    protocol = reader.nullable_string()
+    leader = reader.nullable_string()
     state_timestamp = reader.int64() if version >= 2 else -1
     members = []
     for _ in range(reader.int32()):
-        member_id = reader.string() or ""
-        instance_id = reader.string() if version >= 3 else None
-        client_id = reader.string() or ""
-        client_host = reader.string() or ""
+        member_id = reader.nullable_string() or ""
+        instance_id = reader.nullable_string() if version >= 3 else None
+        client_id = reader.nullable_string() or ""
+        client_host = reader.nullable_string() or ""
         session_timeout = reader.int32()
         rebalance_timeout = session_timeout
         if version >= 1:
