@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
-from . import admin, configs, fetch, metadata, offsets, produce, producer_ids
+from . import admin, configs, fetch, log_offsets, metadata, produce, producer_ids
 from . import groups  # consumer groups (broker/groups/)
 from .outcome import CLOSE, Handler
 
@@ -18,12 +18,12 @@ __all__ = ["CLOSE", "HANDLERS", "Handler"]
 HANDLERS: dict[int, Handler] = {
     ApiKey.Produce: produce.handle_produce,
     ApiKey.Fetch: fetch.handle_fetch,
-    ApiKey.ListOffsets: offsets.handle_list_offsets,
+    ApiKey.ListOffsets: log_offsets.handle_list_offsets,
     ApiKey.Metadata: metadata.handle_metadata,
     ApiKey.ApiVersions: metadata.handle_api_versions,
     ApiKey.CreateTopics: admin.handle_create_topics,
     ApiKey.DeleteTopics: admin.handle_delete_topics,
-    ApiKey.OffsetForLeaderEpoch: offsets.handle_offset_for_leader_epoch,
+    ApiKey.OffsetForLeaderEpoch: log_offsets.handle_offset_for_leader_epoch,
     ApiKey.InitProducerId: producer_ids.handle_init_producer_id,
     ApiKey.DescribeConfigs: configs.handle_describe_configs,
     ApiKey.AlterConfigs: configs.handle_alter_configs,
