@@ -23,7 +23,8 @@ import signal
 from .config import BrokerConfig
 from .controller.controller import Controller
 from .controller.lifecycle import BrokerLifecycle
-from .controller.store import MetadataUnavailable, open_store
+from .controller.metadata_client import MetadataClient, MetadataUnavailable
+from .controller.store import open_store
 from .replication.producer_ids import ProducerIdManager
 from .groups import GroupCoordinator
 from .replication.replica_manager import ReplicaManager
@@ -47,22 +48,24 @@ class Broker:
         self.exit_code = 0
         self.tasks = TaskSupervisor(f"[Broker {self.node_id}]", self._stop_after_fatal)
         self.store = open_store(config)
+        # The metadata for all but the replica manager (image listener, AlterPartition).
+        self.metadata = MetadataClient(self.store)
         self.replica_manager = ReplicaManager(config, self.store,
                                               on_fatal=self._stop_after_fatal)
         self.store.add_listener(self.replica_manager.apply_image)
-        self.controller = Controller(self.store, config)
-        self.lifecycle = BrokerLifecycle(self.store, config, self.replica_manager)
+        self.controller = Controller(self.metadata, config)
+        self.lifecycle = BrokerLifecycle(self.metadata, config, self.replica_manager)
         self.replica_manager.incarnation = self.lifecycle.incarnation
         # Before the store starts: it listens for leadership of __consumer_offsets partitions.
         self.groups = GroupCoordinator(self)
-        self.producer_ids = ProducerIdManager(self.store)
+        self.producer_ids = ProducerIdManager(self.metadata)
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
         self._stopped = asyncio.Event()
 
     @property
     def image(self):
-        return self.store.image
+        return self.metadata.image
 
     async def start(self) -> None:
         await self.store.start()
@@ -81,16 +84,16 @@ class Broker:
         adv_host, adv_port = self.config.advertised_listener
         log.info("Raftwood broker %d started: listening on %s:%d, advertised as %s:%d, "
                  "cluster %s, data in %s", self.node_id, host, port, adv_host, adv_port,
-                 self.store.image.cluster_id, self.config["log.dirs"])
+                 self.metadata.image.cluster_id, self.config["log.dirs"])
 
     async def _init_cluster_id(self, attempts: int = 60) -> None:
         """Set the cluster id once per cluster, retrying while the Raft leadership moves
         (a refused command is retriable, as for registration)."""
         for _ in range(attempts):
-            if self.store.image.cluster_id:
+            if self.metadata.image.cluster_id:
                 return
             try:
-                await self.store.submit("init_cluster", _new_cluster_id())
+                await self.metadata.init_cluster(_new_cluster_id())
                 return
             except MetadataUnavailable as exc:
                 log.info("Raftwood broker %d: cluster id not set yet (%s); retrying",

@@ -2,7 +2,8 @@
 
 Assignment spreads replicas over the live brokers with leaders balanced
 (``assign_replicas``); a replication factor above the live brokers answers
-INVALID_REPLICATION_FACTOR, as Kafka does.
+INVALID_REPLICATION_FACTOR, as Kafka does.  Changes go through the broker's
+MetadataClient (``broker.metadata``); handlers run on the event loop.
 """
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 
 from protocol.errors import ErrorCode
 
-from ..controller.state import ApplyError, assign_replicas
-from ..controller.store import MetadataUnavailable
+from ..controller.metadata_client import ApplyError, MetadataUnavailable
+from ..controller.state import assign_replicas
 from ..topics import topic_name_problem
 
 log = logging.getLogger(__name__)
@@ -45,8 +46,7 @@ async def create_topic_now(broker, name: str, partitions: int, replication: int,
                              f"live broker(s)")
         assignment = assign_replicas(live, partitions, replication,
                                      start=sum(name.encode()) % max(1, len(live)))
-    return await broker.store.submit("create_topic", name, str(uuid.uuid4()), assignment,
-                                     configs)
+    return await broker.metadata.create_topic(name, assignment, configs)
 
 
 async def handle_create_topics(broker, request):
@@ -158,7 +158,7 @@ async def handle_delete_topics(broker, request):
                                    error_message=code.name))
             continue
         try:
-            await broker.store.submit("delete_topic", record.name)
+            await broker.metadata.delete_topic(record.name)
             code, message = ErrorCode.NONE, None
         except ApplyError as exc:
             code, message = ErrorCode[exc.code], str(exc)

@@ -1,7 +1,8 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
-Topic configs are overrides kept in the cluster metadata (``alter_topic_configs``);
-every broker follows them (the replica manager re-reads them from each new image).
+Topic configs are overrides kept in the cluster metadata (``alter_topic_configs``
+through the broker's MetadataClient); every broker follows them (the replica manager
+re-reads them from each new image).
 Broker configs are static here: they can be described, not altered (INVALID_REQUEST
 says so), where Kafka would also accept dynamic broker configs.
 """
@@ -14,8 +15,7 @@ from kafka.protocol.admin import (
 from protocol.errors import ErrorCode
 from storage.config import LogConfig
 
-from ..controller.state import ApplyError
-from ..controller.store import MetadataUnavailable
+from ..controller.metadata_client import ApplyError, MetadataUnavailable
 
 TOPIC = 2
 BROKER = 4
@@ -149,7 +149,7 @@ async def _alter_topic(broker, resource_type: int, name: str, changes: dict, val
     if validate_only:
         return
     try:
-        await broker.store.submit("alter_topic_configs", name, changes)
+        await broker.metadata.alter_topic_configs(name, changes)
     except ApplyError as exc:
         raise ConfigRefused(ErrorCode[exc.code], str(exc)) from exc
     except MetadataUnavailable as exc:

@@ -1,4 +1,4 @@
-"""The controller: decisions taken on the Raft leader, applied through the store.
+"""The controller: decisions taken on the Raft leader, applied through the metadata client.
 
 Runs on every broker's event loop but acts only while this broker's Raft node leads.
 It reacts to:
@@ -10,9 +10,9 @@ It reacts to:
 Exits on cancellation.  On becoming controller every registered broker gets a fresh
 session (a new controller cannot know how long a broker has been silent).
 
-Every decision carries the Raft term this node leads in (``store.controller_term``,
-read before deciding): the apply refuses it unless it is committed in that term, so a
-decision outlives no leadership.  Fencing also needs evidence that the quorum works:
+Every decision carries the Raft term this node leads in
+(``metadata.controller_term``, read before deciding): the apply refuses it unless it
+is committed in that term, so a decision outlives no leadership.  Fencing also needs evidence that the quorum works:
 this broker's own heartbeats are committed like everyone's, so while its own session
 has expired too the controller has no quorum, and fences nobody (a controller cut off
 would otherwise conclude that every other broker died).
@@ -23,17 +23,18 @@ import asyncio
 import logging
 import time
 
-from .state import ApplyError, ClusterState
-from .store import MetadataUnavailable
+from .commands import Heartbeat, RegisterBroker
+from .metadata_client import ApplyError, MetadataClient, MetadataUnavailable
+from .state import ClusterState
 
 log = logging.getLogger(__name__)
 
 
 class Controller:
-    """Event-loop only."""
+    """Event-loop only.  ``metadata``: a MetadataClient (or a store, wrapped in one)."""
 
-    def __init__(self, store, config):
-        self.store = store
+    def __init__(self, metadata, config):
+        self.metadata = MetadataClient.wrap(metadata)
         self.node_id = config.node_id
         self.session_timeout_s = config["broker.session.timeout.ms"] / 1000.0
         self.tick_s = max(0.05, config["broker.heartbeat.interval.ms"] / 2000.0)
@@ -44,15 +45,15 @@ class Controller:
         self.leo_hints: dict[str, dict[int, int]] = {}
         self.active = False
         self._last_rebalance = 0.0
-        store.add_membership_observer(self.on_membership)
+        self.metadata.add_membership_observer(self.on_membership)
 
-    def on_membership(self, method: str, args: tuple) -> None:
+    def on_membership(self, command: RegisterBroker | Heartbeat) -> None:
         """A registration or heartbeat was applied: the broker is alive now. A
-        heartbeat's 4th argument carries its replicas' log end offsets."""
-        broker_id = args[0]
+        heartbeat carries its replicas' log end offsets (election hints)."""
+        broker_id = command.broker_id
         self.last_seen[broker_id] = time.monotonic()
-        if method == "heartbeat" and len(args) > 3:
-            for key, leo in (args[3] or {}).items():
+        if isinstance(command, Heartbeat):
+            for key, leo in (command.log_end_offsets or {}).items():
                 self.leo_hints.setdefault(key, {})[broker_id] = leo
 
     async def run(self) -> None:
@@ -64,14 +65,14 @@ class Controller:
                 log.info("[Controller %d] deferred: %s", self.node_id, exc)
 
     async def tick(self) -> None:
-        term = self.store.controller_term
+        term = self.metadata.controller_term
         if term is None:
             if self.active:
                 log.info("[Controller %d] no longer the controller", self.node_id)
             self.active = False
             return
         now = time.monotonic()
-        image: ClusterState = self.store.image
+        image: ClusterState = self.metadata.image
         if not self.active:
             self.active = True
             self._last_rebalance = now
@@ -83,12 +84,12 @@ class Controller:
         if expired:
             log.warning("[Controller %d] fencing brokers %s: no heartbeat for %.1fs",
                         self.node_id, expired, self.session_timeout_s)
-            elections = await self.store.submit("fence_brokers", expired, self.leo_hints,
-                                                self.unclean_default, controller_term=term)
+            elections = await self.metadata.fence_brokers(
+                expired, self.leo_hints, self.unclean_default, controller_term=term)
             self._log_elections(elections)
         if self.auto_rebalance and now - self._last_rebalance >= self.rebalance_interval_s:
             self._last_rebalance = now
-            await self.restore_preferred_leaders(self.store.image, term)
+            await self.restore_preferred_leaders(self.metadata.image, term)
 
     def expired_brokers(self, image: ClusterState, now: float) -> list[int]:
         """Live brokers silent for longer than the session timeout; none while our own
@@ -108,8 +109,7 @@ class Controller:
                    if p.leader != p.replicas[0] and p.replicas[0] in p.isr
                    and image.is_live(p.replicas[0])]
         if targets:
-            elections = await self.store.submit("elect_preferred", targets,
-                                                controller_term=term)
+            elections = await self.metadata.elect_preferred(targets, controller_term=term)
             self._log_elections(elections, "preferred")
 
     def _log_elections(self, elections, kind: str = "") -> None:

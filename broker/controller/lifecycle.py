@@ -3,7 +3,12 @@
 The heartbeat loop reacts to its timer (``broker.heartbeat.interval.ms``); it sends
 this broker's epoch and the log end offset of every replica it hosts (the
 controller's election hints), re-registers when the cluster no longer knows its
-epoch, and exits on cancellation.
+epoch, and exits on cancellation.  Every metadata write goes through the
+MetadataClient (register_broker, heartbeat, fence_self).
+
+Invariant: once ``controlled_shutdown`` has taken the heartbeat lock no heartbeat is
+in flight or sent again, so none can be ordered after this broker's fencing and
+unfence it.
 """
 from __future__ import annotations
 
@@ -11,8 +16,7 @@ import asyncio
 import logging
 import uuid
 
-from .state import ApplyError
-from .store import MetadataUnavailable
+from .metadata_client import ApplyError, MetadataClient, MetadataUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -21,10 +25,10 @@ SHUTDOWN_WAIT_S = 10.0
 
 
 class BrokerLifecycle:
-    """Event-loop only."""
+    """Event-loop only.  ``metadata``: a MetadataClient (or a store, wrapped in one)."""
 
-    def __init__(self, store, config, replica_manager):
-        self.store = store
+    def __init__(self, metadata, config, replica_manager):
+        self.metadata = MetadataClient.wrap(metadata)
         self.config = config
         self.node_id = config.node_id
         self.replica_manager = replica_manager
@@ -43,8 +47,8 @@ class BrokerLifecycle:
         give_up = loop.time() + deadline_s
         while True:
             try:
-                self.broker_epoch = await self.store.submit(
-                    "register_broker", self.node_id, host, port, self.incarnation,
+                self.broker_epoch = await self.metadata.register_broker(
+                    self.node_id, host, port, self.incarnation,
                     self.config["unclean.leader.election.enable"])
                 log.info("[Broker %d] registered with broker epoch %d", self.node_id,
                          self.broker_epoch)
@@ -70,9 +74,8 @@ class BrokerLifecycle:
     async def _heartbeat(self) -> bool:
         """One heartbeat; False when the cluster no longer knows our broker epoch."""
         try:
-            return await self.store.submit(
-                "heartbeat", self.node_id, self.broker_epoch,
-                self.config["unclean.leader.election.enable"],
+            return await self.metadata.heartbeat(
+                self.node_id, self.broker_epoch, self.config["unclean.leader.election.enable"],
                 self.replica_manager.log_end_offsets(), timeout_s=self.interval_s * 2)
         except (MetadataUnavailable, ApplyError) as exc:
             log.info("[Broker %d] heartbeat not applied: %s", self.node_id, exc)
@@ -85,13 +88,13 @@ class BrokerLifecycle:
         and wait until our image shows it.  Skipped when no other broker is live."""
         async with self._heartbeat_lock:  # no heartbeat in flight, none after this
             self.shutting_down = True
-        image = self.store.image
+        image = self.metadata.image
         if not image.is_live(self.node_id) or len(image.live_brokers()) <= 1:
             return
         try:
-            await self.store.submit("fence_brokers", [self.node_id],
-                                    {}, self.config["unclean.leader.election.enable"],
-                                    timeout_s=SHUTDOWN_WAIT_S)
+            await self.metadata.fence_self(self.node_id,
+                                           self.config["unclean.leader.election.enable"],
+                                           timeout_s=SHUTDOWN_WAIT_S)
             log.info("[Broker %d] controlled shutdown: leadership moved", self.node_id)
         except (MetadataUnavailable, ApplyError) as exc:
             log.warning("[Broker %d] controlled shutdown incomplete: %s", self.node_id, exc)

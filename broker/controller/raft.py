@@ -3,10 +3,16 @@
 One replicated entry point, ``command(method, args, controller_term)``, applies
 ``ClusterState.apply_<method>(*args)`` on every node in log order; a refusal is a
 result (``("error", code, message)``), not an exception, so every node takes the same
-path.  The state lives in a SyncObjConsumer built before the Raft node starts its tick
-thread (which replays the journal at once): attributes set before the consumer's
-``__init__`` (the callback) stay out of pysyncobj's dumps, ``state`` (set after) is
-what gets dumped and restored.
+path.  Its arguments are the wire form of a typed command (``commands.py``): the store
+sends ``command.to_wire()``, the apply decodes it back (``commands.decode``).  The
+signature, the method's name and its being the consumer's only @replicated method
+(pysyncobj numbers them) are the journal's format: entries and dumps written by any
+Raftwood since must keep applying.
+
+The state lives in a SyncObjConsumer built before the Raft node starts its tick thread
+(which replays the journal at once): attributes set before the consumer's ``__init__``
+(the callback) stay out of pysyncobj's dumps, ``state`` (set after) is what gets
+dumped and restored.
 
 What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
 
@@ -21,6 +27,14 @@ What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
   only an append whose previous entry matched the leader's (Raft's consistency
   check) moves it.  ``tests/unit/test_raft_safety.py`` shows the unpatched method
   applying an uncommitted entry and the patched one refusing.
+* **A healed link reconnects within a connection timeout.**  pysyncobj checks a
+  connection's timeout only when its socket has an event, and a connection attempt
+  made while the link was cut has none: its SYN was dropped, and the kernel retries it
+  with exponential backoff for about two minutes.  Unpatched, a node cut off for a
+  minute could stay without a Raft leader for another minute after the heal (seen:
+  63 s, the broker fenced all that time).  ``_install_connect_timeout_fix`` abandons an
+  attempt older than ``connectionTimeout`` at the transport's next tick, so a fresh
+  one follows.
 * **An isolated leader steps down within an election timeout**
   (``leaderFallbackTimeout`` = ``raftMaxTimeout``), so it stops acting as controller
   about when the majority elects a new one.
@@ -43,7 +57,11 @@ import logging
 import os
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.monotonic import monotonic
+from pysyncobj.tcp_connection import CONNECTION_STATE
+from pysyncobj.transport import TCPTransport
 
+from .commands import decode
 from .state import ApplyError, ClusterState
 
 log = logging.getLogger(__name__)
@@ -82,7 +100,32 @@ def _install_commit_index_fix() -> None:
     SyncObj._SyncObj__onMessageReceived = on_message_received
 
 
+def _install_connect_timeout_fix() -> None:
+    """Patch ``TCPTransport._connectIfNecessarySingle`` (idempotent; see the module doc).
+
+    It runs for every partner at every tick.  A connection still CONNECTING
+    ``connectionTimeout`` after its attempt began is disconnected first; the original
+    then starts a new attempt (the retry interval has long passed)."""
+    original = TCPTransport._connectIfNecessarySingle
+    if getattr(original, "raftwood_fixed", False):
+        return
+
+    def connect_if_necessary_single(self, node):
+        conn = self._connections.get(node)
+        started = self._lastConnectAttempt.get(node)
+        if conn is not None and started is not None \
+                and conn.state == CONNECTION_STATE.CONNECTING \
+                and monotonic() - started > self._syncObj.conf.connectionTimeout:
+            conn.disconnect()  # its disconnect callback may already reconnect
+        return original(self, node)
+
+    connect_if_necessary_single.raftwood_fixed = True
+    connect_if_necessary_single.unpatched = original
+    TCPTransport._connectIfNecessarySingle = connect_if_necessary_single
+
+
 _install_commit_index_fix()
+_install_connect_timeout_fix()
 
 
 class MetadataConsumer(SyncObjConsumer):
@@ -96,6 +139,12 @@ class MetadataConsumer(SyncObjConsumer):
 
     @replicated
     def command(self, method: str, args: tuple, controller_term: int | None = None):
+        """Apply one journal entry (the wire form of a command).  Raft thread only.
+
+        A controller decision (``controller_term`` set) committed in another term is
+        refused before decoding; an entry that does not decode, or whose apply fails
+        unexpectedly, is refused deterministically (every node gives the same outcome,
+        none diverges)."""
         state = self.state
         before = state.version
         term, index = self._entry_position()
@@ -106,7 +155,7 @@ class MetadataConsumer(SyncObjConsumer):
                        f"but committed in term {term}")
         else:
             try:
-                outcome = ("ok", getattr(state, "apply_" + method)(*args))
+                outcome = ("ok", decode(method, args).apply(state))
             except ApplyError as exc:
                 outcome = ("error", exc.code, str(exc))
             except Exception as exc:  # a bug: refuse deterministically, never diverge

@@ -98,6 +98,43 @@ class ClusterState:
     def snapshot(self) -> ClusterState:
         return copy.deepcopy(self)
 
+    # -- plain dicts (the lone broker's metadata file) -----------------------------
+
+    def to_dict(self) -> dict:
+        """The whole state as plain JSON values (lists keep the dicts' order, which is
+        the order elections iterate in).  ``from_dict(s.to_dict())`` equals ``s``."""
+        return {
+            "cluster_id": self.cluster_id,
+            "version": self.version,
+            "applied_term": self.applied_term,
+            "applied_index": self.applied_index,
+            "next_producer_id": self.next_producer_id,
+            "brokers": [vars(info).copy() for info in self.brokers.values()],
+            "topics": [{"name": t.name, "topic_id": t.topic_id, "configs": dict(t.configs),
+                        "partitions": [_partition_to_dict(index, p)
+                                       for index, p in t.partitions.items()]}
+                       for t in self.topics.values()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ClusterState:
+        """The inverse of ``to_dict`` (KeyError/TypeError/ValueError on a bad dict)."""
+        state = cls()
+        state.cluster_id = str(data["cluster_id"])
+        state.version = int(data["version"])
+        state.next_producer_id = int(data["next_producer_id"])
+        for name in ("applied_term", "applied_index"):
+            if data.get(name):  # 0 is the class default: leave it there
+                setattr(state, name, int(data[name]))
+        for item in data["brokers"]:
+            info = BrokerInfo(**item)
+            state.brokers[info.broker_id] = info
+        for item in data["topics"]:
+            partitions = dict(_partition_from_dict(p) for p in item["partitions"])
+            state.topics[item["name"]] = TopicInfo(item["name"], item["topic_id"],
+                                                   dict(item["configs"]), partitions)
+        return state
+
     def position(self) -> tuple[int, int, int]:
         """Order of images: Raft (term, index) of the last applied command, then the
         version (which alone orders the local store's images).  Raft's log order: an
@@ -350,6 +387,20 @@ class ClusterState:
         self.next_producer_id += count
         self.version += 1
         return first
+
+
+def _partition_to_dict(index: int, p: PartitionInfo) -> dict:
+    return {"partition": index, "replicas": list(p.replicas), "leader": p.leader,
+            "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
+            "isr": list(p.isr),
+            "replica_states": {str(b): s for b, s in p.replica_states.items()}}
+
+
+def _partition_from_dict(item: dict) -> tuple[int, PartitionInfo]:
+    states = {int(b): str(s) for b, s in item["replica_states"].items()}
+    return int(item["partition"]), PartitionInfo(
+        [int(r) for r in item["replicas"]], int(item["leader"]), int(item["leader_epoch"]),
+        int(item["partition_epoch"]), [int(r) for r in item["isr"]], states)
 
 
 def _hint(hints: dict, replica: int) -> int:

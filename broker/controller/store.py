@@ -1,15 +1,20 @@
 """How metadata commands reach the ClusterState: Raft (pysyncobj) or a local file.
 
-Both stores offer the same event-loop interface:
+Both stores offer the same event-loop interface (the rest of the broker reaches it
+through ``MetadataClient``, one method per operation):
 
-* ``await store.submit(method, *args)`` applies ``ClusterState.apply_<method>`` in log
+* ``await store.submit(command)`` applies a typed command (``commands.py``) in log
   order and returns its result (raises ApplyError when refused, MetadataUnavailable
-  when no quorum answers in time); ``controller_term=store.controller_term`` marks a
-  controller decision, refused unless committed in the term it was decided in;
+  when no quorum answers in time).  A controller decision carries the term it was
+  decided in (``command.controller_term``, read from ``store.controller_term``) and
+  is refused unless committed in that term.  The Raft store sends the command's wire
+  form ``(method, args, controller_term)``, the journal's form since before commands
+  were typed;
 * ``store.image`` is the newest applied state by Raft log position
   (``ClusterState.position``), a private copy owned by the loop;
 * listeners registered with ``add_listener`` get every new image (only when the
-  state's version moved) and ``add_membership_observer`` sees every registration and heartbeat command.
+  state's version moved) and ``add_membership_observer`` sees every registration and
+  heartbeat command (as a RegisterBroker / Heartbeat).
 
 Threads: pysyncobj applies commands on its own thread.  Nothing there touches loop
 state: the apply makes a snapshot and hands it over with ``call_soon_threadsafe``.
@@ -21,18 +26,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import pickle
 from typing import Any, Callable
 
-from storage.checkpoint import write_atomically
-
+from .commands import MEMBERSHIP_METHODS, Command, Heartbeat, RegisterBroker, decode
+from .metadata_file import metadata_path, read_state, write_state
 from .raft import RETRIABLE_FAILURES, start_raft_node
 from .state import ApplyError, ClusterState
 
 log = logging.getLogger(__name__)
 
 Listener = Callable[[ClusterState], None]
-MEMBERSHIP_COMMANDS = ("register_broker", "heartbeat")
+MembershipObserver = Callable[["RegisterBroker | Heartbeat"], None]
 RETRY_NO_LEADER_S = 0.05
 
 
@@ -55,13 +59,14 @@ class _StoreBase:
     def __init__(self) -> None:
         self.image = ClusterState()
         self._listeners: list[Listener] = []
-        self._membership_observers: list[Callable] = []
+        self._membership_observers: list[MembershipObserver] = []
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    def add_membership_observer(self, observer: Callable[[str, tuple], None]) -> None:
-        """``observer(method, args)`` for every applied register_broker / heartbeat."""
+    def add_membership_observer(self, observer: MembershipObserver) -> None:
+        """``observer(command)`` for every applied RegisterBroker / Heartbeat (refused
+        or not: the broker that sent it is alive).  Event loop."""
         self._membership_observers.append(observer)
 
     def _publish(self, image: ClusterState) -> None:
@@ -74,26 +79,44 @@ class _StoreBase:
             except Exception:
                 log.exception("metadata listener failed")
 
-    def _observe(self, method: str, args: tuple) -> None:
-        if method in MEMBERSHIP_COMMANDS:
+    def _observe(self, command: Command) -> None:
+        if isinstance(command, (RegisterBroker, Heartbeat)):
             for observer in list(self._membership_observers):
-                observer(method, args)
+                observer(command)
+
+    def _observe_wire(self, method: str, args: tuple) -> None:
+        """A membership command seen by the Raft thread, decoded on the loop."""
+        try:
+            command = decode(method, args)
+        except Exception:  # refused by the apply as well; nobody to tell
+            log.exception("membership command %s%r does not decode", method, args)
+            return
+        self._observe(command)
+
+
+def _require_command(command) -> Command:
+    if not isinstance(command, Command):
+        raise TypeError(f"submit takes a metadata command (broker.controller.commands), "
+                        f"not {command!r}")
+    return command
 
 
 class LocalStore(_StoreBase):
-    """A lone broker's metadata: applied at once, persisted atomically per change.
-    Event-loop only."""
+    """A lone broker's metadata: applied at once, persisted atomically per change
+    (``metadata_file``: versioned JSON; an older pickled file is read once and
+    rewritten as JSON on the next change).  Event-loop only."""
 
     controller_id: int
 
     def __init__(self, directory: str, node_id: int):
         super().__init__()
-        self.path = os.path.join(directory, "metadata.state")
+        self.path = metadata_path(directory)
         self.controller_id = node_id
         os.makedirs(directory, exist_ok=True)
+        # True while the file is an older Raftwood's pickle (until the next change).
+        self.upgrade_pending = False
         if os.path.exists(self.path):
-            with open(self.path, "rb") as f:
-                self.image = pickle.load(f)
+            self.image, self.upgrade_pending = read_state(self.path)
 
     @property
     def is_controller(self) -> bool:
@@ -109,15 +132,18 @@ class LocalStore(_StoreBase):
     async def stop(self) -> None:
         pass
 
-    async def submit(self, method: str, *args: Any, timeout_s: float = 10.0,
-                     controller_term: int | None = None) -> Any:
+    async def submit(self, command: Command, *, timeout_s: float = 10.0) -> Any:
+        """Apply to a copy of the image; a change is written, then published.  A
+        refusal (ApplyError) leaves image and file alone."""
+        _require_command(command)
         state = self.image.snapshot()
         before = state.version
-        result = getattr(state, "apply_" + method)(*args)
+        result = command.apply(state)
         if state.version != before:
-            write_atomically(self.path, pickle.dumps(state))
+            write_state(self.path, state)
+            self.upgrade_pending = False
             self._publish(state)
-        self._observe(method, args)
+        self._observe(command)
         return result
 
 
@@ -179,23 +205,23 @@ class RaftStore(_StoreBase):
             return
         if image is not None:
             loop.call_soon_threadsafe(self._publish, image)
-        if method in MEMBERSHIP_COMMANDS:
-            loop.call_soon_threadsafe(self._observe, method, args)
+        if method in MEMBERSHIP_METHODS:
+            loop.call_soon_threadsafe(self._observe_wire, method, args)
 
-    async def submit(self, method: str, *args: Any, timeout_s: float = 10.0,
-                     controller_term: int | None = None) -> Any:
+    async def submit(self, command: Command, *, timeout_s: float = 10.0) -> Any:
         """Apply through Raft.  While no leader is known (an election, or this node cut
         off) the command is submitted again until ``timeout_s``: pysyncobj refused it
         before appending it anywhere, so a retry cannot apply it twice.  Any other
         failure is MetadataUnavailable at once (the outcome may be unknown)."""
+        wire = _require_command(command).to_wire()
+        method = wire[0]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
             if self._syncobj is None:
                 raise MetadataUnavailable("the metadata quorum is not running")
             try:
-                outcome = await self._submit_once(method, args, controller_term,
-                                                  deadline - loop.time())
+                outcome = await self._submit_once(wire, deadline - loop.time())
             except _NoLeader as exc:
                 if loop.time() + RETRY_NO_LEADER_S >= deadline:
                     raise MetadataUnavailable(f"{method}: {exc} for {timeout_s}s") from None
@@ -205,7 +231,9 @@ class RaftStore(_StoreBase):
                 raise ApplyError(outcome[1], outcome[2])
             return outcome[1]
 
-    async def _submit_once(self, method: str, args: tuple, controller_term, timeout_s: float):
+    async def _submit_once(self, wire: tuple, timeout_s: float):
+        """Send the wire form ``(method, args, controller_term)`` once."""
+        method, args, controller_term = wire
         loop = asyncio.get_running_loop()
         future = loop.create_future()
 

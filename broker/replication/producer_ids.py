@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import asyncio
 
+from ..controller.metadata_client import MetadataClient
+
 PRODUCER_ID_BLOCK_SIZE = 1000
 
 
 class ProducerIdManager:
-    """Hands out producer ids from reserved blocks. Event-loop only."""
+    """Hands out producer ids from reserved blocks. Event-loop only.
 
-    def __init__(self, store):
-        self.store = store
+    Invariant: ids handed out lie in blocks the metadata reserved for this process
+    (``[_next, _end)`` is the rest of the current one), so no id is given twice in the
+    cluster.  ``metadata``: a MetadataClient (or a store, wrapped in one).
+    """
+
+    def __init__(self, metadata):
+        self.metadata = MetadataClient.wrap(metadata)
         self._next = 0
         self._end = 0
         self._lock = asyncio.Lock()
@@ -24,7 +31,7 @@ class ProducerIdManager:
     async def next_producer_id(self) -> int:
         async with self._lock:  # one block request at a time
             if self._next >= self._end:
-                first = await self.store.submit("allocate_producer_ids", PRODUCER_ID_BLOCK_SIZE)
+                first = await self.metadata.allocate_producer_ids(PRODUCER_ID_BLOCK_SIZE)
                 self._next, self._end = first, first + PRODUCER_ID_BLOCK_SIZE
             producer_id = self._next
             self._next += 1

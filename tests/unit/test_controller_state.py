@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from broker.controller import state as state_module
+from broker.controller.commands import Heartbeat
 from broker.controller.replica_state import ReplicaState
 from broker.controller.state import NO_LEADER, ApplyError, ClusterState, assign_replicas
 
@@ -438,7 +439,7 @@ def test_a_cancelled_submit_is_cancelled_even_when_its_answer_arrived_meanwhile(
     async def scenario():
         store = RaftStore(str(tmp_path), 1, {1: "127.0.0.1:1"})
         store._syncobj, store._consumer = object(), _AnsweringConsumer()
-        task = asyncio.get_running_loop().create_task(store.submit("heartbeat", 1, 1))
+        task = asyncio.get_running_loop().create_task(store.submit(Heartbeat(1, 1)))
         await asyncio.sleep(0)   # the command is sent; its answer is queued on the loop
         task.cancel()            # ...and the cancellation right behind it
         try:
@@ -475,7 +476,7 @@ def _submit_with(consumer, tmp_path, timeout_s=5.0):
     async def scenario():
         store = RaftStore(str(tmp_path), 1, {1: "127.0.0.1:1"})
         store._syncobj, store._consumer = object(), consumer
-        return await store.submit("heartbeat", 1, 1, timeout_s=timeout_s)
+        return await store.submit(Heartbeat(1, 1), timeout_s=timeout_s)
 
     return asyncio.run(scenario())
 

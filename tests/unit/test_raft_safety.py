@@ -242,3 +242,71 @@ def test_a_controller_decision_is_refused_outside_the_term_it_was_taken_in(raft_
     stale = leader.submit_sync("allocate_producer_ids", (5,), controller_term=term - 1)
     assert stale["r"][0] == "error" and stale["r"][1] == "NOT_CONTROLLER"
     assert leader.consumer.state.next_producer_id == 0
+
+
+# -- reconnecting after a heal ----------------------------------------------------------
+
+@pytest.fixture
+def syn_dropping_partner():
+    """A listener on 127.0.0.1 whose accept queue is full: Linux drops the SYNs of any
+    further connection attempt (as a firewall cutting the link would), and the
+    connecting side stays in SYN_SENT while the kernel retries."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)
+    filler = socket.create_connection(server.getsockname())  # the one queued connection
+    wait_until(lambda: _queue_full(server), what="the accept queue to fill")
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        filler.close()
+        server.close()
+
+
+def _queue_full(server) -> bool:
+    import socket
+
+    probe = socket.socket()
+    probe.setblocking(False)
+    try:
+        probe.connect_ex(server.getsockname())
+        time.sleep(0.2)
+        probe.getpeername()
+        return False  # it got through: the queue had room
+    except OSError:
+        return True
+    finally:
+        probe.close()
+
+
+@pytest.mark.parametrize("patched", [True, False], ids=["raftwood", "unpatched-pysyncobj"])
+def test_a_connection_attempt_whose_syn_was_dropped_is_abandoned_and_retried(
+        syn_dropping_partner, patched):
+    """pysyncobj checks a connection's timeout only on socket events, and a connect whose
+    SYN was dropped has none until the kernel gives up (about two minutes): a node cut
+    off for a minute then stayed without a leader long after the link healed."""
+    current = TCPTransport._connectIfNecessarySingle
+    if not patched:
+        TCPTransport._connectIfNecessarySingle = current.unpatched
+    # Our address must sort after the partner's (pysyncobj's higher address connects):
+    # 127.0.0.2 (loopback too) sorts after 127.0.0.1 whatever the ports.
+    me = f"127.0.0.2:{free_ports(1, host='127.0.0.2')[0]}"
+    conf = SyncObjConf(autoTick=False, connectionTimeout=1.0, raftMinTimeout=0.4,
+                       raftMaxTimeout=0.9, connectionRetryTime=0.1)
+    node = SyncObj(me, [syn_dropping_partner], conf)
+    try:
+        transport = node._SyncObj__transport
+        partner = next(iter(transport._nodes))
+        node.doTick(0)
+        first = transport._lastConnectAttempt.get(partner)
+        assert first is not None, "no connection attempt was made"
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            node.doTick(0.05)
+        attempts_moved = transport._lastConnectAttempt[partner] > first
+        assert attempts_moved == patched
+    finally:
+        TCPTransport._connectIfNecessarySingle = current
+        node.destroy()

@@ -1,0 +1,150 @@
+"""The broker's narrow way to the cluster metadata: one method per operation.
+
+Handlers (CreateTopics, DeleteTopics, the config APIs), the producer-id manager, the
+broker lifecycle, the controller and the replica manager's ISR changes all reach the
+metadata through a ``MetadataClient`` wrapping the store (``LocalStore`` or
+``RaftStore``): each method builds one typed command (``commands.py``) and submits
+it.  Reads: ``image`` (the newest applied ClusterState by Raft log position, a copy
+the loop owns: read it, never mutate it) and ``controller_id``.
+
+Errors, as the store raises them: ApplyError (refused; ``code`` is the name of a Kafka
+error code, e.g. TOPIC_ALREADY_EXISTS, FENCED_LEADER_EPOCH, NOT_CONTROLLER) and
+MetadataUnavailable (no quorum answered in time; retriable, the outcome may be
+unknown).  Every write returns once the change is applied, and ``image`` then already
+shows it.
+
+Controller decisions (``fence_brokers``, ``elect_preferred``) take the Raft term the
+decision was taken in (read ``controller_term`` *before* deciding): the quorum refuses
+them unless committed in that term, so a decision outlives no leadership.
+
+Event-loop only.
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from .commands import (
+    AllocateProducerIds, AlterPartition, AlterTopicConfigs, Command, CreateTopic, DeleteTopic,
+    ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker,
+)
+from .state import ApplyError, ClusterState, Election
+from .store import MetadataUnavailable
+
+__all__ = ["ApplyError", "MetadataClient", "MetadataUnavailable"]
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class MetadataClient:
+    """Wraps a LocalStore or RaftStore (see the module doc).  Event-loop only."""
+
+    def __init__(self, store):
+        self.store = store
+
+    @classmethod
+    def wrap(cls, store_or_client) -> MetadataClient:
+        """``store_or_client`` itself when it is a client, else a client of the store."""
+        if isinstance(store_or_client, MetadataClient):
+            return store_or_client
+        return cls(store_or_client)
+
+    # -- reads ---------------------------------------------------------------------
+
+    @property
+    def image(self) -> ClusterState:
+        return self.store.image
+
+    @property
+    def controller_id(self) -> int:
+        """The controller's broker id (-1 while no Raft leader is known)."""
+        return self.store.controller_id
+
+    @property
+    def controller_term(self) -> int | None:
+        """The term this broker's controller leads in; None when it does not lead (the
+        lone broker's store: None too, with nothing to fence)."""
+        return self.store.controller_term
+
+    @property
+    def is_controller(self) -> bool:
+        return self.store.is_controller
+
+    def add_listener(self, listener) -> None:
+        """``listener(image)`` for every new image (only when the version moved)."""
+        self.store.add_listener(listener)
+
+    def add_membership_observer(self, observer) -> None:
+        """``observer(command)`` for every applied RegisterBroker / Heartbeat."""
+        self.store.add_membership_observer(observer)
+
+    async def submit(self, command: Command, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
+        """Any typed command (the methods below are the ones to call)."""
+        return await self.store.submit(command, timeout_s=timeout_s)
+
+    # -- cluster and brokers -------------------------------------------------------
+
+    async def init_cluster(self, cluster_id: str) -> str:
+        """Set the cluster id once; returns the cluster's id (the first one set)."""
+        return await self.submit(InitCluster(cluster_id))
+
+    async def register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
+                              unclean_default: bool = False) -> int:
+        """(Re)register this broker's incarnation; returns its broker epoch."""
+        return await self.submit(RegisterBroker(broker_id, host, port, incarnation,
+                                                unclean_default))
+
+    async def heartbeat(self, broker_id: int, broker_epoch: int, unclean_default: bool,
+                        log_end_offsets: dict, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+        """False when the cluster no longer knows ``broker_epoch`` (register again).
+        ``log_end_offsets`` ("topic:partition" → LEO) are the controller's hints."""
+        return await self.submit(Heartbeat(broker_id, broker_epoch, unclean_default,
+                                           log_end_offsets), timeout_s)
+
+    async def fence_self(self, broker_id: int, unclean_default: bool,
+                         timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Election]:
+        """Controlled shutdown: fence this broker (elections follow; it leaves every
+        ISR).  Not a controller decision: no term."""
+        return await self.submit(FenceBrokers([broker_id], {}, unclean_default), timeout_s)
+
+    async def fence_brokers(self, broker_ids: list[int], leo_hints: dict,
+                            unclean_default: bool, *,
+                            controller_term: int | None) -> list[Election]:
+        """The controller fences brokers whose session expired (elections follow)."""
+        return await self.submit(FenceBrokers(broker_ids, leo_hints, unclean_default,
+                                              controller_term=controller_term))
+
+    async def elect_preferred(self, targets: list[tuple[str, int]], *,
+                              controller_term: int | None) -> list[Election]:
+        """The controller restores preferred leaders ("topic", partition) targets."""
+        return await self.submit(ElectPreferred(targets, controller_term=controller_term))
+
+    # -- topics --------------------------------------------------------------------
+
+    async def create_topic(self, name: str, assignment: list[list[int]],
+                           configs: dict[str, str], topic_id: str | None = None) -> str:
+        """Create a topic with this replica assignment; returns its id (a new UUID
+        unless given: ids are chosen here, never in the replicated apply)."""
+        topic_id = topic_id or str(uuid.uuid4())
+        return await self.submit(CreateTopic(name, topic_id, assignment, configs))
+
+    async def delete_topic(self, name: str) -> str:
+        """Delete a topic; returns its id."""
+        return await self.submit(DeleteTopic(name))
+
+    async def alter_topic_configs(self, name: str, changes: dict[str, str | None]) -> None:
+        """Set (value) or remove (None) topic config overrides."""
+        return await self.submit(AlterTopicConfigs(name, changes))
+
+    # -- partitions, producer ids --------------------------------------------------
+
+    async def alter_partition(self, topic: str, partition: int, leader_id: int,
+                              leader_epoch: int, partition_epoch: int,
+                              new_isr: list[int]) -> int:
+        """A leader's ISR change; returns the new partition epoch."""
+        return await self.submit(AlterPartition(topic, partition, leader_id, leader_epoch,
+                                                partition_epoch, new_isr))
+
+    async def allocate_producer_ids(self, count: int) -> int:
+        """Reserve ``count`` producer ids unique in the cluster; returns the first."""
+        return await self.submit(AllocateProducerIds(count))
