@@ -10,10 +10,9 @@ leader's (KIP-101/279): OffsetForLeaderEpoch for our latest epoch, truncate to t
 divergence point, repeat while the leader's answer names an epoch we do not share.
 So a leader change A→B→A never leaves divergent logs.
 
-Loop header (``ReplicaFetcher.run``): reacts to Fetch responses (the leader long-polls
-them for ``replica.fetch.wait.max.ms``) and to partitions being added; backs off
-``replica.fetch.backoff.ms`` after errors; never sleeps on a fixed tick otherwise;
-exits when it follows no partition any more or on cancellation.
+The leader is reached through a ``LeaderEndpoint`` (``leader_endpoint.py``; the Kafka
+protocol by default, a fake in tests): this module decides what to ask and what the
+answers mean, the endpoint only carries them.
 """
 from __future__ import annotations
 
@@ -22,29 +21,26 @@ import logging
 import time
 from dataclasses import dataclass
 
-from kafka.protocol.consumer import (
-    FetchRequest, FetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
-)
-
 from protocol.errors import ErrorCode
 from storage.errors import StorageError
 
-from ..network.kafka_client import BrokerConnection, ConnectionFailed
+from .leader_endpoint import (
+    EndpointFactory, EpochQuery, FetchSettings, KafkaLeaderEndpoint, LeaderEndpoint,
+    LeaderUnavailable, PartitionFetch,
+)
 from .partition import Partition
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 11
-EPOCH_VERSION = 3
 MAX_TRUNCATION_ROUNDS = 8
-FetchTopic = FetchRequest.FetchTopic
-FetchPartition = FetchTopic.FetchPartition
-EpochTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
-EpochPartition = EpochTopic.OffsetForLeaderPartition
 
 
 @dataclass
 class FollowedPartition:
+    """One partition as its fetcher sees it: the leader epoch it follows in, whether its
+    log must be reconciled with the leader's before the next fetch, and until when (a
+    ``time.monotonic()`` instant) it is left alone after an error."""
+
     partition: Partition
     leader_epoch: int
     needs_truncation: bool = True
@@ -52,45 +48,46 @@ class FollowedPartition:
 
 
 class ReplicaFetcher:
-    """Fetches from one leader for every partition we follow there. Event-loop only."""
+    """Fetches from one leader for every partition we follow there. Event-loop only.
+
+    Only its ``ReplicaFetcherManager`` adds and removes partitions (``partitions``) and
+    starts ``run``.  Invariants: a partition is fetched only once ``needs_truncation`` is
+    off; an answer for a partition that was removed or re-followed (another
+    ``FollowedPartition``) while the request was out is ignored; a partition that got an
+    error is not asked again before its ``backoff_until``.
+    """
 
     def __init__(self, manager: ReplicaFetcherManager, leader_id: int):
         self.manager = manager
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], FollowedPartition] = {}
-        self.connection: BrokerConnection | None = None
+        self.endpoint: LeaderEndpoint | None = None
         self.task: asyncio.Task | None = None
         self._prefix = f"[ReplicaFetcher broker={manager.node_id} leader={leader_id}]"
 
     async def run(self) -> None:
+        """The fetch loop.  Reacts to Fetch responses (the leader long-polls them for
+        ``replica.fetch.wait.max.ms``) and to partitions being added; backs off
+        ``replica.fetch.backoff.ms`` while the leader is unknown or unreachable, and a
+        partition after its errors; never sleeps on a fixed tick otherwise.  Exits when
+        it follows no partition any more, or on cancellation; the endpoint is closed."""
+        if self.endpoint is None:
+            self.endpoint = self.manager.endpoint_factory(self.leader_id)
+        endpoint = self.endpoint
         try:
             while self.partitions:
-                if not await self._ensure_connection():
+                if not endpoint.ready():
                     await asyncio.sleep(self.manager.backoff_s)
                     continue
                 try:
                     await self._truncate_where_needed()
                     if not await self._fetch_once():
                         await self._sleep_until_ready()
-                except ConnectionFailed as exc:
+                except LeaderUnavailable as exc:
                     log.info("%s %s; retrying", self._prefix, exc)
                     await asyncio.sleep(self.manager.backoff_s)
         finally:
-            if self.connection is not None:
-                await self.connection.close()
-
-    async def _ensure_connection(self) -> bool:
-        address = self.manager.broker_address(self.leader_id)
-        if address is None:
-            return False
-        host, port = address
-        conn = self.connection
-        if conn is None or (conn.host, conn.port) != (host, port):
-            if conn is not None:
-                await conn.close()
-            self.connection = BrokerConnection(host, port, f"raftwood-fetcher-{self.manager.node_id}",
-                                               timeout_s=self.manager.request_timeout_s)
-        return True
+            await endpoint.close()
 
     def _ready(self) -> list[FollowedPartition]:
         now = time.monotonic()
@@ -108,36 +105,31 @@ class ReplicaFetcher:
     # -- truncation (KIP-101/279) ---------------------------------------------------
 
     async def _truncate_where_needed(self) -> None:
+        """Rounds of OffsetForLeaderEpoch for the ready partitions that need it, until none
+        does or after MAX_TRUNCATION_ROUNDS (the loop comes back to the rest)."""
         for _ in range(MAX_TRUNCATION_ROUNDS):
             pending = [f for f in self._ready() if f.needs_truncation]
             if not pending:
                 return
             asks = {}
             for followed in pending:
-                latest = followed.partition.log.epoch_cache.latest_epoch
+                latest = followed.partition.latest_epoch
                 if latest is None:
                     followed.needs_truncation = False  # nothing of ours to reconcile
                 else:
                     asks[followed.partition.key] = (followed, latest)
             if not asks:
                 return
-            response = await self.connection.request(self._epoch_request(asks), OffsetForLeaderEpochResponse)
-            for topic in response.topics:
-                for answer in topic.partitions:
-                    entry = asks.get((topic.topic, answer.partition))
-                    if entry is not None:
-                        self._apply_epoch_answer(entry[0], answer)
-
-    def _epoch_request(self, asks):
-        by_topic: dict[str, list] = {}
-        for (topic, index), (followed, latest) in asks.items():
-            by_topic.setdefault(topic, []).append(EpochPartition(
-                partition=index, current_leader_epoch=followed.leader_epoch, leader_epoch=latest))
-        return OffsetForLeaderEpochRequest[EPOCH_VERSION](
-            replica_id=self.manager.node_id,
-            topics=[EpochTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+            answers = await self.endpoint.offsets_for_leader_epoch([
+                EpochQuery(topic, index, followed.leader_epoch, latest)
+                for (topic, index), (followed, latest) in asks.items()])
+            for key, answer in answers.items():
+                entry = asks.get(key)
+                if entry is not None:
+                    self._apply_epoch_answer(entry[0], answer)
 
     def _apply_epoch_answer(self, followed: FollowedPartition, answer) -> None:
+        """``answer``: error_code, leader_epoch, end_offset (an EpochEndOffset)."""
         partition = followed.partition
         if answer.error_code != ErrorCode.NONE:
             self._back_off(followed, f"OffsetForLeaderEpoch {ErrorCode(answer.error_code).name}")
@@ -145,8 +137,7 @@ class ReplicaFetcher:
         if answer.end_offset < 0:
             self._drop_latest_epoch(followed)
             return
-        own_epoch, own_end = partition.log.epoch_cache.end_offset_for(
-            answer.leader_epoch, partition.log_end_offset)
+        own_epoch, own_end = partition.end_offset_for_epoch(answer.leader_epoch)
         if own_epoch != answer.leader_epoch:
             # We never had the leader's epoch: cut to where our older epoch ends and ask
             # again with the epoch that is now our latest.
@@ -164,52 +155,42 @@ class ReplicaFetcher:
         Each round removes one epoch, so the loop ends; with no epoch left there is
         nothing of ours to reconcile."""
         partition = followed.partition
-        entries = partition.log.epoch_cache.epoch_entries()
-        epoch, start = entries[-1]
+        epoch, start = partition.epoch_entries()[-1]
         log.warning("%s %s: leader %d has no epoch %d or newer; truncating from %d to %d",
                     self._prefix, partition.name, self.leader_id, epoch,
                     partition.log_end_offset, start)
         partition.truncate_to(start)  # also drops the epoch when it wrote nothing
-        followed.needs_truncation = partition.log.epoch_cache.latest_epoch is not None
+        followed.needs_truncation = partition.latest_epoch is not None
 
     # -- fetching ---------------------------------------------------------------------
 
     async def _fetch_once(self) -> bool:
+        """One Fetch for every ready, reconciled partition; False when there was none to
+        ask for (the caller then sleeps until a backoff ends)."""
         ready = [f for f in self._ready() if not f.needs_truncation]
         if not ready:
             return False
-        request = self._fetch_request(ready)
-        response = await self.connection.request(request, FetchResponse)
-        if response.error_code != ErrorCode.NONE:
+        result = await self.endpoint.fetch([
+            PartitionFetch(f.partition.topic, f.partition.index, f.leader_epoch,
+                           f.partition.log_end_offset, f.partition.log_start_offset,
+                           self.manager.fetch_max_bytes) for f in ready])
+        if result.error_code != ErrorCode.NONE:
             for followed in ready:
-                self._back_off(followed, f"fetch {ErrorCode(response.error_code).name}")
+                self._back_off(followed, f"fetch {ErrorCode(result.error_code).name}")
             return True
         by_key = {f.partition.key: f for f in ready}
         appended = False
-        for topic in response.responses:
-            for data in topic.partitions:
-                followed = by_key.get((topic.topic, data.partition_index))
-                if followed is not None and self.partitions.get(followed.partition.key) is followed:
-                    appended |= self._apply_fetched(followed, data)
+        for key, data in result.partitions.items():
+            followed = by_key.get(key)
+            if followed is not None and self.partitions.get(key) is followed:
+                appended |= self._apply_fetched(followed, data)
         if appended:
             self.manager.on_follower_progress()
         return True
 
-    def _fetch_request(self, ready: list[FollowedPartition]):
-        by_topic: dict[str, list] = {}
-        for followed in ready:
-            partition = followed.partition
-            by_topic.setdefault(partition.topic, []).append(FetchPartition(
-                partition=partition.index, current_leader_epoch=followed.leader_epoch,
-                fetch_offset=partition.log_end_offset, log_start_offset=partition.log_start_offset,
-                partition_max_bytes=self.manager.fetch_max_bytes))
-        return FetchRequest[FETCH_VERSION](
-            replica_id=self.manager.node_id, max_wait_ms=self.manager.fetch_wait_max_ms,
-            min_bytes=1, max_bytes=self.manager.fetch_response_max_bytes, isolation_level=0,
-            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
-            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
-
     def _apply_fetched(self, followed: FollowedPartition, data) -> bool:
+        """``data``: error_code, high_watermark, log_start_offset, records (FetchedData).
+        True when bytes were appended."""
         partition = followed.partition
         code = data.error_code
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -234,9 +215,16 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    """Which partitions we follow, grouped into one fetcher per leader. Event-loop only."""
+    """Which partitions we follow, grouped into one fetcher per leader. Event-loop only;
+    the ReplicaManager is its only caller (``follow``/``unfollow`` on metadata images,
+    ``shutdown``).  Invariant: a partition is in at most one fetcher, that of its
+    current leader; a fetcher with partitions has a running (or restarting) task.
 
-    def __init__(self, node_id: int, config, broker_address):
+    ``endpoint_factory(leader_id)`` makes the endpoint a new fetcher talks to; the
+    default speaks the Kafka protocol to the address ``broker_address`` gives."""
+
+    def __init__(self, node_id: int, config, broker_address,
+                 endpoint_factory: EndpointFactory | None = None):
         self.node_id = node_id
         self.broker_address = broker_address  # broker id -> (host, port) | None
         self.fetch_wait_max_ms = config["replica.fetch.wait.max.ms"]
@@ -244,8 +232,13 @@ class ReplicaFetcherManager:
         self.fetch_response_max_bytes = config["replica.fetch.response.max.bytes"]
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000.0
         self.request_timeout_s = max(5.0, self.fetch_wait_max_ms / 1000.0 + 5.0)
+        self.endpoint_factory: EndpointFactory = endpoint_factory or self._kafka_endpoint
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.on_progress = None
+
+    def _kafka_endpoint(self, leader_id: int) -> KafkaLeaderEndpoint:
+        return KafkaLeaderEndpoint(self.node_id, leader_id, self.broker_address, FetchSettings(
+            self.fetch_wait_max_ms, self.fetch_response_max_bytes, self.request_timeout_s))
 
     def follow(self, partition: Partition) -> None:
         """Fetch ``partition`` from its current leader, reconciling first."""

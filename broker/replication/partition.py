@@ -4,6 +4,12 @@ Kafka's words throughout: leader_epoch, partition_epoch, isr, high_watermark,
 log_end_offset (LEO).  The high watermark is min LEO over the ISR (leader included)
 and never moves backwards on a leader.  Consumers read below the high watermark;
 followers (replica_id >= 0) read up to the LEO.
+
+The ISR is a small immutable state (Kafka's PartitionState): ``CommittedIsr`` when no
+change is in flight, ``PendingExpandIsr`` / ``PendingShrinkIsr`` while one AlterPartition
+is.  Only ``Partition`` moves between them; the replica manager asks it for a proposal
+(``maybe_expand_isr``, ``maybe_shrink_isr``), sends it to the controller, and reports the
+outcome (``on_isr_change_committed`` / ``on_isr_change_failed``).
 """
 from __future__ import annotations
 
@@ -18,6 +24,8 @@ from protocol.records import BatchHeader, iter_headers
 from storage.errors import CorruptLog, OffsetOutOfRange, StorageIOError
 from storage.log import AppendInfo, PartitionLog
 from storage.producer_state import ProducerStateError, ProducerStateManager
+
+from .isr import CommittedIsr, IsrState, PendingExpandIsr, PendingIsrChange, PendingShrinkIsr
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +87,15 @@ class PartitionSettings:
 
 @dataclass
 class Partition:
-    """A partition this broker hosts. Event-loop only.
+    """A partition this broker hosts. Event-loop only: the ReplicaManager (metadata
+    images, produce, fetch, the ISR loop), the replica fetcher (follower side) and the
+    request handlers call it; nothing else writes its state.
 
     Invariants: ``high_watermark`` <= LEO; on the leader it never decreases;
-    ``isr`` always contains the leader while it leads.  Once ``offline`` (its log
-    directory failed, KIP-112) it leads and follows nothing, its log is closed and
+    ``isr`` always contains the leader while it leads.  The ISR state (``isr_state``)
+    changes only here: at most one ISR change is in flight, proposed only by the
+    leader, and the high watermark waits for ``maximal_isr``.  Once ``offline`` (its
+    log directory failed, KIP-112) it leads and follows nothing, its log is closed and
     never written again, and produce/fetch/list-offsets answer KAFKA_STORAGE_ERROR.
     Every disk failure of its log is reported to ``storage_failure_listener`` (the
     ReplicaManager, which takes the whole directory offline) before it is raised.
@@ -97,17 +109,12 @@ class Partition:
     settings: PartitionSettings = field(default_factory=PartitionSettings)
     leader_id: int = -1
     leader_epoch: int = NO_EPOCH
-    partition_epoch: int = 0
     replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
     followers: dict[int, ReplicaState] = field(default_factory=dict)
     producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
-    # Replicas whose addition to the ISR the controller has not committed yet; they
-    # count for the high watermark already (Kafka's "maximal ISR"), so the HW never
-    # passes a replica about to join.
-    pending_isr_additions: set[int] = field(default_factory=set)
-    isr_change_in_flight: bool = False
     offline: bool = False
+    _partition_epoch: int = field(default=0, init=False)
+    _isr_state: IsrState = field(default=CommittedIsr(()), init=False)
     storage_failure_listener: Callable[[Partition, str, Exception], None] | None = \
         field(default=None, repr=False, compare=False)
 
@@ -152,17 +159,16 @@ class Partition:
 
     def make_leader(self, leader_epoch: int, partition_epoch: int,
                     replicas: list[int], isr: list[int]) -> None:
-        """Become leader in ``leader_epoch``; the epoch starts at the current LEO."""
+        """Become leader in ``leader_epoch``; the epoch starts at the current LEO.  Any ISR
+        change in flight is forgotten (its answer will be ignored)."""
         self.leader_id = self.node_id
         self.leader_epoch = leader_epoch
-        self.partition_epoch = partition_epoch
+        self._partition_epoch = partition_epoch
         self.replicas = list(replicas)
-        self.isr = list(isr)
+        self._isr_state = CommittedIsr(tuple(isr))
         now_ms = _now_ms()
         self.followers = {r: ReplicaState(r, last_caught_up_ms=now_ms)
                           for r in replicas if r != self.node_id}
-        self.pending_isr_additions = set()
-        self.isr_change_in_flight = False
         with self._storage_guard("assigning the leader epoch"):
             self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
         self.maybe_increment_high_watermark()
@@ -176,26 +182,100 @@ class Partition:
         (data plane) reconciles the log with the leader's before fetching."""
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
-        self.partition_epoch = partition_epoch
+        self._partition_epoch = partition_epoch
         self.replicas = list(replicas)
-        self.isr = list(isr)
+        self._isr_state = CommittedIsr(tuple(isr))
         self.followers = {}
-        self.pending_isr_additions = set()
-        self.isr_change_in_flight = False
         log.info("[Partition %s broker=%d] follower of %d in epoch %d, leo=%d, hw=%d",
                  self.name, self.node_id, leader_id, leader_epoch, self.log_end_offset,
                  self.high_watermark)
 
-    def update_isr(self, isr: list[int], partition_epoch: int) -> None:
-        """The leader takes an ISR the controller committed (its own or a fencing)."""
-        if isr != self.isr:
-            log.info("[Partition %s broker=%d] isr %s -> %s (partition epoch %d)", self.name,
-                     self.node_id, self.isr, isr, partition_epoch)
-        self.isr = list(isr)
-        self.partition_epoch = partition_epoch
-        self.pending_isr_additions -= set(isr)
+    # -- the ISR state (Kafka's maybeExpandIsr / maybeShrinkIsr / AlterPartition) ---------
 
-    # -- leader: followers and the ISR ----------------------------------------------
+    @property
+    def partition_epoch(self) -> int:
+        return self._partition_epoch
+
+    @property
+    def isr_state(self) -> IsrState:
+        return self._isr_state
+
+    @property
+    def isr(self) -> list[int]:
+        """The committed ISR (what acks=-1 admission and the controller know)."""
+        return list(self._isr_state.isr)
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """What the high watermark waits for: the committed ISR plus a pending addition;
+        during a pending shrink, the current (larger) ISR."""
+        return self._isr_state.maximal_isr
+
+    @property
+    def pending_isr_additions(self) -> frozenset[int]:
+        """The replica a pending expansion adds (empty otherwise)."""
+        return self.maximal_isr - set(self._isr_state.isr)
+
+    def update_isr_from_metadata(self, isr: list[int], partition_epoch: int) -> None:
+        """Take the ISR and partition epoch of a metadata image (our own change or the
+        controller's, e.g. a fencing).  The image is the authority: it replaces a pending
+        change, whose answer is then ignored."""
+        if self.is_leader and list(isr) != self.isr:
+            log.info("[Partition %s broker=%d] isr %s -> %s (partition epoch %d)", self.name,
+                     self.node_id, self.isr, list(isr), partition_epoch)
+        self._isr_state = CommittedIsr(tuple(isr))
+        self._partition_epoch = partition_epoch
+
+
+    def maybe_expand_isr(self, replica_id: int) -> PendingExpandIsr | None:
+        """After ``replica_id``'s fetch: propose adding it when this broker leads, no ISR
+        change is in flight and ``can_join_isr`` holds.  Returns the new pending state (send
+        its ``proposed_isr``, then report with ``on_isr_change_committed``/``_failed``) or
+        None.  From now on the replica counts for the high watermark."""
+        if not self.is_leader or self._isr_state.is_inflight or not self.can_join_isr(replica_id):
+            return None
+        return self._begin_isr_change(PendingExpandIsr(
+            self._isr_state, self.leader_epoch, self._partition_epoch, replica_id))
+
+    def maybe_shrink_isr(self, now_ms: int, lag_time_max_ms: int) -> PendingShrinkIsr | None:
+        """Propose removing the ISR followers not caught up within ``lag_time_max_ms``, when
+        this broker leads and no ISR change is in flight.  The HW keeps waiting for them
+        until the controller commits the shrink."""
+        if not self.is_leader or self._isr_state.is_inflight:
+            return None
+        lagging = self.out_of_sync_replicas(now_ms, lag_time_max_ms)
+        if not lagging:
+            return None
+        log.info("[Partition %s broker=%d] followers %s out of sync (lag time %d ms)",
+                 self.name, self.node_id, lagging, lag_time_max_ms)
+        return self._begin_isr_change(PendingShrinkIsr(
+            self._isr_state, self.leader_epoch, self._partition_epoch, frozenset(lagging)))
+
+    def _begin_isr_change(self, change: PendingIsrChange) -> PendingIsrChange:
+        if self._isr_state.is_inflight:
+            raise RuntimeError(f"{self.name}: an ISR change is already in flight")
+        self._isr_state = change
+        return change
+
+    def on_isr_change_committed(self, change: PendingIsrChange, partition_epoch: int) -> bool:
+        """The controller committed ``change`` in ``partition_epoch``.  Usually its image
+        arrived first and replaced the pending state: then nothing happens.  Otherwise the
+        proposed ISR becomes the committed one.  True when the ISR changed (the caller then
+        re-checks the HW and the waiting produces)."""
+        if self._isr_state is not change or partition_epoch <= self._partition_epoch:
+            self.on_isr_change_failed(change)  # not newer: the next image decides
+            return False
+        self.update_isr_from_metadata([r for r in self.replicas if r in change.proposed_isr],
+                                      partition_epoch)
+        return True
+
+    def on_isr_change_failed(self, change: PendingIsrChange) -> None:
+        """The controller refused ``change`` (or its outcome is unknown): back to the last
+        committed ISR, unless the state moved on meanwhile."""
+        if self._isr_state is change:
+            self._isr_state = change.last_committed
+
+    # -- leader: followers ------------------------------------------------------------
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """A follower fetched at ``fetch_offset`` (its LEO). Returns True when that is a
@@ -207,15 +287,16 @@ class Partition:
         return True
 
     def can_join_isr(self, replica_id: int) -> bool:
-        """Kafka's expansion rule: caught up to the HW and into the current epoch."""
+        """Kafka's expansion rule: caught up to the HW and into the current epoch (and
+        neither in the ISR nor being added)."""
         state = self.followers.get(replica_id)
-        if state is None or replica_id in self.isr or replica_id in self.pending_isr_additions:
+        if state is None or replica_id in self.maximal_isr:
             return False
         epoch_start = self.epoch_start_offset()
         return state.log_end_offset >= self.high_watermark and state.log_end_offset >= epoch_start
 
     def epoch_start_offset(self) -> int:
-        for epoch, start in reversed(self.log.epoch_cache.epoch_entries()):
+        for epoch, start in reversed(self.epoch_entries()):
             if epoch == self.leader_epoch:
                 return start
         return self.log.log_end_offset
@@ -311,12 +392,6 @@ class Partition:
             self.log.maybe_flush()
         return info, False
 
-    @property
-    def maximal_isr(self) -> set[int]:
-        """The committed ISR plus the additions the controller has not committed yet
-        (Kafka's maximal ISR): what the high watermark waits for."""
-        return set(self.isr) | self.pending_isr_additions
-
     def maybe_increment_high_watermark(self) -> bool:
         """HW := min LEO over the maximal ISR, if that is higher. Triggers: append,
         follower fetch, ISR change. Returns True when it moved."""
@@ -382,10 +457,19 @@ class Partition:
         offset, record_timestamp = found
         return record_timestamp, offset
 
+    @property
+    def latest_epoch(self) -> int | None:
+        """The newest leader epoch of our log (None: the epoch cache is empty)."""
+        return self.log.epoch_cache.latest_epoch
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        """Our log's (leader epoch, start offset) pairs, oldest first."""
+        return self.log.epoch_cache.epoch_entries()
+
     def epoch_for_offset(self, offset: int) -> int:
         """The leader epoch in which ``offset`` was (or will be) written."""
         epoch = -1
-        for entry_epoch, start_offset in self.log.epoch_cache.epoch_entries():
+        for entry_epoch, start_offset in self.epoch_entries():
             if start_offset > offset:
                 break
             epoch = entry_epoch
@@ -439,7 +523,7 @@ class Partition:
         self.offline = True
         self.leader_id = -1
         self.followers = {}
-        self.pending_isr_additions = set()
+        self._isr_state = CommittedIsr(self._isr_state.isr)
         self.log.close_handlers()
         log.warning("[Partition %s broker=%d] offline at log_end_offset %d, high_watermark %d",
                     self.name, self.node_id, self.log_end_offset, self.high_watermark)

@@ -30,10 +30,11 @@ from ..config import BrokerConfig
 from ..controller.state import ClusterState, TopicInfo
 from ..controller.state import ApplyError
 from ..controller.store import MetadataUnavailable
+from ..controller.commands import AlterPartition
 from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
                       ProducePartitionStatus)
 from .fetcher import ReplicaFetcherManager
-from .partition import Partition, PartitionError, PartitionSettings
+from .partition import Partition, PartitionError, PartitionSettings, PendingIsrChange
 from ..topics import topic_config_problem
 from .purgatory import Purgatory
 from ..tasks import StopCallback, TaskSupervisor
@@ -208,7 +209,7 @@ class ReplicaManager:
                                       info.replicas, info.isr)
                 self._leadership_changed(partition)
             elif partition.partition_epoch != info.partition_epoch:
-                partition.update_isr(info.isr, info.partition_epoch)
+                partition.update_isr_from_metadata(info.isr, info.partition_epoch)
                 self.on_isr_changed(partition)
         elif partition.leader_id != info.leader or partition.leader_epoch != info.leader_epoch \
                 or partition.is_leader:
@@ -217,8 +218,7 @@ class ReplicaManager:
             self._leadership_changed(partition)
             self.fetchers.follow(partition)
         else:
-            partition.partition_epoch = info.partition_epoch
-            partition.isr = list(info.isr)
+            partition.update_isr_from_metadata(info.isr, info.partition_epoch)
 
     def add_leadership_listener(self, listener) -> None:
         """``listener(partition)`` after this broker became leader or follower of a
@@ -283,8 +283,9 @@ class ReplicaManager:
 
     def record_follower_fetches(self, statuses: list[FetchPartitionStatus],
                                 replica_id: int) -> None:
-        """A follower fetched: its LEO is the fetch offset. Expand the ISR when it has
-        caught up; advance the HW (which may complete acks=all produces)."""
+        """A follower fetched: its LEO is the fetch offset. Propose it for the ISR when it
+        has caught up (the partition decides, ``maybe_expand_isr``); advance the HW (which
+        may complete acks=all produces)."""
         now_ms = int(time.time() * 1000)
         for status in statuses:
             partition = status.partition
@@ -292,51 +293,69 @@ class ReplicaManager:
                 continue
             if not partition.update_follower_fetch(replica_id, status.fetch_offset, now_ms):
                 continue
-            if partition.can_join_isr(replica_id):
-                self._propose_isr(partition, partition.isr + [replica_id], added=replica_id)
+            if self.store is not None and self._isr_eligible(replica_id):
+                change = partition.maybe_expand_isr(replica_id)
+                if change is not None:
+                    self._propose_isr(partition, change)
             if partition.maybe_increment_high_watermark():
                 self.on_high_watermark_moved(partition)
+
+    def _isr_eligible(self, replica_id: int) -> bool:
+        """Kafka's isReplicaIsrEligible: a fenced broker may fetch (it is catching up, or
+        has not heard of its fencing yet) but is not proposed for the ISR — the controller
+        would refuse it (INELIGIBLE_REPLICA), at every fetch, until its heartbeat unfences
+        it."""
+        info = self.image.brokers.get(replica_id)
+        return info is None or not info.fenced
 
     def on_high_watermark_moved(self, partition: Partition) -> None:
         self.produce_purgatory.check_and_complete(partition.key)
         self.fetch_purgatory.check_and_complete(partition.key)
 
-    def _propose_isr(self, partition: Partition, new_isr: list[int], added: int | None = None):
-        """Send one ISR change to the controller (one in flight per partition)."""
-        if partition.isr_change_in_flight or self.store is None:
-            return
-        partition.isr_change_in_flight = True
-        if added is not None:
-            partition.pending_isr_additions.add(added)
+    def _propose_isr(self, partition: Partition, change: PendingIsrChange) -> None:
+        """Send ``change`` (the partition's pending ISR state) to the controller in the
+        background; the partition holds at most one at a time."""
         self.tasks.spawn(f"alter-partition {partition.name}",
-                         self._alter_partition(partition, new_isr, added))
+                         self._alter_partition(partition, change))
 
-    async def _alter_partition(self, partition: Partition, new_isr: list[int], added) -> None:
-        epochs = (partition.leader_epoch, partition.partition_epoch)
+    async def _alter_partition(self, partition: Partition, change: PendingIsrChange) -> None:
+        """Submit ``change`` and report the outcome to the partition.  The committed ISR
+        usually arrives first, in the metadata image (``_apply_partition_state``)."""
+        new_isr = sorted(change.proposed_isr)
         try:
-            await self.store.submit("alter_partition", partition.topic, partition.index,
-                                    self.node_id, epochs[0], epochs[1], sorted(new_isr))
-            log.info("[Partition %s broker=%d] ISR change to %s committed", partition.name,
-                     self.node_id, sorted(new_isr))
+            partition_epoch = await self._submit_alter_partition(partition, change)
         except (ApplyError, MetadataUnavailable) as exc:
             log.info("[Partition %s broker=%d] ISR change to %s not applied: %s",
-                     partition.name, self.node_id, sorted(new_isr), exc)
-            if added is not None:
-                partition.pending_isr_additions.discard(added)
-        finally:
-            partition.isr_change_in_flight = False
+                     partition.name, self.node_id, new_isr, exc)
+            partition.on_isr_change_failed(change)
+            return
+        except BaseException:  # cancelled (shutdown) or a bug: never leave it in flight
+            partition.on_isr_change_failed(change)
+            raise
+        log.info("[Partition %s broker=%d] ISR change to %s committed", partition.name,
+                 self.node_id, new_isr)
+        if partition.on_isr_change_committed(change, partition_epoch):
+            self.on_isr_changed(partition)
+
+    async def _submit_alter_partition(self, partition: Partition,
+                                      change: PendingIsrChange) -> int:
+        """The one AlterPartition call site: returns the new partition epoch; raises
+        ApplyError (refused) or MetadataUnavailable (outcome unknown)."""
+        epochs = (change.leader_epoch, change.partition_epoch)
+        new_isr = list(change.proposed_isr)
+        return await self.store.submit(AlterPartition(partition.topic, partition.index,
+                                    self.node_id, epochs[0], epochs[1], sorted(new_isr)))
 
     def _shrink_isr_once(self) -> None:
-        """Propose removing ISR followers that have not caught up within the lag time."""
+        """Propose removing ISR followers that have not caught up within the lag time
+        (the partition decides, ``maybe_shrink_isr``; one change in flight at a time)."""
+        if self.store is None:
+            return
         now_ms = int(time.time() * 1000)
         for partition in list(self.partitions.values()):
-            if not partition.is_leader:
-                continue
-            lagging = partition.out_of_sync_replicas(now_ms, self.lag_time_max_ms)
-            if lagging:
-                log.info("[Partition %s broker=%d] followers %s out of sync (lag time %d ms)",
-                         partition.name, self.node_id, lagging, self.lag_time_max_ms)
-                self._propose_isr(partition, [r for r in partition.isr if r not in lagging])
+            change = partition.maybe_shrink_isr(now_ms, self.lag_time_max_ms)
+            if change is not None:
+                self._propose_isr(partition, change)
 
     def log_end_offsets(self) -> dict[str, int]:
         """"topic:partition" → LEO of every online replica (the controller's hints)."""

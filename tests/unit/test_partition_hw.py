@@ -81,7 +81,7 @@ def test_a_pending_isr_addition_already_counts_for_the_hw(tmp_path):
     p = leader(tmp_path, isr=(1, 2))
     append(p, 10)
     fetch(p, 3, 6)
-    p.pending_isr_additions.add(3)
+    assert p.maybe_expand_isr(3)
     fetch(p, 2, 10)
     assert p.high_watermark == 6
 
@@ -94,7 +94,7 @@ def test_the_hw_never_goes_backwards_on_a_leader(tmp_path):
     assert p.high_watermark == 10
     assert not fetch(p, 3, 2), "a follower reporting a lower LEO"
     assert p.high_watermark == 10
-    p.update_isr([1, 2, 3], 1)
+    p.update_isr_from_metadata([1, 2, 3], 1)
     assert not p.maybe_increment_high_watermark()
     p.make_leader(1, 2, [1, 2, 3], [1, 2, 3])  # a new epoch: followers unknown again
     assert p.high_watermark == 10
@@ -106,7 +106,7 @@ def test_shrinking_the_isr_lets_the_hw_advance(tmp_path):
     fetch(p, 2, 10)
     fetch(p, 3, 4)
     assert p.high_watermark == 4
-    p.update_isr([1, 2], 1)
+    p.update_isr_from_metadata([1, 2], 1)
     assert p.maybe_increment_high_watermark()
     assert p.high_watermark == 10
 
@@ -167,7 +167,7 @@ def test_can_join_isr_needs_the_hw_and_the_current_epoch_start(tmp_path):
     assert p.can_join_isr(3)
     assert not p.can_join_isr(2), "already in the ISR"
     assert not p.can_join_isr(7), "not a replica"
-    p.pending_isr_additions.add(3)
+    assert p.maybe_expand_isr(3)
     assert not p.can_join_isr(3), "already being added"
 
 
@@ -206,7 +206,7 @@ def test_acks_all_below_min_insync_replicas_is_refused_before_appending(tmp_path
     assert refused.value.code == ErrorCode.NOT_ENOUGH_REPLICAS
     assert p.log_end_offset == 0
     assert append(p, 3, acks=1) == (0, 2)
-    p.update_isr([1, 2, 3], 1)
+    p.update_isr_from_metadata([1, 2, 3], 1)
     assert append(p, 1, acks=-1) == (3, 3)
 
 

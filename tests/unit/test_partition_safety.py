@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 from broker.controller.state import ClusterState
@@ -35,7 +36,7 @@ def test_acks_all_is_not_acknowledged_when_a_shrink_to_the_leader_moves_the_hw(t
     first, last = append(p, 5, acks=-1)
     operation, status, answers = waiting_produce(p, last + 1)
     assert not operation.try_complete(), "no follower has the records yet"
-    p.update_isr([1], partition_epoch=1)           # the controller shrank the ISR
+    p.update_isr_from_metadata([1], partition_epoch=1)           # the controller shrank the ISR
     assert p.maybe_increment_high_watermark()      # ...so the HW is the leader's LEO
     assert p.high_watermark == last + 1
     assert operation.try_complete()
@@ -48,7 +49,7 @@ def test_acks_all_is_acknowledged_when_min_isr_replicas_have_the_records(tmp_pat
     _, last = append(p, 5, acks=-1)
     operation, status, _ = waiting_produce(p, last + 1)
     fetch(p, 2, last + 1)
-    p.update_isr([1, 2], partition_epoch=1)        # follower 3 left the ISR
+    p.update_isr_from_metadata([1, 2], partition_epoch=1)        # follower 3 left the ISR
     assert p.maybe_increment_high_watermark()
     assert operation.try_complete()
     assert status.error == ErrorCode.NONE
@@ -138,3 +139,43 @@ def test_a_controller_whose_own_heartbeats_stopped_committing_fences_nobody(tmp_
         "cut off from the quorum, it hears nobody, itself included"
     controller.last_seen[1] = 109.0
     assert controller.expired_brokers(state, now=110.0) == [2, 3]
+
+
+def test_a_fenced_follower_is_not_proposed_for_the_isr(tmp_path):
+    """Its every fetch would otherwise send an AlterPartition the controller refuses."""
+    from broker import config as broker_config
+    from broker.controller.state import ClusterState
+    from broker.replication.delayed import FetchPartitionStatus
+    from broker.replication.replica_manager import ReplicaManager
+
+    proposals = []
+
+    class Store:
+        async def submit(self, command, **kwargs):
+            proposals.append(command)
+            return 1
+
+    manager = ReplicaManager(broker_config.build({"node.id": "1", "log.dirs": str(tmp_path)}),
+                             Store())
+    image = ClusterState()
+    for broker_id in (1, 2, 3):
+        image.apply_register_broker(broker_id, "h", 9000 + broker_id, f"i{broker_id}")
+    image.apply_fence_brokers([3], {})
+    manager.image = image
+    p = leader(tmp_path, isr=(1, 2))
+    append(p, 5)
+    fetch(p, 2, 5)
+    status = FetchPartitionStatus(p.key, p, 5, 1 << 20, -1)
+
+    async def fetches():
+        manager.record_follower_fetches([status], replica_id=3)
+        assert p.pending_isr_additions == frozenset(), "a fenced broker was proposed"
+        image.brokers[3].fenced = False
+        manager.record_follower_fetches([status], replica_id=3)
+        assert p.pending_isr_additions == {3}
+        for _ in range(3):  # let the proposal's task reach the store
+            await asyncio.sleep(0)
+        await manager.tasks.shutdown()
+
+    asyncio.run(fetches())
+    assert len(proposals) == 1

@@ -1,0 +1,197 @@
+"""What a replica fetcher needs from a partition leader (Kafka's LeaderEndPoint).
+
+The fetcher (``fetcher.py``) decides what to ask and what to do with the answers; an
+endpoint only carries the questions to one leader broker and brings the answers back,
+as plain values:
+
+* ``fetch(partitions)``: one Fetch for several partitions, each from its fetch offset;
+  the answer per partition carries an error code, the leader's high watermark and log
+  start offset, and the batches exactly as the leader stored them;
+* ``offsets_for_leader_epoch(partitions)``: for each partition, where the leader's log
+  ends for the epoch asked about (KIP-101/279);
+* ``close()``: drop the connection; the next request opens another.
+
+``KafkaLeaderEndpoint`` speaks the Kafka protocol over a ``BrokerConnection`` (Fetch v11,
+OffsetForLeaderEpoch v3, replica_id = our node id).  Tests use a fake with the same
+methods (tests/unit/replication/fake_leader.py).  A leader that cannot be reached is
+``LeaderUnavailable``; every other outcome is an answer, errors included.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from kafka.protocol.consumer import (
+    FetchRequest, FetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+)
+
+from ..network.kafka_client import BrokerConnection, ConnectionFailed
+
+FETCH_VERSION = 11
+EPOCH_VERSION = 3
+FetchTopic = FetchRequest.FetchTopic
+FetchPartition = FetchTopic.FetchPartition
+EpochTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+EpochPartition = EpochTopic.OffsetForLeaderPartition
+
+Key = tuple[str, int]
+
+
+class LeaderUnavailable(Exception):
+    """The leader could not be reached, or dropped the connection (retry later)."""
+
+
+@dataclass(frozen=True)
+class PartitionFetch:
+    """One partition of a Fetch: read from ``fetch_offset`` (our log end offset)."""
+
+    topic: str
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    log_start_offset: int
+    max_bytes: int
+
+
+@dataclass(frozen=True)
+class FetchedData:
+    """The leader's answer for one partition (Kafka's FetchResponse PartitionData)."""
+
+    error_code: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """A whole Fetch answer: a request-level ``error_code`` (then ``partitions`` is
+    empty), else one entry per partition the leader answered for."""
+
+    error_code: int
+    partitions: dict[Key, FetchedData]
+
+
+@dataclass(frozen=True)
+class EpochQuery:
+    """OffsetForLeaderEpoch for one partition: where does ``leader_epoch`` end?"""
+
+    topic: str
+    partition: int
+    current_leader_epoch: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True)
+class EpochEndOffset:
+    """The leader's answer: its largest epoch <= the one asked about and where that
+    epoch ends; (-1, -1) when it has no such epoch (UNDEFINED)."""
+
+    error_code: int
+    leader_epoch: int
+    end_offset: int
+
+
+class LeaderEndpoint(Protocol):
+    """One leader broker, seen from a fetcher.  Event-loop only; one request at a time
+    (the fetcher's loop never overlaps its requests)."""
+
+    def ready(self) -> bool:
+        """False while the leader cannot be addressed at all (its address is unknown):
+        the fetcher then backs off without asking."""
+
+    async def fetch(self, partitions: list[PartitionFetch]) -> FetchResult:
+        """Raises LeaderUnavailable."""
+
+    async def offsets_for_leader_epoch(self, partitions: list[EpochQuery]
+                                       ) -> dict[Key, EpochEndOffset]:
+        """Raises LeaderUnavailable."""
+
+    async def close(self) -> None:
+        """Idempotent; a later request reconnects."""
+
+
+EndpointFactory = Callable[[int], LeaderEndpoint]  # leader id -> endpoint
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """The request-level fields of a follower's Fetch (replica.fetch.* configs)."""
+
+    wait_max_ms: int
+    response_max_bytes: int
+    request_timeout_s: float
+
+
+class KafkaLeaderEndpoint:
+    """A leader reached over the Kafka protocol.  The leader's address is looked up
+    (``broker_address(leader_id)``) before each request, and the connection reopened
+    when it changed.  Event-loop only; the fetcher of ``leader_id`` is its only caller."""
+
+    def __init__(self, node_id: int, leader_id: int,
+                 broker_address: Callable[[int], tuple[str, int] | None],
+                 settings: FetchSettings):
+        self.node_id = node_id
+        self.leader_id = leader_id
+        self.broker_address = broker_address
+        self.settings = settings
+        self.connection: BrokerConnection | None = None
+
+    def ready(self) -> bool:
+        return self.broker_address(self.leader_id) is not None
+
+    async def fetch(self, partitions: list[PartitionFetch]) -> FetchResult:
+        by_topic: dict[str, list] = {}
+        for p in partitions:
+            by_topic.setdefault(p.topic, []).append(FetchPartition(
+                partition=p.partition, current_leader_epoch=p.current_leader_epoch,
+                fetch_offset=p.fetch_offset, log_start_offset=p.log_start_offset,
+                partition_max_bytes=p.max_bytes))
+        request = FetchRequest[FETCH_VERSION](
+            replica_id=self.node_id, max_wait_ms=self.settings.wait_max_ms,
+            min_bytes=1, max_bytes=self.settings.response_max_bytes, isolation_level=0,
+            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        response = await self._request(request, FetchResponse)
+        if response.error_code != 0:
+            return FetchResult(response.error_code, {})
+        return FetchResult(0, {
+            (topic.topic, data.partition_index): FetchedData(
+                data.error_code, data.high_watermark, data.log_start_offset,
+                data.records or b"")
+            for topic in response.responses for data in topic.partitions})
+
+    async def offsets_for_leader_epoch(self, partitions: list[EpochQuery]
+                                       ) -> dict[Key, EpochEndOffset]:
+        by_topic: dict[str, list] = {}
+        for p in partitions:
+            by_topic.setdefault(p.topic, []).append(EpochPartition(
+                partition=p.partition, current_leader_epoch=p.current_leader_epoch,
+                leader_epoch=p.leader_epoch))
+        request = OffsetForLeaderEpochRequest[EPOCH_VERSION](
+            replica_id=self.node_id,
+            topics=[EpochTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        response = await self._request(request, OffsetForLeaderEpochResponse)
+        return {(topic.topic, answer.partition): EpochEndOffset(
+                    answer.error_code, answer.leader_epoch, answer.end_offset)
+                for topic in response.topics for answer in topic.partitions}
+
+    async def close(self) -> None:
+        if self.connection is not None:
+            await self.connection.close()
+
+    async def _request(self, request, response_class):
+        address = self.broker_address(self.leader_id)
+        if address is None:
+            raise LeaderUnavailable(f"broker {self.leader_id} has no known address")
+        conn = self.connection
+        if conn is None or (conn.host, conn.port) != address:
+            if conn is not None:
+                await conn.close()
+            conn = self.connection = BrokerConnection(
+                address[0], address[1], f"raftwood-fetcher-{self.node_id}",
+                timeout_s=self.settings.request_timeout_s)
+        try:
+            return await conn.request(request, response_class)
+        except ConnectionFailed as exc:
+            raise LeaderUnavailable(str(exc)) from exc
