@@ -46,7 +46,7 @@ class PartitionError(Exception):
 
 
 @dataclass
-class ReplicaState:
+class FollowerState:
     """The leader's view of one follower.
 
     ``last_caught_up_ms`` follows Kafka's rule: a fetch at or past the leader's LEO
@@ -110,7 +110,7 @@ class Partition:
     leader_id: int = -1
     leader_epoch: int = NO_EPOCH
     replicas: list[int] = field(default_factory=list)
-    followers: dict[int, ReplicaState] = field(default_factory=dict)
+    followers: dict[int, FollowerState] = field(default_factory=dict)
     producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
     offline: bool = False
     _partition_epoch: int = field(default=0, init=False)
@@ -167,7 +167,7 @@ class Partition:
         self.replicas = list(replicas)
         self._isr_state = CommittedIsr(tuple(isr))
         now_ms = _now_ms()
-        self.followers = {r: ReplicaState(r, last_caught_up_ms=now_ms)
+        self.followers = {r: FollowerState(r, last_caught_up_ms=now_ms)
                           for r in replicas if r != self.node_id}
         with self._storage_guard("assigning the leader epoch"):
             self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
@@ -304,7 +304,7 @@ class Partition:
     def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> list[int]:
         """ISR followers that have not caught up within ``lag_time_max_ms``."""
         return [r for r in self.isr if r != self.node_id and
-                now_ms - self.followers.get(r, ReplicaState(r)).last_caught_up_ms > lag_time_max_ms]
+                now_ms - self.followers.get(r, FollowerState(r)).last_caught_up_ms > lag_time_max_ms]
 
     # -- follower: the log mirrors the leader's ------------------------------------------
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.replication.partition import Partition, PartitionError, PartitionSettings, ReplicaState
+from broker.replication.partition import (FollowerState, Partition, PartitionError,
+                                          PartitionSettings)
 from broker.testing import build_batch
 from protocol.errors import ErrorCode
 from protocol.records import iter_headers, validate_produce_records
@@ -130,13 +131,13 @@ def test_a_follower_hw_is_the_leader_hw_capped_by_its_own_leo(tmp_path):
 # -- caught up, out of sync, joining the ISR -------------------------------------------------
 
 def test_a_fetch_at_the_leader_leo_makes_the_follower_caught_up_at_that_fetch():
-    state = ReplicaState(2)
+    state = FollowerState(2)
     state.on_fetch(10, leader_leo=10, now_ms=5_000)
     assert state.last_caught_up_ms == 5_000 and state.log_end_offset == 10
 
 
 def test_a_fetch_reaching_the_leo_of_the_previous_fetch_is_caught_up_as_of_that_fetch():
-    state = ReplicaState(2)
+    state = FollowerState(2)
     state.on_fetch(5, leader_leo=10, now_ms=1_000)     # behind
     assert state.last_caught_up_ms == 0
     state.on_fetch(10, leader_leo=20, now_ms=2_000)    # reached what the leader had at 1 s
