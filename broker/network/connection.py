@@ -49,6 +49,9 @@ class Connection(asyncio.Protocol):
         self._read_paused = False
         self._write_paused = False
         self._closing = False
+        # A malformed or refused request queued the close: frames already buffered
+        # behind it are never handled (their side effects would happen unanswered).
+        self._close_queued = False
 
     # -- asyncio.Protocol --------------------------------------------------------
 
@@ -68,10 +71,10 @@ class Connection(asyncio.Protocol):
         self._queue.clear()
 
     def data_received(self, data):
-        if self._closing:
+        if self._closing or self._close_queued:
             return
         self.reader.feed(data)
-        while not self._closing:
+        while not self._closing and not self._close_queued:
             try:
                 frame = self.reader.next_frame()
             except CorruptRequest as exc:
@@ -157,6 +160,7 @@ class Connection(asyncio.Protocol):
 
     def _close_after_pending(self) -> None:
         """Stop reading; close once the responses already owed have been written."""
+        self._close_queued = True
         self._queue.append(_CLOSE_MARK)
         self.transport.pause_reading()
         self._read_paused = True
