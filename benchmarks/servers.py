@@ -50,8 +50,8 @@ class RaftwoodTarget:
     label = "Raftwood"
 
     def prepare(self, say: Say) -> None:
-        if not (REPO_ROOT / "broker" / "cli.py").exists():
-            raise TargetError(f"{REPO_ROOT / 'broker' / 'cli.py'} does not exist yet: "
+        if not (REPO_ROOT / "broker" / "cli" / "__main__.py").exists():
+            raise TargetError(f"{REPO_ROOT / 'broker' / 'cli' / '__main__.py'} does not exist: "
                               "the broker cannot be started")
 
     def command(self, port: int, data_dir: Path) -> list[str]:
