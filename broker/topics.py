@@ -7,6 +7,14 @@ from storage.config import LogConfig
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
+# Kafka's internal topics (Topic.INTERNAL_TOPICS): written only by the broker itself (the
+# group coordinator; transactions are not served), never by a client Produce, and never
+# deleted.  Raftwood creates only __consumer_offsets.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def is_internal(name: str | None) -> bool:
+    return name in INTERNAL_TOPICS
 
 
 def topic_name_problem(name: str | None) -> str | None:

@@ -16,7 +16,7 @@ from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..controller.state import assign_replicas
-from ..topics import topic_name_problem
+from ..topics import is_internal, topic_name_problem
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +156,12 @@ async def handle_delete_topics(broker, request):
             code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             results.append(Deleted(name=name, topic_id=topic_id, error_code=code,
                                    error_message=code.name))
+            continue
+        if is_internal(record.name):
+            results.append(Deleted(name=record.name, topic_id=uuid.UUID(record.topic_id),
+                                   error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                   error_message=f"internal topic {record.name} cannot be "
+                                                 f"deleted"))
             continue
         try:
             await broker.metadata.delete_topic(record.name)

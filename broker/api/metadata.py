@@ -11,7 +11,7 @@ from protocol.messages import api_versions_body
 from ..controller.state import NO_LEADER
 from ..controller.store import MetadataUnavailable
 from ..controller.state import ApplyError
-from ..topics import topic_name_problem
+from ..topics import is_internal, topic_name_problem
 from .admin import create_topic_now
 
 # Metadata v8+ asks whether to include authorized operations; we have no ACLs.
@@ -89,5 +89,5 @@ def _describe_topic(image, name: str):
             partition_index=index, leader_id=p.leader, leader_epoch=p.leader_epoch,
             replica_nodes=list(p.replicas), isr_nodes=list(p.isr), offline_replicas=offline))
     return Topic(error_code=ErrorCode.NONE, name=name, topic_id=uuid.UUID(record.topic_id),
-                 is_internal=name.startswith("__"), partitions=partitions,
+                 is_internal=is_internal(name), partitions=partitions,
                  authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

@@ -7,6 +7,7 @@ from kafka.protocol.producer import ProduceResponse
 
 from protocol.errors import ErrorCode
 
+from ..replication.origin import AppendOrigin
 from .outcome import CLOSE
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,8 @@ async def handle_produce(broker, request):
     for topic in body.topic_data:
         for data in topic.partition_data:
             statuses[(topic.name, data.index)] = broker.replica_manager.append_one(
-                topic.name, data.index, data.records, acks, max_batch)
+                topic.name, data.index, data.records, acks, max_batch,
+                origin=AppendOrigin.CLIENT)
     if acks == 0:
         # Kafka closes the connection when an acks=0 produce fails, so the producer
         # notices and refreshes its metadata.

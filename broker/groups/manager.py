@@ -36,6 +36,7 @@ from typing import Awaitable, Callable
 
 from protocol.errors import ErrorCode
 
+from ..replication.origin import AppendOrigin
 from . import records
 from .placement import OFFSETS_TOPIC, partition_for
 from .state import CommittedOffset, GroupMetadata, GroupState, MemberMetadata
@@ -254,8 +255,9 @@ class GroupMetadataManager:
         if ownership is None or ownership.state is not LoadState.LOADED:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         batch = records.build_batch(entries, self.clock_ms())
-        status = self.broker.replica_manager.append_one(OFFSETS_TOPIC, index, batch, -1,
-                                                        self.max_batch_bytes)
+        status = self.broker.replica_manager.append_one(
+            OFFSETS_TOPIC, index, batch, -1, self.max_batch_bytes,
+            origin=AppendOrigin.COORDINATOR)
         if status.error != ErrorCode.NONE:
             return status.error
         return ownership, status

@@ -34,8 +34,9 @@ from ..controller.commands import AlterPartition
 from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
                       ProducePartitionStatus)
 from .fetcher import ReplicaFetcherManager
+from .origin import AppendOrigin
 from .partition import Partition, PartitionError, PartitionSettings, PendingIsrChange
-from ..topics import topic_config_problem
+from ..topics import is_internal, topic_config_problem
 from .purgatory import Purgatory
 from ..tasks import StopCallback, TaskSupervisor
 
@@ -401,8 +402,19 @@ class ReplicaManager:
     # -- produce -----------------------------------------------------------------
 
     def append_one(self, topic: str, index: int, records, acks: int,
-                   max_batch_bytes: int) -> ProducePartitionStatus:
-        """Validate and append one partition's batch. Never raises for bad input."""
+                   max_batch_bytes: int, *, origin: AppendOrigin) -> ProducePartitionStatus:
+        """Validate and append one partition's batch as leader. Never raises for bad input.
+
+        ``origin`` says who writes: a CLIENT append to an internal topic is refused with
+        INVALID_TOPIC_EXCEPTION (Kafka's rule: only the coordinator writes there), before
+        anything else is looked at.  REPLICATION is not a leader append (ValueError).
+        """
+        if origin is AppendOrigin.REPLICATION:
+            raise ValueError("follower appends go through Partition.append_as_follower")
+        if origin is AppendOrigin.CLIENT and is_internal(topic):
+            log.warning("%s refused a client produce to internal topic %s-%d",
+                        self._prefix, topic, index)
+            return ProducePartitionStatus(None, -1, -1, ErrorCode.INVALID_TOPIC_EXCEPTION)
         partition = self.get_partition(topic, index)
         if partition is None:
             return ProducePartitionStatus(None, -1, -1, self.missing_partition_error(topic, index))

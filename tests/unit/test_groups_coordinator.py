@@ -19,6 +19,7 @@ from broker.groups.admin import NON_EMPTY_GROUP
 from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.placement import OFFSETS_TOPIC
 from broker.groups.state import GroupState
+from broker.replication.origin import AppendOrigin
 from protocol.errors import ErrorCode
 from storage.config import LogConfig
 from storage.log import PartitionLog
@@ -74,7 +75,8 @@ class FakeReplicaManager:
     def get_partition(self, topic, index):
         return self.partitions.get(index) if topic == OFFSETS_TOPIC else None
 
-    def append_one(self, topic, index, records, acks, max_bytes):
+    def append_one(self, topic, index, records, acks, max_bytes, *, origin):
+        assert origin is AppendOrigin.COORDINATOR
         partition = self.partitions.get(index)
         if partition is None or not partition.is_leader:
             return ProducePartitionStatus(None, -1, -1, ErrorCode.NOT_LEADER_OR_FOLLOWER)

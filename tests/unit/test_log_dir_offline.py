@@ -22,6 +22,7 @@ import storage.segment
 from broker import config as config_module
 from broker.controller.state import ClusterState
 from broker.replication.delayed import FetchPartitionStatus
+from broker.replication.origin import AppendOrigin
 from broker.replication.partition import PartitionError
 from broker.replication.replica_manager import ReplicaManager
 from broker.network.connection import Connection
@@ -76,7 +77,7 @@ def batch(*values: bytes) -> bytearray:
 
 
 def produce(rm: ReplicaManager, index: int, *values: bytes):
-    return rm.append_one("t", index, batch(*values), 1, MAX_BATCH)
+    return rm.append_one("t", index, batch(*values), 1, MAX_BATCH, origin=AppendOrigin.CLIENT)
 
 
 def reopened(tmp_path, index: int) -> list[bytes]:
