@@ -31,6 +31,18 @@ PIP_INSTALL_TIMEOUT_S = 600
 
 Say = Callable[[str], None]
 
+# Run as `python -c PDEATHSIG_LAUNCHER <runner pid> program args...`: asks the kernel to
+# SIGKILL this process when the runner dies (PR_SET_PDEATHSIG survives exec), then execs
+# the program. Used instead of preexec_fn, which is unsafe once librdkafka threads exist.
+PDEATHSIG_LAUNCHER = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))\n"
+    "    if os.getppid() != int(sys.argv[1]): os._exit(1)\n"
+    "except (OSError, AttributeError): pass\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
 
 class TargetError(Exception):
     """A target could not be installed, started, reached or stopped."""
@@ -44,14 +56,19 @@ def free_port() -> int:
 
 
 class RaftwoodTarget:
-    """This repository's broker, `python -m broker.cli start`, one node, from the work tree."""
+    """This repository's broker, `python -m broker.cli start`, run with `src_dir` (default:
+    the work tree) as its working directory, so `python -m` imports the broker from there:
+    point it at an unpacked commit (`git archive`) to measure that commit."""
 
     name = "raftwood"
     label = "Raftwood"
 
+    def __init__(self, src_dir: Path | None = None) -> None:
+        self.cwd = Path(src_dir) if src_dir is not None else REPO_ROOT
+
     def prepare(self, say: Say) -> None:
-        if not (REPO_ROOT / "broker" / "cli" / "__main__.py").exists():
-            raise TargetError(f"{REPO_ROOT / 'broker' / 'cli' / '__main__.py'} does not exist: "
+        if not (self.cwd / "broker" / "cli" / "__main__.py").exists():
+            raise TargetError(f"{self.cwd / 'broker' / 'cli' / '__main__.py'} does not exist: "
                               "the broker cannot be started")
 
     def command(self, port: int, data_dir: Path) -> list[str]:
@@ -61,8 +78,24 @@ class RaftwoodTarget:
                 "--set", f"log.dirs={data_dir}",
                 "--set", "num.partitions=3"]
 
+    def cluster_commands(self, ports: list[int], raft_ports: list[int],
+                         data_dirs: list[Path]) -> list[list[str]]:
+        """One `broker.cli start` per broker, with the settings `raftwood dev` gives broker i
+        (node.id, listeners, log.dirs, controller.quorum.voters), but on any free ports.
+
+        We do not run `raftwood dev` itself: it asks every broker for its status every 2 s,
+        which would add load to the figures (idle CPU above all)."""
+        voters = ",".join(f"{i}@{HOST}:{port}" for i, port in enumerate(raft_ports, 1))
+        return [[sys.executable, "-m", "broker.cli", "start",
+                 "--set", f"node.id={i}",
+                 "--set", f"listeners=PLAINTEXT://{HOST}:{port}",
+                 "--set", f"log.dirs={data_dir}",
+                 "--set", f"controller.quorum.voters={voters}",
+                 "--set", "num.partitions=3"]
+                for i, (port, data_dir) in enumerate(zip(ports, data_dirs), 1)]
+
     def version(self) -> str:
-        return "work tree"
+        return "work tree" if self.cwd == REPO_ROOT else str(self.cwd)
 
 
 class NoidaTarget:
@@ -80,6 +113,7 @@ class NoidaTarget:
     def __init__(self, venv_dir: Path = NOIDA_VENV) -> None:
         self.venv_dir = venv_dir
         self.binary: Path | None = None
+        self.cwd = REPO_ROOT
 
     def prepare(self, say: Say) -> None:
         marker = self.venv_dir / f".installed-noida-db-{NOIDA_VERSION}"
@@ -119,6 +153,10 @@ class NoidaTarget:
 TARGETS = {"raftwood": RaftwoodTarget, "noida": NoidaTarget}
 
 
+def make_target(name: str, raftwood_src: Path | None = None):
+    return RaftwoodTarget(raftwood_src) if name == "raftwood" else TARGETS[name]()
+
+
 def _run_checked(argv: list[str], what: str) -> str:
     """Run a setup command; its stdout, or TargetError with the tail of its output."""
     try:
@@ -155,22 +193,31 @@ class BrokerProcess:
     def bootstrap_servers(self) -> str:
         return f"{HOST}:{self.port}"
 
+    @property
+    def pgid(self) -> int | None:
+        """The broker's process group (= its pid: it leads a session of its own)."""
+        return self._proc.pid if self._proc is not None else None
+
     def start(self) -> None:
+        argv = self.argv
+        if sys.platform.startswith("linux"):  # the broker dies with this runner, even on SIGKILL
+            argv = [sys.executable, "-c", PDEATHSIG_LAUNCHER, str(os.getpid())] + argv
         with open(self.log_path, "ab") as log:
             try:
-                self._proc = subprocess.Popen(self.argv, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                self._proc = subprocess.Popen(argv, cwd=self.cwd, stdin=subprocess.DEVNULL,
                                               stdout=log, stderr=subprocess.STDOUT,
                                               start_new_session=True)
             except OSError as exc:
                 raise TargetError(f"{self.name}: cannot run {self.argv[0]}: {exc}") from exc
         BrokerProcess._running.add(self)
 
-    def wait_ready(self, timeout_s: float) -> float:
-        """Seconds until the port accepts TCP and Metadata lists a broker; TargetError if not."""
+    def wait_ready(self, timeout_s: float, expect_brokers: int = 1) -> float:
+        """Seconds until the port accepts TCP and Metadata lists `expect_brokers` brokers
+        and a controller; TargetError if not."""
         started = time.monotonic()
         deadline = started + timeout_s
         self._wait_tcp(deadline)
-        self._wait_metadata(deadline)
+        self._wait_metadata(deadline, expect_brokers)
         return time.monotonic() - started
 
     def _wait_tcp(self, deadline: float) -> None:
@@ -185,7 +232,7 @@ class BrokerProcess:
                                       f"in time\n{self.log_tail()}") from None
                 time.sleep(0.1)
 
-    def _wait_metadata(self, deadline: float) -> None:
+    def _wait_metadata(self, deadline: float, expect_brokers: int) -> None:
         from confluent_kafka import KafkaException
         from confluent_kafka.admin import AdminClient
 
@@ -199,9 +246,11 @@ class BrokerProcess:
                                   f"in time (last: {last_error})\n{self.log_tail()}")
             try:
                 metadata = admin.list_topics(timeout=max(0.5, min(5.0, remaining_s)))
-                if metadata.brokers:
+                if len(metadata.brokers) >= expect_brokers and (
+                        expect_brokers == 1 or metadata.controller_id >= 0):
                     return
-                last_error = "Metadata with no brokers"
+                last_error = (f"Metadata with {len(metadata.brokers)} of {expect_brokers} "
+                              f"brokers, controller {metadata.controller_id}")
             except KafkaException as exc:
                 last_error = exc.args[0] if exc.args else exc
             time.sleep(0.2)
@@ -210,6 +259,11 @@ class BrokerProcess:
         code = self._proc.poll() if self._proc else None
         if code is not None:
             raise TargetError(f"{self.name}: exited with code {code} {when}\n{self.log_tail()}")
+
+    def terminate(self) -> None:
+        """SIGTERM to the group without waiting; `stop()` must still follow."""
+        if self._proc is not None and self._proc.poll() is None:
+            _signal_group(self._proc.pid, signal.SIGTERM)
 
     def stop(self, grace_s: float = 10.0) -> int | None:
         """Terminate, wait, kill. Returns the leader's exit code (None if it never started)."""
@@ -240,6 +294,62 @@ class BrokerProcess:
 
 
 atexit.register(BrokerProcess.stop_all)
+
+
+class Deployment:
+    """The broker processes of one benchmark session: one broker of a target, or N Raftwood
+    brokers forming a cluster. Brokers are started together and stopped together.
+    Main thread only; `stop()` is idempotent and leaves no live process behind."""
+
+    def __init__(self, target, brokers: int, data_root: Path) -> None:
+        if brokers > 1 and not hasattr(target, "cluster_commands"):
+            raise TargetError(f"{target.label} runs as a single broker only")
+        self.target = target
+        self.label = target.label if brokers == 1 else f"{target.label} x{brokers}"
+        ports = [free_port() for _ in range(brokers)]
+        data_dirs = [data_root / f"broker-{i}" for i in range(1, brokers + 1)]
+        for data_dir in data_dirs:
+            data_dir.mkdir(parents=True)
+        if brokers == 1:
+            commands = [target.command(ports[0], data_dirs[0])]
+        else:
+            raft_ports = [free_port() for _ in range(brokers)]
+            commands = target.cluster_commands(ports, raft_ports, data_dirs)
+        self.brokers = [BrokerProcess(f"{target.name}-{i}", argv, port,
+                                      data_dir.parent / f"broker-{i}.log", target.cwd)
+                        for i, (argv, port, data_dir)
+                        in enumerate(zip(commands, ports, data_dirs), 1)]
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.bootstrap_servers for b in self.brokers)
+
+    @property
+    def pgids(self) -> list[int]:
+        return [b.pgid for b in self.brokers if b.pgid is not None]
+
+    def start(self, timeout_s: float, say: Say) -> float:
+        """Start every broker at once (a Raft quorum needs a majority up); seconds until
+        each answers and Metadata shows all of them."""
+        say(f"starting {len(self.brokers)} broker(s): {' '.join(self.brokers[0].argv)}")
+        started = time.monotonic()
+        for broker in self.brokers:
+            broker.start()
+        for broker in self.brokers:
+            remaining_s = max(1.0, timeout_s - (time.monotonic() - started))
+            broker.wait_ready(remaining_s, expect_brokers=len(self.brokers))
+        return time.monotonic() - started
+
+    def stop(self, say: Say) -> None:
+        for broker in self.brokers:  # all at once: a cluster need not fail over one by one
+            broker.terminate()
+        for broker in self.brokers:
+            code = broker.stop()
+            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
+            say(f"{broker.name} stopped ({how})")
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join(b.log_tail(lines) for b in self.brokers)
 
 
 @contextlib.contextmanager

@@ -40,6 +40,7 @@ CONSUMER_STALL_S = 30.0  # no record for this long, short of the count: the phas
 # librdkafka's largest allowed response. A broker honouring Fetch max_bytes never gets near
 # it; noida-db ignores max_bytes and answers with the whole log (~110 MB per 1M records).
 RECEIVE_MESSAGE_MAX_BYTES = 2_147_483_647
+FETCH_MAX_BYTES = 52_428_800  # 50 MiB, librdkafka's default, set so the figures say it
 
 
 class PhaseError(Exception):
@@ -57,6 +58,10 @@ class Workload:
     topic: str = "raftwood-bench"
     linger_ms: int = 5
     acks: str = "1"
+    replication_factor: int = 1
+    # 0: librdkafka's default partitioner (sticky, values have no key); else send record i
+    # to partition i % spread_partitions, so every partition gets records evenly
+    spread_partitions: int = 0
 
 
 @dataclass
@@ -124,13 +129,15 @@ class Progress:
 def create_topic(bootstrap: str, workload: Workload, progress: Progress) -> tuple[int, str]:
     """Create the topic with CreateTopics, else auto-create: (partition count, how it went)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    new_topic = NewTopic(workload.topic, num_partitions=workload.partitions, replication_factor=1)
-    futures = admin.create_topics([new_topic], operation_timeout=30, request_timeout=30)
+    new_topic = NewTopic(workload.topic, num_partitions=workload.partitions,
+                         replication_factor=workload.replication_factor)
+    wait_s = max(60.0, workload.timeout_s)
+    futures = admin.create_topics([new_topic], operation_timeout=wait_s, request_timeout=wait_s)
     try:
-        futures[workload.topic].result(timeout=60)
+        futures[workload.topic].result(timeout=wait_s + 5)
         how = "CreateTopics"
     except (KafkaException, concurrent.futures.TimeoutError) as exc:
-        error = exc.args[0] if exc.args else "no answer in 60 s"
+        error = exc.args[0] if exc.args else f"no answer in {wait_s:.0f} s"
         if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             how = "already existed"
         elif isinstance(error, KafkaError):
@@ -139,7 +146,7 @@ def create_topic(bootstrap: str, workload: Workload, progress: Progress) -> tupl
             how = f"auto-create (CreateTopics failed: {error})"
             progress.say(f"CreateTopics failed ({error}); falling back to auto-create")
             _trigger_auto_create(bootstrap, workload.topic)
-    count = _wait_partitions_led(admin, workload.topic, deadline_s=time.monotonic() + 60)
+    count = _wait_partitions_led(admin, workload.topic, time.monotonic() + wait_s)
     note = f"{how}, {count} partition{'s' if count != 1 else ''}"
     if count != workload.partitions:
         note += f" (asked for {workload.partitions})"
@@ -173,7 +180,7 @@ def _wait_partitions_led(admin: AdminClient, topic: str, deadline_s: float) -> i
         except KafkaException as exc:
             last = str(exc)
         time.sleep(0.2)
-    raise PhaseError(f"topic {topic!r} not usable within 60 s: {last}")
+    raise PhaseError(f"topic {topic!r}: not every partition led in time: {last}")
 
 
 # --- produce ----------------------------------------------------------------------------
@@ -227,10 +234,15 @@ def produce_all(bootstrap: str, workload: Workload, progress: Progress) -> Phase
 
 def _send(producer: Producer, workload: Workload, value: bytes, tally: _Deliveries,
           deadline: float, progress: Progress) -> None:
+    spread = workload.spread_partitions
     for sent in range(workload.messages):
         while True:
             try:
-                producer.produce(workload.topic, value, on_delivery=tally.on_delivery)
+                if spread:
+                    producer.produce(workload.topic, value, partition=sent % spread,
+                                     on_delivery=tally.on_delivery)
+                else:
+                    producer.produce(workload.topic, value, on_delivery=tally.on_delivery)
                 break
             except BufferError:  # local queue full: serve delivery reports, then retry
                 producer.poll(0.01)
@@ -278,6 +290,7 @@ def consume_all(bootstrap: str, workload: Workload, expected: int, partitions: i
         "enable.auto.commit": False, "enable.auto.offset.store": False,
         "enable.partition.eof": True, "auto.offset.reset": "earliest",
         "receive.message.max.bytes": RECEIVE_MESSAGE_MAX_BYTES,
+        "fetch.max.bytes": FETCH_MAX_BYTES,
     })
     try:
         consumer.list_topics(workload.topic, timeout=10)  # connect outside the timing

@@ -1,0 +1,176 @@
+"""Workloads on a 3-broker Raftwood cluster: W3 (replication cost), W5 (latency sweep) and
+many partitions (idle CPU, produce spread over 1,000 partitions). See workloads.py for
+the conventions: fresh brokers per workload, failures recorded in the Section.
+"""
+
+from __future__ import annotations
+
+import time
+
+from cpu import CpuMeter
+from latency import LatencyResult, paced_produce
+from report import Section, SummaryRow, fmt_ratio, num, ratio
+from servers import TargetError
+from throughput import PhaseError, PhaseResult, create_topic
+from workloads import (CLUSTER_GOAL, LATENCY_GOAL_P99_MS, Context, Running, _cpu_per_gb, _met,
+                       measured_produce, session)
+
+CLUSTER_BROKERS = 3
+LATENCY_RATES = (1000, 2500, 5000, 10000)
+LATENCY_SLACK_S = 60.0        # a rate's run may last its duration plus this, then fails
+ON_RATE = 0.9                 # achieved/asked below this: the rate was not sustained
+MANY_PARTITIONS = 1000
+
+
+# --- W3: RF 3 acks=all on 3 brokers vs RF 1 acks=1 on one ------------------------------------
+
+def w3(ctx: Context) -> Section:
+    count = ctx.count(1_000_000)
+    section = Section("W3", f"W3: {count:,} x 100 B, 3 partitions, linger.ms 5: replication cost",
+                      ["setup", "records", "produce msg/s", "produce MB/s", "prod CPU s/GB",
+                       "status"])
+    setups = [("cluster", CLUSTER_BROKERS, "Raftwood x3, RF 3, acks=all",
+               ctx.workload(count, topic="bench-w3", acks="all", replication_factor=3)),
+              ("single", 1, "Raftwood x1, RF 1, acks=1",
+               ctx.workload(count, topic="bench-w3", acks="1"))]
+    results: dict[str, PhaseResult | None] = {}
+    for key, brokers, what, workload in setups:
+        produced, status, label = None, "ok", ""
+        try:
+            with session("raftwood", brokers, ctx) as run:
+                label = run.label
+                create_topic(run.deployment.bootstrap_servers, workload, run.progress)
+                produced = measured_produce(run, workload, ctx, "W3")
+        except (TargetError, PhaseError) as exc:
+            status = f"FAILED: {str(exc).splitlines()[0]}"
+            section.errors.append(f"{what}: {status}")
+        results[key] = produced
+        section.rows.append([what, num(produced and produced.messages),
+                             num(produced and produced.msg_per_s),
+                             num(produced and produced.mb_per_s, 2),
+                             _cpu_per_gb(ctx, "W3", label, "produce") if label else "-", status])
+    found = ratio(results["cluster"] and results["cluster"].msg_per_s,
+                  results["single"] and results["single"].msg_per_s)
+    section.figures = {k: v.as_json() if v else None for k, v in results.items()}
+    section.figures["cluster_over_single"] = found
+    section.notes.append(f"RF 3 acks=all / RF 1 acks=1: {fmt_ratio(found)} "
+                         f"(goal: at least {CLUSTER_GOAL:.2f}); CPU s/GB sums all brokers")
+    section.summary.append(SummaryRow("produce, RF 3 acks=all / RF 1 acks=1",
+                                      f">= {CLUSTER_GOAL:.2f}", fmt_ratio(found),
+                                      _met(found, CLUSTER_GOAL)))
+    return section
+
+
+# --- W5: delivery latency at fixed rates ------------------------------------------------------
+
+def w5(ctx: Context, rates: tuple[int, ...] = LATENCY_RATES) -> Section:
+    duration_s = 2.0 if ctx.quick else 10.0
+    section = Section("W5", f"W5: delivery latency, Raftwood x3, RF 3, acks=all, 1 KiB, "
+                      f"linger.ms 0, paced producer, {duration_s:g} s per rate",
+                      ["rate asked/s", "achieved/s", "acked", "p50 ms", "p99 ms", "max ms",
+                       "p99 <= 50 ms", "status"])
+    results: list[LatencyResult] = []
+    try:
+        with session("raftwood", CLUSTER_BROKERS, ctx) as run:
+            topic = ctx.workload(1, value_bytes=1024, topic="bench-w5", acks="all",
+                                 replication_factor=3)
+            create_topic(run.deployment.bootstrap_servers, topic, run.progress)
+            for rate in rates:
+                results.append(_one_rate(run, ctx, rate, duration_s, section))
+    except (TargetError, PhaseError) as exc:
+        section.errors.append(str(exc).splitlines()[0])
+        section.rows.append([num(rates[len(results)]) if len(results) < len(rates) else "-",
+                             "-", "-", "-", "-", "-", "-",
+                             f"FAILED: {str(exc).splitlines()[0]}"])
+    best = max((r.rate_per_s for r in results if _within_goal(r)), default=None)
+    section.figures = {"rates": [r.as_json() for r in results], "best_rate_per_s": best,
+                       "goal_p99_ms": LATENCY_GOAL_P99_MS}
+    section.notes.append("latency = produce() call to delivery callback; a rate counts only "
+                         f"if at least {ON_RATE:.0%} of it was achieved")
+    section.notes.append(f"highest rate with p99 <= {LATENCY_GOAL_P99_MS:g} ms: "
+                         f"{num(best)}{'/s' if best else ''}")
+    section.summary.append(SummaryRow(f"highest rate with p99 <= {LATENCY_GOAL_P99_MS:g} ms",
+                                      "report", f"{num(best)}/s" if best else "none"))
+    return section
+
+
+def _one_rate(run: Running, ctx: Context, rate: int, duration_s: float,
+              section: Section) -> LatencyResult:
+    run.progress.say(f"W5: {rate}/s for {duration_s:g} s")
+    with ctx.profiler.during(f"W5.{rate}", run.deployment.pgids):
+        result = paced_produce(run.deployment.bootstrap_servers, "bench-w5", rate, duration_s,
+                               1024, "all", duration_s + LATENCY_SLACK_S, run.progress)
+    p50, p99 = result.percentile_ms(50), result.percentile_ms(99)
+    section.rows.append([num(rate), num(result.achieved_per_s), num(result.acked),
+                         num(p50, 1), num(p99, 1), num(max(result.latencies_ms, default=None), 1),
+                         "yes" if _within_goal(result) else "no", "ok"])
+    run.progress.say(f"W5: {rate}/s: p50 {num(p50, 1)} ms, p99 {num(p99, 1)} ms")
+    return result
+
+
+def _within_goal(result: LatencyResult) -> bool:
+    p99 = result.percentile_ms(99)
+    return (p99 is not None and p99 <= LATENCY_GOAL_P99_MS
+            and result.achieved_per_s >= ON_RATE * result.rate_per_s)
+
+
+# --- many partitions: idle CPU and produce spread over 1,000 partitions ----------------------
+
+def partitions(ctx: Context) -> Section:
+    idle_s = 5.0 if ctx.quick else 20.0
+    count = ctx.count(200_000)
+    workload = ctx.workload(count, partitions=MANY_PARTITIONS, topic="bench-partitions",
+                            acks="all", replication_factor=3, spread_partitions=MANY_PARTITIONS)
+    section = Section("partitions", f"Many partitions: {MANY_PARTITIONS:,} partitions, RF 3, "
+                      "Raftwood x3", ["measure", "value", "unit", "per broker", "status"])
+    try:
+        with session("raftwood", CLUSTER_BROKERS, ctx) as run:
+            _idle(run, idle_s, "idle CPU before the topic", section)
+            started = time.monotonic()
+            create_topic(run.deployment.bootstrap_servers, workload, run.progress)
+            create_s = time.monotonic() - started
+            section.rows.append([f"create + all led ({MANY_PARTITIONS:,} partitions)",
+                                 f"{create_s:.1f}", "s", "", "ok"])
+            section.figures["create_s"] = round(create_s, 2)
+            idle_after = _idle(run, idle_s, f"idle CPU with {MANY_PARTITIONS:,} partitions",
+                               section)
+            produced = measured_produce(run, workload, ctx, "partitions")
+            section.rows.append([f"produce {count:,} x 100 B over all partitions, acks=all",
+                                 num(produced.msg_per_s), "msg/s",
+                                 "", "ok"])
+            section.rows.append(["  broker CPU per GB produced",
+                                 _cpu_per_gb(ctx, "partitions", run.label, "produce"),
+                                 "CPU s/GB", "", "ok"])
+            section.figures["produce"] = produced.as_json()
+            section.summary.append(SummaryRow(f"idle CPU, {MANY_PARTITIONS:,} partitions "
+                                              "(3 brokers)", "report", f"{idle_after:.1f} %"))
+            section.summary.append(SummaryRow(f"produce over {MANY_PARTITIONS:,} partitions",
+                                              "report", f"{produced.msg_per_s:,.0f} msg/s"))
+    except (TargetError, PhaseError) as exc:
+        section.errors.append(str(exc).splitlines()[0])
+        section.rows.append(["(stopped)", "-", "-", "-", f"FAILED: {str(exc).splitlines()[0]}"])
+    section.notes.append(f"idle CPU: sum over the 3 brokers, % of one core, over {idle_s:g} s "
+                         "with no client traffic")
+    return section
+
+
+def _idle(run: Running, idle_s: float, what: str, section: Section) -> float:
+    """CPU % of one core (sum of all brokers) over `idle_s` with no traffic."""
+    meters = [CpuMeter([pgid]) for pgid in run.deployment.pgids]
+    marks = [m.mark() for m in meters]
+    total_mark = run.meter.mark()
+    deadline = time.monotonic() + idle_s
+    run.progress.restart()
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, 0.2))
+        if run.progress.due():
+            used = run.meter.since(total_mark)
+            run.progress.say(f"{what}: {100 * used.cpu_s / max(used.wall_s, 1e-9):.1f} % "
+                             f"so far ({left:.0f} s left)")
+    used = run.meter.since(total_mark)
+    pct = 100.0 * used.cpu_s / used.wall_s
+    per = [m.since(mark) for m, mark in zip(meters, marks)]
+    per_text = " / ".join(f"{100.0 * p.cpu_s / p.wall_s:.1f}" for p in per)
+    section.rows.append([what, f"{pct:.1f}", "% of a core", per_text, "ok"])
+    section.figures.setdefault("idle_cpu_pct", {})[what] = round(pct, 2)
+    return pct
