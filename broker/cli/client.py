@@ -1,9 +1,11 @@
-"""A blocking, one-request-at-a-time Kafka connection for the command line.
+"""The command line's Kafka connection: the project's blocking client with every
+failure turned into a message for the user.
 
-Used by ``raftwood topics``/``cluster`` (CreateTopics, DeleteTopics, Metadata and the
-private status request of ``protocol/status.py``) and by ``raftwood dev`` (readiness
-probes, the live status table).  Plain sockets, kafka-python's message classes, no
-asyncio: a CLI sends a handful of requests and exits.
+Used by ``raftwood topics``/``cluster``/``groups`` (CreateTopics, DeleteTopics, Metadata,
+group requests and the private status request of ``protocol/status.py``) and by
+``raftwood dev`` (readiness probes, the live status table).  Framing, correlation ids
+and the response size cap are ``broker/network/kafka_client.py``'s; this module is the
+boundary where its ConnectionFailed becomes a :class:`ClientError`.
 
 Every failure leaves as a :class:`ClientError` whose message is meant for the user;
 :class:`StatusUnavailable` is the one for a broker that does not answer the status
@@ -11,22 +13,18 @@ request (a broker from before it existed closes the connection; a hung one times
 """
 from __future__ import annotations
 
-import itertools
-import socket
-import struct
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from protocol.errors import ErrorCode
-from protocol.status import decode_status_response, encode_status_request
+
+from ..network.kafka_client import (BadResponse, BlockingConnection, ConnectionFailed,
+                                    CorrelationMismatch)
 
 CLIENT_ID = "raftwood-cli"
 DEFAULT_TIMEOUT_S = 10.0
-_SIZE = struct.Struct(">i")
-# A status answer is a JSON image of the cluster; refuse absurd sizes rather than allocate.
-MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 Address = tuple[str, int]
 
@@ -76,13 +74,12 @@ class Connection:
 
     def __init__(self, address: Address, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.address = address
-        self._correlation_ids = itertools.count(1)
         try:
-            self.sock = socket.create_connection(address, timeout=timeout_s)
-        except OSError as exc:
+            self._connection = BlockingConnection(address, client_id=CLIENT_ID,
+                                                  timeout_s=timeout_s)
+        except ConnectionFailed as exc:
             raise ClientError(f"cannot connect to {format_address(address)}: "
-                              f"{exc.strerror or exc}") from exc
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                              f"{exc.reason}") from exc
 
     def __enter__(self) -> "Connection":
         return self
@@ -91,63 +88,34 @@ class Connection:
         self.close()
 
     def close(self) -> None:
-        self.sock.close()
-
-    def _read_exactly(self, size: int) -> bytes:
-        chunks, remaining = [], size
-        while remaining:
-            chunk = self.sock.recv(min(remaining, 1 << 20))
-            if not chunk:
-                raise EOFError("connection closed by the broker")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-
-    def _read_frame(self) -> bytes:
-        (size,) = _SIZE.unpack(self._read_exactly(4))
-        if not 4 <= size <= MAX_RESPONSE_BYTES:
-            raise ValueError(f"response frame of {size} bytes")
-        return self._read_exactly(size)
-
-    def _exchange(self, payload: bytes) -> bytes:
-        """Send one framed request, return one response frame (without its size)."""
-        self.sock.sendall(payload)
-        return self._read_frame()
+        self._connection.close()
 
     def request(self, message):
         """Send a kafka-python request object (version set by ``Cls[v]``); its response."""
-        correlation_id = next(self._correlation_ids)
-        message.with_header(correlation_id=correlation_id, client_id=CLIENT_ID)
-        name = type(message).__name__
+        where, name = format_address(self.address), type(message).__name__
         try:
-            frame = self._exchange(bytes(message.encode(header=True, framed=True)))
-            response = message.header.get_response_class().decode(
-                frame, version=message.API_VERSION, header=True)
-        except (OSError, EOFError) as exc:
-            raise ClientError(f"{format_address(self.address)}: {name} failed: {exc}") from exc
-        except (ValueError, struct.error, IndexError) as exc:
-            raise ClientError(f"{format_address(self.address)}: {name}: "
-                              f"unreadable response ({exc})") from exc
-        if response.header.correlation_id != correlation_id:
-            raise ClientError(f"{format_address(self.address)}: {name}: response for "
-                              f"correlation id {response.header.correlation_id}, "
-                              f"expected {correlation_id}")
-        return response
+            return self._connection.request(message)
+        except CorrelationMismatch as exc:
+            raise ClientError(f"{where}: {name}: {exc.reason}") from exc
+        except BadResponse as exc:
+            raise ClientError(f"{where}: {name}: unreadable response ({exc.reason})") from exc
+        except ConnectionFailed as exc:
+            raise ClientError(f"{where}: {name} failed: {exc.reason}") from exc
 
     def status(self, query: dict | None = None) -> dict:
         """The broker's status object (see ``protocol/status.py``); StatusUnavailable if none."""
-        correlation_id = next(self._correlation_ids)
+        where = format_address(self.address)
+        something_else = StatusUnavailable(
+            f"broker {where} answered the Raftwood status request with something else")
         try:
-            frame = self._exchange(encode_status_request(correlation_id, query, CLIENT_ID))
-            answered_id, status = decode_status_response(frame)
-        except (OSError, EOFError, ValueError, struct.error) as exc:
-            reason = "timed out" if isinstance(exc, socket.timeout) else str(exc)
-            raise StatusUnavailable(
-                f"broker {format_address(self.address)} does not answer the Raftwood status "
-                f"request ({reason})") from exc
-        if answered_id != correlation_id or not isinstance(status, dict):
-            raise StatusUnavailable(f"broker {format_address(self.address)} answered the "
-                                    f"Raftwood status request with something else")
+            status = self._connection.status(query)
+        except CorrelationMismatch as exc:
+            raise something_else from exc
+        except ConnectionFailed as exc:
+            raise StatusUnavailable(f"broker {where} does not answer the Raftwood status "
+                                    f"request ({exc.reason})") from exc
+        if not isinstance(status, dict):
+            raise something_else
         return status
 
 

@@ -1,67 +1,230 @@
-"""A minimal Kafka client for broker-to-broker requests (the replica fetcher).
+"""The project's one Kafka client connection, asyncio or blocking, over the sans-IO
+``client_protocol``.
 
-One request in flight per connection, which is all a fetcher needs: it sends a
-Fetch or OffsetForLeaderEpoch and waits for its answer.  Uses the same kafka-python
-message classes as the server side.
+* :class:`AsyncConnection` (event loop): the replica fetcher's link to a leader
+  (``replication/leader_endpoint.py``).  Connects on first use; a whole exchange is
+  bounded by ``timeout_s``; any failure closes it and the next request reconnects.
+* :class:`BlockingConnection` (plain sockets): the command line (``cli/client.py``),
+  process and cluster control (``harness/``) and tests.  Connects in its constructor;
+  every socket operation is bounded by ``timeout_s``; requests may be pipelined
+  (``send`` several, then ``receive`` each in order); ``send_raw``/``read_frame`` move
+  bytes for malformed-input tests.
+
+Framing, correlation ids, the response size cap and the conversion of decode errors
+live in ``client_protocol``; these classes only move bytes.  Every failure is a
+:class:`ConnectionFailed` (a ``ConnectionError``) naming the peer, or one of its
+kinds: :class:`BadResponse`, :class:`CorrelationMismatch`.  After one, the connection
+is closed.
 """
 from __future__ import annotations
 
 import asyncio
-import struct
+import socket
+import time
 
-_SIZE = struct.Struct(">i")
-MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+from .client_protocol import (  # noqa: F401  (the client's public names)
+    MAX_RESPONSE_BYTES, NEED_DATA, BadResponse, ClientProtocol, ConnectionFailed,
+    CorrelationMismatch, failure_reason)
+
+DEFAULT_CLIENT_ID = "raftwood"
+READ_BYTES = 1 << 20
+
+Address = tuple[str, int]
 
 
-class ConnectionFailed(Exception):
-    """The peer could not be reached or dropped the connection (retry later)."""
+def as_address(address: str | Address) -> Address:
+    """``"host:port"`` or ``(host, port)`` → ``(host, port)``."""
+    if isinstance(address, str):
+        host, _, port = address.rpartition(":")
+        return host.strip("[]"), int(port)
+    return address[0], int(address[1])
 
 
-class BrokerConnection:
-    """Event-loop only. ``request`` raises ConnectionFailed and leaves the connection
-    closed on any I/O problem; the next ``request`` reconnects."""
+class AsyncConnection:
+    """One connection to one broker, one request at a time.  Event-loop only.
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0):
+    ``request`` raises ConnectionFailed and leaves the connection closed on any I/O
+    problem, timeout or bad response; the next ``request`` reconnects.
+    """
+
+    def __init__(self, host: str, port: int, client_id: str = DEFAULT_CLIENT_ID,
+                 timeout_s: float = 30.0, max_response_bytes: int = MAX_RESPONSE_BYTES,
+                 security=None):
         self.host = host
         self.port = port
+        # broker.security.client.ClientSecurity: TLS and SASL of the listener dialled.
+        self.security = security
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self.max_response_bytes = max_response_bytes
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
-        self._correlation_id = 0
+        self._protocol: ClientProtocol | None = None
 
-    async def request(self, message, response_class):
-        """Send ``message`` (a versioned kafka-python request) and return the response."""
+    @property
+    def peer(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def request(self, message, response_class=None):
+        """Send ``message`` (a versioned kafka-python request) and return its response
+        (decoded with ``response_class``, by default the one its header names)."""
         try:
             return await asyncio.wait_for(self._exchange(message, response_class),
                                           self.timeout_s)
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError,
-                struct.error) as exc:
+        except ConnectionFailed as exc:
             await self.close()
-            raise ConnectionFailed(f"{self.host}:{self.port}: {exc!r}") from exc
+            exc.peer = exc.peer or self.peer
+            raise
+        except (OSError, asyncio.TimeoutError) as exc:
+            await self.close()
+            raise ConnectionFailed(failure_reason(exc), self.peer) from exc
 
     async def _exchange(self, message, response_class):
+        if self._protocol is not None and self._protocol.outstanding:
+            await self.close()   # an exchange was cancelled midway: its answer may still come
         if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-        version = message.API_VERSION
-        message.with_header(correlation_id=self._correlation_id, client_id=self.client_id)
-        self._writer.write(bytes(message.encode(header=True, framed=True)))
+            context = self.security.ssl_context if self.security is not None else None
+            self._reader, self._writer = await asyncio.open_connection(
+                self.host, self.port, ssl=context,
+                server_hostname=self.host if context is not None else None)
+            self._protocol = ClientProtocol(self.client_id, self.max_response_bytes)
+        protocol = self._protocol
+        _, data = protocol.send_request(message, response_class)
+        self._writer.write(data)
         await self._writer.drain()
-        (size,) = _SIZE.unpack(await self._reader.readexactly(4))
-        if size < 4 or size > MAX_RESPONSE_BYTES:
-            raise ValueError(f"response size {size}")
-        frame = await self._reader.readexactly(size)
-        response = response_class.decode(frame, version=version, header=True)
-        if response.header.correlation_id != self._correlation_id:
-            raise ValueError("correlation id mismatch")
+        while (response := protocol.next_response()) is NEED_DATA:
+            protocol.receive_data(await self._reader.read(READ_BYTES))
         return response
 
     async def close(self) -> None:
+        """Idempotent; a later request reconnects."""
         writer, self._writer, self._reader = self._writer, None, None
+        self._protocol = None
         if writer is not None:
             writer.close()
             try:
                 await writer.wait_closed()
             except (OSError, asyncio.CancelledError):
                 pass
+
+
+class BlockingConnection:
+    """One TCP connection to one broker, on plain sockets.  Not thread-safe: one
+    connection per thread.
+
+    Invariant: responses are read in the order their requests were sent; after a
+    ConnectionFailed (or any kind of it) the socket is closed and every later call
+    fails.  ``timeout_s`` bounds each socket operation (connect, send, each read).
+    """
+
+    def __init__(self, address: str | Address, *, client_id: str = DEFAULT_CLIENT_ID,
+                 timeout_s: float = 10.0, max_response_bytes: int = MAX_RESPONSE_BYTES):
+        self.host, self.port = as_address(address)
+        self.timeout_s = timeout_s
+        self.protocol = ClientProtocol(client_id, max_response_bytes)
+        try:
+            self.sock = socket.create_connection((self.host, self.port), timeout=timeout_s)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as exc:
+            raise ConnectionFailed(failure_reason(exc), self.peer) from exc
+
+    @property
+    def peer(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def address(self) -> Address:
+        return self.host, self.port
+
+    @property
+    def client_id(self) -> str:
+        return self.protocol.client_id
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    # -- requests --------------------------------------------------------------------------
+    def request(self, message, response_class=None):
+        """Send a kafka-python request (version set by ``Cls[v]``); its response."""
+        return self.receive(message, self.send(message, response_class))
+
+    def send(self, message, response_class=None, *, expect_response: bool = True) -> int:
+        """Send without waiting; returns the correlation id (``receive`` takes it).
+        ``expect_response=False`` for a request the broker does not answer (acks=0)."""
+        correlation_id, data = self.protocol.send_request(
+            message, response_class, expect_response=expect_response)
+        self.send_raw(data)
+        return correlation_id
+
+    def receive(self, message=None, correlation_id: int | None = None):
+        """The response to the oldest request still owed one (``message`` and
+        ``correlation_id`` are the caller's note of which; the protocol checks the id
+        the broker answered with).  RuntimeError when ``correlation_id`` is not the
+        oldest one outstanding: responses come in request order."""
+        expected = self.protocol.next_expected
+        if correlation_id is not None and correlation_id != expected:
+            raise RuntimeError(f"correlation id {correlation_id} is not the next response "
+                               f"due (that is {expected})")
+        return self._guarded(self._next_response)
+
+    def status(self, query: dict | None = None):
+        """Raftwood's private status request (``protocol/status.py``): the broker's JSON
+        status object."""
+        _, data = self.protocol.send_status(query)
+        self.send_raw(data)
+        return self._guarded(self._next_response)
+
+    def _next_response(self):
+        while (response := self.protocol.next_response()) is NEED_DATA:
+            self.protocol.receive_data(self.sock.recv(READ_BYTES))
+        return response
+
+    # -- bytes -----------------------------------------------------------------------------
+    def send_raw(self, data: bytes) -> None:
+        """Bytes as they are (a malformed request, a frame cut in pieces)."""
+        self._guarded(lambda: self.sock.sendall(data))
+
+    def read_frame(self) -> bytes:
+        """One response frame without its size prefix, undecoded."""
+        def read():
+            while (frame := self.protocol.next_frame()) is None:
+                self.protocol.receive_data(self.sock.recv(READ_BYTES))
+            return frame
+        return self._guarded(read)
+
+    def closed_by_peer(self, timeout_s: float = 5.0) -> bool:
+        """True when the broker closes (EOF or reset) within ``timeout_s``, discarding any
+        bytes it sends first; False when the connection is still open at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            while (remaining := deadline - time.monotonic()) > 0:
+                self.sock.settimeout(remaining)
+                if not self.sock.recv(65536):
+                    return True
+        except TimeoutError:
+            return False
+        except OSError:  # ECONNRESET and friends
+            return True
+        finally:
+            if self.sock.fileno() >= 0:
+                self.sock.settimeout(self.timeout_s)
+        return False
+
+    def _guarded(self, operation):
+        """Run a socket operation; any failure closes the connection and leaves as
+        ConnectionFailed (or the BadResponse the protocol raised), naming the peer."""
+        try:
+            return operation()
+        except ConnectionFailed as exc:
+            self.close()
+            exc.peer = exc.peer or self.peer
+            raise
+        except OSError as exc:
+            self.close()
+            raise ConnectionFailed(failure_reason(exc), self.peer) from exc

@@ -11,7 +11,7 @@ as plain values:
   ends for the epoch asked about (KIP-101/279);
 * ``close()``: drop the connection; the next request opens another.
 
-``KafkaLeaderEndpoint`` speaks the Kafka protocol over a ``BrokerConnection`` (Fetch v11,
+``KafkaLeaderEndpoint`` speaks the Kafka protocol over an ``AsyncConnection`` (Fetch v11,
 OffsetForLeaderEpoch v3, replica_id = our node id).  Tests use a fake with the same
 methods (tests/unit/replication/fake_leader.py).  A leader that cannot be reached is
 ``LeaderUnavailable``; every other outcome is an answer, errors included.
@@ -25,7 +25,7 @@ from kafka.protocol.consumer import (
     FetchRequest, FetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
 )
 
-from ..network.kafka_client import BrokerConnection, ConnectionFailed
+from ..network.kafka_client import AsyncConnection, ConnectionFailed
 
 FETCH_VERSION = 11
 EPOCH_VERSION = 3
@@ -121,6 +121,8 @@ class FetchSettings:
     wait_max_ms: int
     response_max_bytes: int
     request_timeout_s: float
+    # broker.security.client.ClientSecurity of the inter-broker listener (None: PLAINTEXT).
+    security: object = None
 
 
 class KafkaLeaderEndpoint:
@@ -135,7 +137,7 @@ class KafkaLeaderEndpoint:
         self.leader_id = leader_id
         self.broker_address = broker_address
         self.settings = settings
-        self.connection: BrokerConnection | None = None
+        self.connection: AsyncConnection | None = None
 
     def ready(self) -> bool:
         return self.broker_address(self.leader_id) is not None
@@ -188,9 +190,9 @@ class KafkaLeaderEndpoint:
         if conn is None or (conn.host, conn.port) != address:
             if conn is not None:
                 await conn.close()
-            conn = self.connection = BrokerConnection(
+            conn = self.connection = AsyncConnection(
                 address[0], address[1], f"raftwood-fetcher-{self.node_id}",
-                timeout_s=self.settings.request_timeout_s)
+                timeout_s=self.settings.request_timeout_s, security=self.settings.security)
         try:
             return await conn.request(request, response_class)
         except ConnectionFailed as exc:

@@ -1,119 +1,41 @@
-"""A blocking raw Kafka connection and record-batch helpers for tests (see broker.testing)."""
+"""Raw Kafka requests for tests: the project's blocking client with conveniences, and
+record-batch helpers (see broker.testing)."""
 from __future__ import annotations
-
-import itertools
-import struct
-import socket
-import time
 
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
-from protocol.status import decode_status_response, encode_status_request
+from broker.network.kafka_client import BlockingConnection
 
 
-_SIZE = struct.Struct(">i")
-
-
-class KafkaConnection:
+class KafkaConnection(BlockingConnection):
     """A blocking Kafka connection for tests: one request, then its response.
 
     ``request(msg)`` sends a kafka-python message object (its version set with
     ``Cls[v](...)`` or ``version=``) and returns the decoded response; ``send_raw``/
-    ``read_frame`` move bytes for malformed-input tests.  Responses are checked against
-    the correlation id.  Not thread-safe; one connection per thread.
+    ``read_frame`` move bytes for malformed-input tests.  Framing, correlation-id checks
+    and errors (ConnectionFailed, a ConnectionError) are ``broker.network.kafka_client``'s.
+    Not thread-safe; one connection per thread.
     """
 
     def __init__(self, address: str | tuple[str, int], *, timeout_s: float = 10.0,
                  client_id: str = "raftwood-testing"):
-        if isinstance(address, str):
-            host, _, port = address.rpartition(":")
-            address = (host, int(port))
-        self.client_id = client_id
-        self.sock = socket.create_connection(address, timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._correlation_ids = itertools.count(1)
+        super().__init__(address, client_id=client_id, timeout_s=timeout_s)
 
-    def __enter__(self) -> "KafkaConnection":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.sock.close()
-
-    # -- bytes -----------------------------------------------------------------------------
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def _read_exactly(self, size: int) -> bytes:
-        chunks, remaining = [], size
-        while remaining:
-            chunk = self.sock.recv(min(remaining, 1 << 20))
-            if not chunk:
-                raise EOFError(f"connection closed with {remaining} of {size} bytes unread")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-
-    def read_frame(self) -> bytes:
-        """One response frame without its size prefix; EOFError when the peer closed."""
-        (size,) = _SIZE.unpack(self._read_exactly(4))
-        return self._read_exactly(size)
-
-    def closed_by_peer(self, timeout_s: float = 5.0) -> bool:
-        """True when the broker closes (EOF or reset) within ``timeout_s``, discarding any
-        bytes it sends first; False when the connection is still open at the deadline."""
-        deadline = time.monotonic() + timeout_s
-        try:
-            while (remaining := deadline - time.monotonic()) > 0:
-                self.sock.settimeout(remaining)
-                if not self.sock.recv(65536):
-                    return True
-        except socket.timeout:
-            return False
-        except OSError:  # ECONNRESET and friends
-            return True
-        return False
-
-    # -- messages --------------------------------------------------------------------------
-    def send(self, request, version: int | None = None) -> int:
-        """Encode and send ``request``; returns its correlation id."""
+    def send(self, request, version: int | None = None, *,
+             expect_response: bool = True) -> int:
+        """Encode and send ``request`` (at ``version`` if given); its correlation id."""
         if version is not None:
             request.API_VERSION = version
-        correlation_id = next(self._correlation_ids)
-        request.with_header(correlation_id=correlation_id, client_id=self.client_id)
-        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-        return correlation_id
-
-    def receive(self, request, correlation_id: int):
-        """Read and decode the response to ``request`` sent with ``correlation_id``."""
-        frame = self.read_frame()
-        response_class = request.header.get_response_class()
-        response = response_class.decode(frame, version=request.API_VERSION, header=True)
-        if response.header.correlation_id != correlation_id:
-            raise ValueError(f"correlation id {response.header.correlation_id}, "
-                             f"expected {correlation_id}")
-        return response
+        return super().send(request, expect_response=expect_response)
 
     def request(self, request, version: int | None = None):
         """Send ``request`` and return its decoded response."""
         return self.receive(request, self.send(request, version))
 
     # -- common requests -------------------------------------------------------------------
-    def status(self) -> dict:
-        """Raftwood's private status request (``protocol/status.py``): this broker's view
-        of the cluster and of the partitions it hosts, as the documented JSON object."""
-        correlation_id = next(self._correlation_ids)
-        self.sock.sendall(encode_status_request(correlation_id, {}, self.client_id))
-        answered, status = decode_status_response(self.read_frame())
-        if answered != correlation_id:
-            raise ValueError(f"correlation id {answered}, expected {correlation_id}")
-        return status
-
     def api_versions(self, version: int = 0):
         return self.request(ApiVersionsRequest[version]())
 
@@ -143,7 +65,7 @@ class KafkaConnection:
             transactional_id=None, acks=acks, timeout_ms=timeout_ms,
             topic_data=[topic_data(name=topic, partition_data=[
                 topic_data.PartitionProduceData(index=partition, records=records)])])
-        correlation_id = self.send(request)
+        correlation_id = self.send(request, expect_response=acks != 0)
         if acks == 0:
             return None
         return self.receive(request, correlation_id).responses[0].partition_responses[0]
