@@ -42,9 +42,14 @@ test: venv system-deps
 unit: venv
 	$(PY) -m pytest -q tests/unit
 
-## bench: throughput figures (not a test); see benchmarks/README.md
-bench: venv
-	$(PY) benchmarks/throughput.py $(BENCH_ARGS)
+## bench: every benchmark workload, Raftwood vs noida-db (not a test); see benchmarks/README.md
+## e.g. make bench BENCH_ARGS="--quick"   or   BENCH_ARGS="--workloads w1,w5 --json out.json"
+$(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[test,bench]'
+	touch $@
+
+bench: $(VENV)/.bench-installed
+	$(PY) benchmarks/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

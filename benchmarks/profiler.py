@@ -12,6 +12,7 @@ kernel.yama.ptrace_scope=0 for a process of the same user).
 from __future__ import annotations
 
 import contextlib
+import select
 import shutil
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 PYSPY_STOP_TIMEOUT_S = 60.0
+PYSPY_ATTACH_TIMEOUT_S = 10.0  # until py-spy says "Sampling process ..."
 SAMPLE_RATE_HZ = 100
 FORMATS = {".svg": "flamegraph", ".txt": "raw", ".json": "speedscope"}
 
@@ -75,8 +77,10 @@ class Profiler:
         path.parent.mkdir(parents=True, exist_ok=True)
         argv = [pyspy_binary(), "record", "--pid", str(pid), "--output", str(path),
                 "--format", fmt, "--rate", str(SAMPLE_RATE_HZ), "--nonblocking"]
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        spy = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        _wait_attached(spy)
+        return spy
 
     def _stop(self, spy: subprocess.Popen, path: Path) -> None:
         if spy.poll() is None:
@@ -93,3 +97,11 @@ class Profiler:
             tail = " | ".join((out or "").strip().splitlines()[-3:])
             self.failures.append(f"{path}: py-spy exit {spy.returncode}: {tail}")
             self.say(f"profile NOT written to {path} (py-spy exit {spy.returncode}): {tail}")
+
+
+def _wait_attached(spy: subprocess.Popen) -> None:
+    """Return once py-spy printed its first line (it is sampling, or it failed), so the
+    phase does not start before sampling does; at most PYSPY_ATTACH_TIMEOUT_S."""
+    ready, _, _ = select.select([spy.stdout], [], [], PYSPY_ATTACH_TIMEOUT_S)
+    if ready:
+        spy.stdout.readline()

@@ -93,7 +93,7 @@ def print_section(section: Section) -> None:
 def print_cpu(rows: list[CpuRow]) -> None:
     print("\n== Broker CPU per GB of record values (utime+stime of the broker processes "
           "and children, /proc)")
-    table = [[r.workload, r.target, r.phase, f"{r.value_bytes / 1e9:.3f}", f"{r.cpu_s:.1f}",
+    table = [[r.workload, r.target, r.phase, f"{r.value_bytes / 1e9:.3f}", f"{r.cpu_s:.2f}",
               f"{r.cpu_pct:.0f}", _num(r.cpu_s_per_gb, 1)] for r in rows]
     print(format_table(["workload", "target", "phase", "GB", "CPU s", "CPU % of a core",
                         "CPU s/GB"], table))

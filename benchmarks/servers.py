@@ -188,6 +188,7 @@ class BrokerProcess:
         self.log_path = log_path
         self.cwd = cwd
         self._proc: subprocess.Popen | None = None
+        self._terminated = False
 
     @property
     def bootstrap_servers(self) -> str:
@@ -261,9 +262,11 @@ class BrokerProcess:
             raise TargetError(f"{self.name}: exited with code {code} {when}\n{self.log_tail()}")
 
     def terminate(self) -> None:
-        """SIGTERM to the group without waiting; `stop()` must still follow."""
-        if self._proc is not None and self._proc.poll() is None:
+        """SIGTERM to the group without waiting; `stop()` must still follow (and sends no
+        second SIGTERM: a broker may take that as "stop now")."""
+        if self._proc is not None and self._proc.poll() is None and not self._terminated:
             _signal_group(self._proc.pid, signal.SIGTERM)
+            self._terminated = True
 
     def stop(self, grace_s: float = 10.0) -> int | None:
         """Terminate, wait, kill. Returns the leader's exit code (None if it never started)."""
@@ -271,7 +274,7 @@ class BrokerProcess:
             return None
         with _signals_blocked():
             pgid = self._proc.pid
-            _signal_group(pgid, signal.SIGTERM)
+            self.terminate()
             if not _wait_group_gone(self._proc, pgid, grace_s):
                 _signal_group(pgid, signal.SIGKILL)
                 _wait_group_gone(self._proc, pgid, 5.0)
