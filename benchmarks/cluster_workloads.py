@@ -13,7 +13,7 @@ from report import Section, SummaryRow, fmt_ratio, num, ratio
 from servers import TargetError
 from throughput import PhaseError, PhaseResult, create_topic
 from workloads import (CLUSTER_GOAL, LATENCY_GOAL_P99_MS, Context, Running, _cpu_per_gb, _met,
-                       measured_produce, session)
+                       brief, measured_produce, session)
 
 CLUSTER_BROKERS = 3
 LATENCY_RATES = (1000, 2500, 5000, 10000)
@@ -42,7 +42,7 @@ def w3(ctx: Context) -> Section:
                 create_topic(run.deployment.bootstrap_servers, workload, run.progress)
                 produced = measured_produce(run, workload, ctx, "W3")
         except (TargetError, PhaseError) as exc:
-            status = f"FAILED: {str(exc).splitlines()[0]}"
+            status = f"FAILED: {brief(exc)}"
             section.errors.append(f"{what}: {status}")
         results[key] = produced
         section.rows.append([what, num(produced and produced.messages),
@@ -78,10 +78,10 @@ def w5(ctx: Context, rates: tuple[int, ...] = LATENCY_RATES) -> Section:
             for rate in rates:
                 results.append(_one_rate(run, ctx, rate, duration_s, section))
     except (TargetError, PhaseError) as exc:
-        section.errors.append(str(exc).splitlines()[0])
+        section.errors.append(brief(exc))
         section.rows.append([num(rates[len(results)]) if len(results) < len(rates) else "-",
                              "-", "-", "-", "-", "-", "-",
-                             f"FAILED: {str(exc).splitlines()[0]}"])
+                             f"FAILED: {brief(exc)}"])
     best = max((r.rate_per_s for r in results if _within_goal(r)), default=None)
     section.figures = {"rates": [r.as_json() for r in results], "best_rate_per_s": best,
                        "goal_p99_ms": LATENCY_GOAL_P99_MS}
@@ -147,8 +147,8 @@ def partitions(ctx: Context) -> Section:
             section.summary.append(SummaryRow(f"produce over {MANY_PARTITIONS:,} partitions",
                                               "report", f"{produced.msg_per_s:,.0f} msg/s"))
     except (TargetError, PhaseError) as exc:
-        section.errors.append(str(exc).splitlines()[0])
-        section.rows.append(["(stopped)", "-", "-", "-", f"FAILED: {str(exc).splitlines()[0]}"])
+        section.errors.append(brief(exc))
+        section.rows.append(["(stopped)", "-", "-", "-", f"FAILED: {brief(exc)}"])
     section.notes.append(f"idle CPU: sum over the 3 brokers, % of one core, over {idle_s:g} s "
                          "with no client traffic")
     return section

@@ -9,13 +9,11 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterator
 
 from cpu import CpuMeter
-from latency import LatencyResult, paced_produce
 from profiler import Profiler
 from report import CpuRow, Section, SummaryRow, fmt_ratio, num, ratio
 from servers import TARGETS, Deployment, TargetError, make_target
@@ -146,8 +144,8 @@ def produce_consume(key: str, title: str, workload: Workload, ctx: Context,
                     after(run, section, consumed)
             status = "ok"
         except (TargetError, PhaseError) as exc:
-            status = f"FAILED: {str(exc).splitlines()[0]}"
-            section.errors.append(f"{label}: {exc}".splitlines()[0])
+            status = f"FAILED: {brief(exc)}"
+            section.errors.append(f"{label}: {brief(exc)}")
         figures[name] = {"produce": produced.as_json() if produced else None,
                          "consume": consumed.as_json() if consumed else None}
         section.rows.append([label, num(produced.messages if produced else None),
@@ -242,6 +240,15 @@ def backlog_alone(ctx: Context) -> Section:
     backlog = sections[-1]
     backlog.errors += sections[0].errors
     return backlog
+
+
+def brief(exc: Exception) -> str:
+    """One line for a table: the error's first line, and the last line of a broker log
+    tail when the message carries one (the broker's own last words, often a traceback's)."""
+    lines = [line.strip(" |") for line in str(exc).splitlines() if line.strip(" |")]
+    if len(lines) > 1 and "last lines of" in str(exc):
+        return f"{lines[0]} ({lines[-1]})"
+    return lines[0] if lines else type(exc).__name__
 
 
 def _met(value: float | None, goal: float) -> str:
