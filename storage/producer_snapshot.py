@@ -1,0 +1,120 @@
+"""Producer-state snapshot files: ``<offset:020d>.snapshot`` in the partition directory.
+
+A snapshot named ``N`` holds the producer entries made by every batch below offset
+``N`` (exclusive).  The byte layout is in ``producer_state``'s docstring.  This module
+only encodes, decodes, lists, writes and deletes the files; which snapshots exist and
+when they are taken is ``ProducerStateManager``'s business.
+
+Writes use ``checkpoint.write_atomically`` (tmp file, fsync, rename, directory fsync),
+so a reader sees a whole old file or a whole new one; a leftover ``.snapshot.tmp`` is
+removed by recovery's first step.  Decoding never trusts the file: a wrong version, a
+CRC32C mismatch, a short or over-long body raise ``CorruptSnapshot`` (a ValueError that
+never leaves storage/: the manager logs it and falls back).  Pure functions; any thread.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from typing import Iterable, Sequence
+
+import crc32c
+
+from .checkpoint import write_atomically
+
+SNAPSHOT_SUFFIX = ".snapshot"
+SNAPSHOT_VERSION = 1
+
+_HEADER = struct.Struct(">hI")        # version, crc32c of everything after the header
+_COUNT = struct.Struct(">i")          # producer count
+_PRODUCER = struct.Struct(">qhi")     # producer_id, producer_epoch, batch count
+_BATCH = struct.Struct(">iiqq")       # first/last sequence, first/last offset
+
+#: (producer_id, producer_epoch, [(first_sequence, last_sequence, first_offset,
+#: last_offset), ...] oldest batch first)
+SnapshotEntry = tuple[int, int, Sequence[tuple[int, int, int, int]]]
+
+
+class CorruptSnapshot(ValueError):
+    """A snapshot file that does not decode: torn, bit-flipped or of another version."""
+
+
+def snapshot_file_name(offset: int) -> str:
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def parse_snapshot_name(file_name: str) -> int | None:
+    """The offset of ``<20 digits>.snapshot``, or None for any other name."""
+    stem, suffix = os.path.splitext(file_name)
+    if suffix != SNAPSHOT_SUFFIX or len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+def list_snapshots(directory: str) -> list[int]:
+    """Offsets of the snapshot files in ``directory``, ascending."""
+    return sorted(offset for offset in map(parse_snapshot_name, os.listdir(directory))
+                  if offset is not None)
+
+
+def encode(entries: Iterable[SnapshotEntry]) -> bytes:
+    entries = list(entries)
+    parts = [_COUNT.pack(len(entries))]
+    for producer_id, producer_epoch, batches in entries:
+        parts.append(_PRODUCER.pack(producer_id, producer_epoch, len(batches)))
+        parts.extend(_BATCH.pack(*batch) for batch in batches)
+    body = b"".join(parts)
+    return _HEADER.pack(SNAPSHOT_VERSION, crc32c.crc32c(body)) + body
+
+
+def decode(data: bytes, max_batches: int) -> list[SnapshotEntry]:
+    """The entries of one snapshot file; CorruptSnapshot if anything is off.
+
+    Every producer has 1..``max_batches`` batches, and the body is consumed exactly."""
+    if len(data) < _HEADER.size + _COUNT.size:
+        raise CorruptSnapshot(f"{len(data)} bytes is shorter than a snapshot header")
+    version, crc = _HEADER.unpack_from(data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshot(f"unknown version {version}")
+    body = memoryview(data)[_HEADER.size:]
+    if crc32c.crc32c(body) != crc:
+        raise CorruptSnapshot(f"CRC32C mismatch (stored {crc:#010x})")
+    try:
+        (count,) = _COUNT.unpack_from(body, 0)
+        position = _COUNT.size
+        if count < 0:
+            raise CorruptSnapshot(f"negative producer count {count}")
+        entries: list[SnapshotEntry] = []
+        for _ in range(count):
+            producer_id, producer_epoch, batch_count = _PRODUCER.unpack_from(body, position)
+            position += _PRODUCER.size
+            if not 1 <= batch_count <= max_batches:
+                raise CorruptSnapshot(f"producer {producer_id} has {batch_count} batches")
+            batches = [_BATCH.unpack_from(body, position + i * _BATCH.size)
+                       for i in range(batch_count)]
+            position += batch_count * _BATCH.size
+            entries.append((producer_id, producer_epoch, batches))
+    except struct.error as exc:
+        raise CorruptSnapshot(f"truncated body: {exc}") from exc
+    if position != len(body):
+        raise CorruptSnapshot(f"{len(body) - position} unexpected bytes after the entries")
+    return entries
+
+
+def write_snapshot(directory: str, offset: int, entries: Iterable[SnapshotEntry]) -> None:
+    """Atomically (re)write the snapshot at ``offset`` (fsynced, directory too)."""
+    write_atomically(os.path.join(directory, snapshot_file_name(offset)), encode(entries))
+
+
+def read_snapshot(directory: str, offset: int, max_batches: int) -> list[SnapshotEntry]:
+    """Decode the snapshot at ``offset``: CorruptSnapshot if it does not decode, OSError
+    if it cannot be read."""
+    with open(os.path.join(directory, snapshot_file_name(offset)), "rb") as f:
+        return decode(f.read(), max_batches)
+
+
+def delete_snapshot(directory: str, offset: int) -> None:
+    """Remove the snapshot at ``offset`` (missing is fine); the caller fsyncs the directory."""
+    try:
+        os.unlink(os.path.join(directory, snapshot_file_name(offset)))
+    except FileNotFoundError:
+        pass
