@@ -1,19 +1,24 @@
-"""The partition log on disk: segments, indexes, checkpoints, epoch cache, recovery,
-retention.  No network, no cluster, no asyncio.
+"""The partition log on disk: segments, indexes, checkpoints, epoch cache, producer
+state, recovery, retention.  No network, no cluster, no asyncio.
 
-Imports: the standard library, crc32c (through ``protocol.records``) and
-``protocol.records`` — the shared RecordBatch v2 header view, so the broker and the
-log agree on one parser.  The broker uses ``PartitionLog`` and ``LogConfig``; the other
-modules are the log's parts, one on-disk concept each:
+Imports: the standard library, crc32c (producer snapshots; batch CRCs go through
+``protocol.records``) and ``protocol.records`` — the shared RecordBatch v2 header view,
+so the broker and the log agree on one parser.  The broker uses ``PartitionLog`` (and
+asks its ``producer_state`` about client batches) and ``LogConfig``; the other modules
+are the log's parts, one on-disk concept each:
 
-``config``       LogConfig (Kafka topic-config names)
-``checkpoint``   atomic small files: offsets.checkpoint, leader-epoch-checkpoint, marker
-``epoch_cache``  LeaderEpochCache (epoch → start offset)
-``index``        OffsetIndex, TimeIndex
-``segment``      LogSegment (<base>.log/.index/.timeindex)
-``recovery``     startup recovery as named steps, RecoveryReport
-``log``          PartitionLog, AppendInfo
-``errors``       StorageError and its subclasses
+``config``             LogConfig (Kafka topic-config names)
+``checkpoint``         atomic small files: offsets.checkpoint, leader-epoch-checkpoint,
+                       marker
+``epoch_cache``        LeaderEpochCache (epoch → start offset)
+``index``              OffsetIndex, TimeIndex
+``segment``            LogSegment (<base>.log/.index/.timeindex)
+``producer_state``     ProducerStateManager: idempotent-producer rules, which snapshots
+                       exist and when they are taken (the file layout is in its docstring)
+``producer_snapshot``  <offset>.snapshot files: encode, decode, list, write, delete
+``recovery``           startup recovery as named steps, RecoveryReport
+``log``                PartitionLog (keeps all of the above in step), AppendInfo
+``errors``             StorageError and its subclasses
 """
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache

@@ -2,9 +2,10 @@
 
 Hot paths (``append_as_leader``, ``append_as_follower``, ``read``) touch only batch
 headers: an append is one ``os.write`` of the batch bytes to the active segment plus
-in-memory index bookkeeping; a read is a bisect over segment base offsets, an index
-lookup, a short walk over 12-byte prefixes and one ``os.pread``.  Everything that
-decodes records (``offset_for_timestamp``, ``max_timestamp_and_offset``) is a cold path.
+in-memory index and producer-state bookkeeping; a read is a bisect over segment base
+offsets, an index lookup, a short walk over 12-byte prefixes and one ``os.pread``.
+Everything that decodes records (``offset_for_timestamp``, ``max_timestamp_and_offset``)
+is a cold path.
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from .checkpoint import PartitionOffsets
 from .config import LONG_MAX, LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import InvalidAppend, InvalidOffset, LogClosed, OffsetOutOfRange, StorageIOError
-from .recovery import RecoveredLog, RecoveryReport, recover_log
+from .producer_state import ProducerStateManager
+from .recovery import RecoveredLog, RecoveryReport, recover_log, reload_producer_state
 from .segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -61,7 +63,8 @@ class AppendInfo:
 
 
 class PartitionLog:
-    """Segments, indexes, checkpoints and the leader-epoch cache of one partition.
+    """Segments, indexes, checkpoints, the leader-epoch cache and the producer state
+    (with its snapshots) of one partition.
 
     Invariants (checked with explicit raises where a caller could break them):
 
@@ -72,12 +75,15 @@ class PartitionLog:
       been fsynced;
     * the epoch cache has no entry at or after ``log_end_offset``, and its epochs and
       start offsets strictly increase;
+    * ``producer_state`` is at ``log_end_offset``: every append, truncation, retention
+      and reset updates it in the same call, and its snapshots lie within
+      [log_start_offset, log_end_offset];
     * only the last segment (the active one) is ever appended to.
 
     Who may call: the broker's event loop only (no locks, no threads, nothing awaits
     inside a call).  Calls are synchronous and do blocking file I/O; the hot paths
     are one write or one read each, fsyncs happen only in ``flush``, ``checkpoint``,
-    truncation, retention and ``close``.
+    a roll (the producer snapshot), truncation, retention and ``close``.
 
     Disk failures: every OSError leaves as ``StorageIOError``.  A failed append writes
     nothing (the segment is cut back to its previous size); after any StorageIOError
@@ -98,6 +104,8 @@ class PartitionLog:
         self._high_watermark = recovered.offsets.high_watermark
         self._recovery_point = recovered.offsets.recovery_point
         self.epoch_cache: LeaderEpochCache = recovered.epoch_cache
+        #: read it (``check``) freely; only this log changes it
+        self.producer_state: ProducerStateManager = recovered.producer_state
         self.recovery_report: RecoveryReport = recovered.report
         self._unflushed_messages = 0
         self._last_flush_ms = clock_ms()
@@ -174,7 +182,8 @@ class PartitionLog:
 
         Mutates ``batch`` in place: baseOffset := log_end_offset and
         partitionLeaderEpoch := ``leader_epoch`` (both outside the CRC).  Assigns
-        ``leader_epoch`` in the epoch cache at the batch's first offset when it is new.
+        ``leader_epoch`` in the epoch cache at the batch's first offset when it is new,
+        and records the batch in ``producer_state`` (whose ``check`` the caller ran).
         Raises InvalidAppend (nothing written) for an incomplete buffer or an epoch
         older than the cache's latest.
         """
@@ -200,6 +209,7 @@ class PartitionLog:
         assign_offset_and_epoch(batch, 0, base_offset, leader_epoch)
         self.epoch_cache.assign(leader_epoch, base_offset)
         self._segments[-1].append(batch, [header], now_ms)
+        self.producer_state.update(header)
         self._unflushed_messages += header.records_count
         return AppendInfo(base_offset, header.last_offset, header.max_timestamp, -1, header.size)
 
@@ -210,7 +220,8 @@ class PartitionLog:
         All of ``batches`` must be complete, CRC-valid, contiguous batches starting at
         log_end_offset, with non-decreasing leader epochs not older than the cache's
         latest; otherwise InvalidAppend and nothing is written.  The epoch cache gains
-        each new epoch at its first batch.  Empty input → None.
+        each new epoch at its first batch; the producer state records every batch.
+        Empty input → None.
         """
         self._check_open()
         if not batches:
@@ -234,6 +245,8 @@ class PartitionLog:
             last = headers[end - 1]
             self._segments[-1].append(view[headers[start].position:last.position + last.size],
                                       headers[start:end], now_ms)
+            for header in headers[start:end]:
+                self.producer_state.update(header)
             self._unflushed_messages += sum(h.records_count for h in headers[start:end])
             start = end
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset,
@@ -293,6 +306,7 @@ class PartitionLog:
         self._segments.append(new)
         self._bases.append(new.base_offset)
         self._directory_dirty = True
+        self.producer_state.take_snapshot(new.base_offset)
         logger.info("%s rolled segment %d (%d bytes) → new segment %d: %s", self._prefix,
                     old.base_offset, old.size_bytes, new.base_offset, reason)
 
@@ -391,8 +405,10 @@ class PartitionLog:
 
         Batches are atomic: an ``offset`` inside a batch removes that whole batch, so
         log_end_offset ends <= ``offset``.  Below the first segment this is
-        ``truncate_fully_and_start_at(offset)``.  High watermark, recovery point and the
-        epoch cache follow; files and checkpoints are fsynced before returning.
+        ``truncate_fully_and_start_at(offset)``.  High watermark, recovery point, the
+        epoch cache and the producer state follow (snapshots above the new
+        log_end_offset are deleted, the state is reloaded from the newest remaining one);
+        files and checkpoints are fsynced before returning.
         """
         self._check_open()
         if offset < 0:
@@ -411,6 +427,7 @@ class PartitionLog:
         self._high_watermark = min(self._high_watermark, log_end_offset)
         self._recovery_point = min(self._recovery_point, log_end_offset)
         self.epoch_cache.truncate_from_end(log_end_offset)
+        reload_producer_state(self.producer_state, self._segments, self._log_start_offset)
         checkpoint.fsync_directory(self.directory)
         self.checkpoint()
         logger.info("%s truncated to offset %d: log_end_offset %d → %d, %d bytes removed",
@@ -419,7 +436,8 @@ class PartitionLog:
     @_converts_os_errors
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset``: log_start_offset =
-        log_end_offset = high_watermark = recovery_point = ``offset``; epoch cache cleared."""
+        log_end_offset = high_watermark = recovery_point = ``offset``; epoch cache,
+        producer state and producer snapshots cleared."""
         self._check_open()
         if offset < 0:
             raise InvalidOffset(f"{self._prefix} cannot start at {offset}")
@@ -430,6 +448,7 @@ class PartitionLog:
         self._log_start_offset = self._high_watermark = self._recovery_point = offset
         self._unflushed_messages = 0
         self.epoch_cache.clear()
+        self.producer_state.reset(offset)
         checkpoint.fsync_directory(self.directory)
         self.checkpoint()
         logger.info("%s truncated fully (%d bytes removed), now starts at offset %d",
@@ -455,7 +474,8 @@ class PartitionLog:
         retention.ms before ``now_ms``.
         retention.bytes: oldest first while the log stays >= retention.bytes without
         it.  An expired active segment is rolled first, then deleted.
-        log_start_offset moves to the first remaining segment.  Returns the count.
+        log_start_offset moves to the first remaining segment; producers and producer
+        snapshots wholly below it are forgotten.  Returns the count.
         """
         self._check_open()
         now_ms = self._clock_ms() if now_ms is None else now_ms
@@ -501,6 +521,7 @@ class PartitionLog:
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
         self._high_watermark = max(self._high_watermark, self._log_start_offset)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
+        self.producer_state.truncate_before(self._log_start_offset)
         checkpoint.fsync_directory(self.directory)
         self.checkpoint()
         return len(doomed)
@@ -556,11 +577,13 @@ class PartitionLog:
 
     @_converts_os_errors
     def close(self) -> None:
-        """Flush, checkpoint, close the files, then mark a clean shutdown.  Idempotent."""
+        """Flush, checkpoint, snapshot the producer state at log_end_offset, close the
+        files, then mark a clean shutdown.  Idempotent."""
         if self._closed:
             return
         self.flush()
         self.checkpoint()
+        self.producer_state.take_snapshot(self.log_end_offset)
         for segment in self._segments:
             segment.close()
         self._closed = True

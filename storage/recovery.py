@@ -13,9 +13,14 @@
 5. ``clamp_offsets``: log_start_offset, high_watermark and recovery_point are brought
    inside what survived; ``restore_epoch_cache`` truncates the leader-epoch cache to
    the new log_end_offset and adds the epochs seen in scanned batches.
+6. ``restore_producer_state``: the newest valid producer snapshot at or below the new
+   log_end_offset is loaded (the others above it, and any below log_start_offset, are
+   deleted) and only the batch headers from its offset on are replayed; with no usable
+   snapshot, every batch from log_start_offset.
 
 Each step reports what it removed into a ``RecoveryReport``.  Called once, by
-``PartitionLog.open``, before the log is shared.
+``PartitionLog.open``, before the log is shared; ``PartitionLog.truncate_to`` reuses
+step 6 (``reload_producer_state``), as Kafka's truncateAndReload does.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from .checkpoint import PartitionOffsets
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import CorruptIndex
+from .producer_state import ProducerStateManager
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, SegmentScan, \
     parse_segment_name
 
@@ -52,6 +58,8 @@ class RecoveryReport:
     log_end_offset: int = 0
     high_watermark: int = 0
     recovery_point: int = 0
+    producer_snapshot_offset: int | None = None
+    producer_batches_replayed: int = 0
 
     @property
     def cut_anything(self) -> bool:
@@ -63,6 +71,7 @@ class RecoveredLog:
     segments: list[LogSegment]
     offsets: PartitionOffsets
     epoch_cache: LeaderEpochCache
+    producer_state: ProducerStateManager
     report: RecoveryReport
 
 
@@ -81,12 +90,13 @@ def recover_log(directory: str, config: LogConfig, log_prefix: str) -> Recovered
     offsets = clamp_offsets(saved, segments, report)
     epoch_cache = restore_epoch_cache(directory, saved_epochs, segments, scans, offsets,
                                       log_prefix)
+    producer_state = restore_producer_state(directory, segments, offsets, report, log_prefix)
     report.log_start_offset = offsets.log_start_offset
     report.log_end_offset = segments[-1].next_offset
     report.high_watermark = offsets.high_watermark
     report.recovery_point = offsets.recovery_point
     _log_summary(report, log_prefix)
-    return RecoveredLog(segments, offsets, epoch_cache, report)
+    return RecoveredLog(segments, offsets, epoch_cache, producer_state, report)
 
 
 def remove_leftover_files(directory: str) -> list[str]:
@@ -241,6 +251,38 @@ def _epoch_starts_from_headers(segment: LogSegment) -> list[tuple[int, int]]:
     return starts
 
 
+def restore_producer_state(directory: str, segments: list[LogSegment],
+                           offsets: PartitionOffsets, report: RecoveryReport,
+                           log_prefix: str) -> ProducerStateManager:
+    """Step 6: the producer state of the recovered log, from a snapshot and a replay."""
+    state = ProducerStateManager(directory, log_prefix)
+    start_offset, report.producer_batches_replayed = reload_producer_state(
+        state, segments, offsets.log_start_offset)
+    if start_offset in state.snapshot_offsets:
+        report.producer_snapshot_offset = start_offset
+    return state
+
+
+def reload_producer_state(state: ProducerStateManager, segments: list[LogSegment],
+                          log_start_offset: int) -> tuple[int, int]:
+    """Bring ``state`` to the log's end: the newest usable snapshot, then a header-only
+    replay of the batches from its offset.  Returns (that offset, batches replayed)."""
+    log_end_offset = segments[-1].next_offset
+    start_offset = state.truncate_and_reload(log_start_offset, log_end_offset)
+    replayed = 0
+    for segment in segments:
+        if segment.next_offset <= start_offset:
+            continue
+        position = 0 if start_offset <= segment.base_offset \
+            else segment.find_position(start_offset)
+        for header in segment.iter_headers(position):
+            if header.base_offset >= start_offset:
+                state.update(header)
+                replayed += 1
+    state.map_end_offset = log_end_offset
+    return start_offset, replayed
+
+
 def _log_summary(report: RecoveryReport, log_prefix: str) -> None:
     if report.leftover_files_removed:
         logger.info("%s removed leftover files %s", log_prefix, report.leftover_files_removed)
@@ -250,6 +292,8 @@ def _log_summary(report: RecoveryReport, log_prefix: str) -> None:
                        report.segments_deleted, "; ".join(report.cuts), report.log_end_offset)
     logger.info("%s loaded: clean_shutdown=%s, %d segments scanned, %d indexes rebuilt, "
                 "%d batches recovered, log_start_offset=%d log_end_offset=%d "
-                "high_watermark=%d", log_prefix, report.clean_shutdown,
-                report.segments_scanned, report.indexes_rebuilt, report.batches_recovered,
-                report.log_start_offset, report.log_end_offset, report.high_watermark)
+                "high_watermark=%d, producer snapshot %s + %d batches replayed", log_prefix,
+                report.clean_shutdown, report.segments_scanned, report.indexes_rebuilt,
+                report.batches_recovered, report.log_start_offset, report.log_end_offset,
+                report.high_watermark, report.producer_snapshot_offset,
+                report.producer_batches_replayed)

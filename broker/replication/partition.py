@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from protocol.errors import ErrorCode
-from protocol.records import BatchHeader, iter_headers
+from protocol.records import BatchHeader
 from storage.errors import CorruptLog, OffsetOutOfRange, StorageIOError
 from storage.log import AppendInfo, PartitionLog
-from storage.producer_state import ProducerStateError, ProducerStateManager
+from storage.producer_state import ProducerStateError
 
 from .isr import CommittedIsr, IsrState, PendingExpandIsr, PendingIsrChange, PendingShrinkIsr
 
@@ -34,7 +34,6 @@ LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
-PRODUCER_SCAN_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 class PartitionError(Exception):
@@ -111,27 +110,11 @@ class Partition:
     leader_epoch: int = NO_EPOCH
     replicas: list[int] = field(default_factory=list)
     followers: dict[int, FollowerState] = field(default_factory=dict)
-    producer_state: ProducerStateManager = field(default_factory=ProducerStateManager)
     offline: bool = False
     _partition_epoch: int = field(default=0, init=False)
     _isr_state: IsrState = field(default=CommittedIsr(()), init=False)
     storage_failure_listener: Callable[[Partition, str, Exception], None] | None = \
         field(default=None, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        self.rebuild_producer_state()
-
-    def rebuild_producer_state(self) -> None:
-        """Header-only scan of the whole log (producer ids, epochs, sequences)."""
-        self.producer_state = ProducerStateManager()
-        offset, end = self.log.log_start_offset, self.log.log_end_offset
-        while offset < end:
-            chunk = self.log.read(offset, PRODUCER_SCAN_CHUNK_BYTES)
-            if not chunk:
-                break
-            for header in iter_headers(chunk):
-                self.producer_state.update(header)
-                offset = header.next_offset
 
     @property
     def key(self) -> tuple[str, int]:
@@ -313,10 +296,7 @@ class Partition:
         Returns the number of bytes appended."""
         if records:
             with self._storage_guard("follower append"):
-                info = self.log.append_as_follower(records)
-            if info is not None:
-                for header in iter_headers(records):
-                    self.producer_state.update(header)
+                self.log.append_as_follower(records)
         hw = min(leader_high_watermark, self.log.log_end_offset)
         if hw > self.log.high_watermark:
             self.log.update_high_watermark(hw)
@@ -339,7 +319,6 @@ class Partition:
         before = self.log.log_end_offset
         with self._storage_guard("truncation"):
             self.log.truncate_to(offset)
-        self.producer_state.truncate_to(self.log.log_end_offset)
         log.info("[Partition %s broker=%d] truncated from %d to %d (leader %d epoch %d)",
                  self.name, self.node_id, before, self.log.log_end_offset, self.leader_id,
                  self.leader_epoch)
@@ -349,7 +328,6 @@ class Partition:
             return
         with self._storage_guard("truncation"):
             self.log.truncate_fully_and_start_at(offset)
-        self.producer_state = ProducerStateManager()
         log.info("[Partition %s broker=%d] log reset to start at %d", self.name, self.node_id,
                  offset)
 
@@ -380,14 +358,13 @@ class Partition:
                                  f"isr {self.isr} is smaller than min.insync.replicas="
                                  f"{self.settings.min_insync_replicas}")
         try:
-            duplicate = self.producer_state.check(header)
+            duplicate = self.log.producer_state.check(header)
         except ProducerStateError as exc:
             raise PartitionError(ErrorCode[exc.code_name], str(exc)) from exc
         if duplicate is not None:
             return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, -1, 0), True
         with self._storage_guard("append"):
             info = self.log.append_as_leader(batch, self.leader_epoch)
-            self.producer_state.update(header._replace(base_offset=info.first_offset))
             self.maybe_increment_high_watermark()
             self.log.maybe_flush()
         return info, False
@@ -482,15 +459,12 @@ class Partition:
     # -- maintenance and storage failures (KIP-112) ----------------------------------------
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Delete expired segments (and the producer state below the new log start);
-        returns how many went.  Nothing when offline."""
+        """Delete expired segments (the log forgets the producer state below the new log
+        start); returns how many went.  Nothing when offline."""
         if self.offline:
             return 0
         with self._storage_guard("retention"):
-            deleted = self.log.enforce_retention(now_ms)
-        if deleted:
-            self.producer_state.truncate_before(self.log_start_offset)
-        return deleted
+            return self.log.enforce_retention(now_ms)
 
     def checkpoint(self) -> None:
         """Flush if due, then write the offsets checkpoint. Nothing when offline."""

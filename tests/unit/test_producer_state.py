@@ -1,11 +1,13 @@
 """Idempotent-producer state (storage/producer_state.py) and how a partition uses it.
 
 The first part feeds ProducerStateManager batch headers directly: Kafka's rules for
-duplicates (the last five batches), sequence gaps, epochs, the 2^31 wrap, truncation and
-retention.  The second part drives broker.partition.Partition over a real log in tmp_path:
-a leader answers a retry with the original offsets, the state is rebuilt from the log when
-the partition is opened again, a follower builds it from replicated batches so a new
-leader still recognises a retry, and a follower's truncation forgets the batches it cut.
+duplicates (the last five batches), sequence gaps, epochs, the 2^31 wrap, truncation
+(reload, then replay of what is left) and retention.  The second part drives
+broker.replication.partition.Partition over a real log in tmp_path: a leader answers a
+retry with the original offsets, the log restores the state when the partition is opened
+again, a follower's log builds it from replicated batches so a new leader still
+recognises a retry, and a follower's truncation forgets the batches it cut.  Snapshots
+and every other way the log keeps the state in step: tests/unit/storage/.
 """
 from __future__ import annotations
 
@@ -35,11 +37,21 @@ def header(sequence: int, count: int = 1, *, producer_id: int = PID, epoch: int 
 
 
 class Log:
-    """A manager plus an offset counter: ``append`` checks, then records like a leader."""
+    """A manager plus the headers "in the log": ``append`` checks, then records like a
+    leader; ``truncate_to`` reloads and replays like PartitionLog (no snapshots here)."""
 
     def __init__(self):
         self.state = ProducerStateManager()
         self.next_offset = 0
+        self.headers: list[BatchHeader] = []
+
+    def truncate_to(self, offset: int) -> None:
+        self.headers = [h for h in self.headers if h.last_offset < offset]
+        self.next_offset = self.headers[-1].next_offset if self.headers else 0
+        start = self.state.truncate_and_reload(0, self.next_offset)
+        for h in self.headers:
+            if h.base_offset >= start:
+                self.state.update(h)
 
     def append(self, sequence: int, count: int = 1, **kwargs):
         """None when appended (offsets assigned), the original BatchMetadata for a
@@ -48,7 +60,9 @@ class Log:
         duplicate = self.state.check(h)
         if duplicate is not None:
             return duplicate
-        self.state.update(h._replace(base_offset=self.next_offset))
+        h = h._replace(base_offset=self.next_offset)
+        self.state.update(h)
+        self.headers.append(h)
         self.next_offset += count
         return None
 
@@ -173,11 +187,11 @@ def test_truncate_to_forgets_batches_at_and_after_the_offset():
     log = Log()
     for n in range(4):
         log.append(3 * n, 3)                           # offsets 0-2, 3-5, 6-8, 9-11
-    log.state.truncate_to(6)
+    log.truncate_to(6)
     entry = log.state.producers[PID]
     assert [b.first_offset for b in entry.batches] == [0, 3]
     assert entry.last_sequence == 5
-    log.next_offset = 6
+    assert log.state.map_end_offset == log.next_offset == 6
     assert log.append(6, 3) is None                    # the cut batch is new again
     assert log.state.producers[PID].batches[-1] == BatchMetadata(6, 8, 6, 8)
 
@@ -185,9 +199,21 @@ def test_truncate_to_forgets_batches_at_and_after_the_offset():
 def test_truncate_to_below_every_batch_forgets_the_producer():
     log = Log()
     log.append(10, 2)
-    log.state.truncate_to(0)
+    log.truncate_to(0)
     assert PID not in log.state.producers
     assert log.append(500, 1) is None                  # unknown again: any sequence
+
+
+def test_truncation_brings_back_batches_that_had_left_the_window():
+    """Kafka reloads rather than cuts: after truncation the producer keeps its last five
+    batches *of the shorter log*, so a retry of one that had been pushed out of the
+    window is still answered as a duplicate."""
+    log = Log()
+    for n in range(7):
+        log.append(n, 1)                               # offsets 0..6
+    log.truncate_to(5)
+    assert [b.first_offset for b in log.state.producers[PID].batches] == [0, 1, 2, 3, 4]
+    assert log.append(0, 1) == BatchMetadata(0, 0, 0, 0)
 
 
 def test_truncate_before_forgets_producers_wholly_below_the_log_start():
@@ -249,11 +275,11 @@ def test_state_is_rebuilt_from_the_log_when_the_partition_opens(tmp_path):
     for n in range(7):
         leader_append(leader, 2 * n, 2)
     before = {pid: (e.producer_epoch, list(e.batches))
-              for pid, e in leader.producer_state.producers.items()}
+              for pid, e in leader.log.producer_state.producers.items()}
     leader.log.close()
     reopened = open_partition(tmp_path, "t-0", 1)
     after = {pid: (e.producer_epoch, list(e.batches))
-             for pid, e in reopened.producer_state.producers.items()}
+             for pid, e in reopened.log.producer_state.producers.items()}
     assert after == before
     reopened.make_leader(1, 1, [1], [1])
     assert leader_append(reopened, 12, 2) == (12, 13, True)
