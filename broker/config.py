@@ -8,10 +8,14 @@ passes silently; every value is parsed to its type here, once.
 """
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
+
+from .security import listeners as listener_settings
+from .security import tls
 
 DAY_MS = 24 * 60 * 60 * 1000
 
@@ -45,6 +49,12 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("node.id", int, 1, "This broker's id"),
     Setting("listeners", _str, "PLAINTEXT://127.0.0.1:9092", "Where the broker listens"),
     Setting("advertised.listeners", _str, "", "What clients are told (default: listeners)"),
+    Setting("listener.security.protocol.map", _str, listener_settings.DEFAULT_PROTOCOL_MAP,
+            "Listener name → security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"),
+    Setting("inter.broker.listener.name", _str, "",
+            "Listener replica fetchers use (default: security.inter.broker.protocol's)"),
+    Setting("security.inter.broker.protocol", _str, "PLAINTEXT",
+            "Names the inter-broker listener when inter.broker.listener.name is unset"),
     Setting("log.dirs", _str, "./data", "Directory holding partition logs and metadata"),
     Setting("metadata.log.dir", _str, "",
             "Directory of the cluster metadata (Raft journal); empty: under log.dirs"),
@@ -100,7 +110,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "How long a commit waits for all in-sync replicas of __consumer_offsets"),
     Setting("offset.metadata.max.bytes", int, 4096, "Longest metadata string of a commit"),
     Setting("cluster.id", _str, "", "Cluster id (generated and stored on first start if empty)"),
+    *(Setting(name, _str, default, "TLS (PEM only); per listener as listener.name.<l>." + name)
+      for name, default in tls.TLS_SETTINGS.items()),
 )}
+# Settings a listener may override with Kafka's prefix ``listener.name.<lower-case name>.``.
+LISTENER_SETTINGS = frozenset(tls.TLS_SETTINGS)
 
 # Broker-level log settings and the topic-level names they default (Kafka's mapping).
 TOPIC_DEFAULTS = {
@@ -131,13 +145,29 @@ class BrokerConfig:
     def node_id(self) -> int:
         return self["node.id"]
 
+    @functools.cached_property
+    def listener_plan(self) -> listener_settings.ListenerPlan:
+        return listener_settings.plan_listeners(
+            self["listeners"], self["advertised.listeners"],
+            self["listener.security.protocol.map"], self["inter.broker.listener.name"],
+            self["security.inter.broker.protocol"])
+
+    def listener_setting(self, listener_name: str, name: str) -> Any:
+        """``name`` for one listener: ``listener.name.<l>.<name>`` if set, else ``name``."""
+        prefixed = f"listener.name.{listener_name.lower()}.{name}"
+        return self._values[prefixed] if prefixed in self._values else self._values.get(name)
+
     @property
     def listener(self) -> tuple[str, int]:
-        return parse_listener(self["listeners"])
+        """(host, port) the first listener binds (host "0.0.0.0" when empty)."""
+        first = self.listener_plan.listeners[0]
+        return first.host or "0.0.0.0", first.port
 
     @property
     def advertised_listener(self) -> tuple[str, int]:
-        return parse_listener(self["advertised.listeners"] or self["listeners"])
+        """(host, port) of the inter-broker listener as advertised (the registration's)."""
+        inter_broker = self.listener_plan.inter_broker
+        return inter_broker.host, inter_broker.port
 
     def topic_defaults(self) -> dict[str, str]:
         """Topic-level config values implied by the broker's log.* settings."""
@@ -145,20 +175,24 @@ class BrokerConfig:
                 for broker_name, topic_name in TOPIC_DEFAULTS.items()}
 
 
-def parse_listener(text: str) -> tuple[str, int]:
-    """``PLAINTEXT://host:port`` (the first of a comma list) → (host, port)."""
-    first = text.split(",")[0].strip()
-    if "://" in first:
-        scheme, first = first.split("://", 1)
-        if scheme.upper() != "PLAINTEXT":
-            raise ConfigError(f"only PLAINTEXT listeners are served, got {scheme}")
-    host, sep, port = first.rpartition(":")
-    if not sep:
-        raise ConfigError(f"listener {text!r} has no port")
+def _listener_setting(key: str) -> Setting | None:
+    """The Setting of a listener-prefixed key (``listener.name.ssl.ssl.client.auth``)."""
+    if not key.startswith("listener.name."):
+        return None
+    _name, _, rest = key[len("listener.name."):].partition(".")
+    return SETTINGS.get(rest) if rest in LISTENER_SETTINGS else None
+
+
+def _check_listeners(config: BrokerConfig) -> None:
+    """Refuse contradictory listener settings and unsupported TLS values at start."""
     try:
-        return host or "0.0.0.0", int(port)
-    except ValueError as exc:
-        raise ConfigError(f"listener {text!r} has a bad port") from exc
+        plan = config.listener_plan
+        for listener in plan.listeners:
+            if listener.uses_tls:
+                tls.check_settings(lambda name: config.listener_setting(listener.name, name),
+                                   listener.name)
+    except ValueError as exc:  # ListenerError, tls.SettingError
+        raise ConfigError(str(exc)) from exc
 
 
 def read_file(path: str) -> dict[str, str]:
@@ -221,7 +255,7 @@ def load(config_file: str | None = None, overrides: list[str] | None = None,
 def build(raw: Mapping[str, str]) -> BrokerConfig:
     values = {name: setting.default for name, setting in SETTINGS.items()}
     for key, text in raw.items():
-        setting = SETTINGS.get(key)
+        setting = SETTINGS.get(key) or _listener_setting(key)
         if setting is None:
             raise ConfigError(f"unknown setting {key!r}")
         try:
@@ -229,8 +263,7 @@ def build(raw: Mapping[str, str]) -> BrokerConfig:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"bad value for {key}: {text!r} ({exc})") from exc
     config = BrokerConfig(values)
-    config.listener  # validate early
-    config.advertised_listener
+    _check_listeners(config)
     if values["replica.fetch.wait.max.ms"] >= values["replica.lag.time.max.ms"]:
         # As in Kafka: a follower long-polling longer than the lag time would drop out
         # of the ISR of every idle partition and rejoin, over and over.

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import signal
 
-from .config import BrokerConfig
+from .config import BrokerConfig, ConfigError
 from .controller.controller import Controller
 from .controller.lifecycle import BrokerLifecycle
 from .controller.metadata_client import MetadataClient, MetadataUnavailable
@@ -29,6 +29,7 @@ from .replication.producer_ids import ProducerIdManager
 from .groups import GroupCoordinator
 from .replication.replica_manager import ReplicaManager
 from .network.connection import Connection
+from .security import tls
 from .tasks import TaskSupervisor
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.producer_ids = ProducerIdManager(self.metadata)
         self.connections: set[Connection] = set()
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
         self._stopped = asyncio.Event()
 
     @property
@@ -71,20 +72,33 @@ class Broker:
         await self.store.start()
         self.replica_manager.start_maintenance()
         self.groups.start()
-        host, port = self.config.listener
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: Connection(self), host, port,
-                                                reuse_address=True, backlog=1024)
+        plan = self.config.listener_plan
+        await self._start_listeners(plan)
         # Without these loops the broker would run on fenced, or as a controller that
         # fences nobody: a crash in either stops the broker (exit code 1).
         self.tasks.spawn("controller", self.controller.run(), fatal=True)
         await self.lifecycle.register()
         await self._init_cluster_id()
         self.tasks.spawn("heartbeat", self.lifecycle.heartbeat_loop(), fatal=True)
-        adv_host, adv_port = self.config.advertised_listener
-        log.info("Raftwood broker %d started: listening on %s:%d, advertised as %s:%d, "
-                 "cluster %s, data in %s", self.node_id, host, port, adv_host, adv_port,
+        log.info("Raftwood broker %d started: listening on %s, advertised as %s, "
+                 "inter-broker listener %s, cluster %s, data in %s", self.node_id,
+                 _describe(plan.listeners), _describe(plan.advertised), plan.inter_broker_name,
                  self.metadata.image.cluster_id, self.config["log.dirs"])
+
+    async def _start_listeners(self, plan) -> None:
+        """One server per listener; TLS contexts are built first, so a bad keystore stops
+        the start before anything listens (ConfigError)."""
+        try:
+            contexts = tls.server_contexts(self.config)
+        except tls.SettingError as exc:
+            raise ConfigError(str(exc)) from exc
+        loop = asyncio.get_running_loop()
+        for listener in plan.listeners:
+            server = await loop.create_server(
+                lambda listener=listener: Connection(self, listener), listener.host or None,
+                listener.port, ssl=contexts.get(listener.name), reuse_address=True,
+                backlog=1024)
+            self._servers.append(server)
 
     async def _init_cluster_id(self, attempts: int = 60) -> None:
         """Set the cluster id once per cluster, retrying while the Raft leadership moves
@@ -131,8 +145,8 @@ class Broker:
         log.info("Raftwood broker %d shutting down", self.node_id)
         await self.lifecycle.controlled_shutdown()  # no heartbeat after this; fenced
         await self.tasks.shutdown()
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         await self.groups.shutdown()  # waiting joins/syncs answer now, before the drain
         connections = list(self.connections)
         if connections:
@@ -141,6 +155,10 @@ class Broker:
         await self.replica_manager.shutdown()
         await self.store.stop()
         log.info("Raftwood broker %d stopped", self.node_id)
+
+
+def _describe(listeners) -> str:
+    return ",".join(f"{l.name}://{l.host}:{l.port}" for l in listeners)
 
 
 def _new_cluster_id() -> str:

@@ -115,8 +115,10 @@ class Request:
     body: Any
     spec: ApiSpec
     size_bytes: int
-    # Set by the connection: the peer's address in Kafka's form ("/127.0.0.1").
+    # Set by the connection: the peer's address in Kafka's form ("/127.0.0.1"), and the
+    # connection's security session (listener, principal; the broker's, opaque here).
     client_host: str = ""
+    session: Any = None
 
     def expects_response(self) -> bool:
         return self.body.expect_response()

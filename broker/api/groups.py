@@ -11,6 +11,8 @@ FindCoordinator v4+ batches keys.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (
     HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
@@ -19,6 +21,8 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import FindCoordinatorResponse
 
 from protocol.errors import ErrorCode
+
+from ..groups.admin import CoordinatorAnswer
 
 AUTHORIZED_OPERATIONS_OMITTED = None  # kafka-python encodes None as INT32_MIN ("not requested")
 
@@ -40,16 +44,32 @@ async def handle_find_coordinator(broker, request):
     if request.api_version >= 4:
         coordinators = []
         for key in body.coordinator_keys:
-            answer = await broker.groups.find_coordinator(key, body.key_type)
+            answer = _on_listener(broker, request, await broker.groups.find_coordinator(
+                key, body.key_type))
             coordinators.append(FindCoordinatorResponse.Coordinator(
                 key=key, node_id=answer.node_id, host=answer.host, port=answer.port,
                 error_code=answer.error, error_message=answer.message))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
     key_type = body.key_type if request.api_version >= 1 else 0
-    answer = await broker.groups.find_coordinator(body.key, key_type)
+    answer = _on_listener(broker, request, await broker.groups.find_coordinator(body.key,
+                                                                               key_type))
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=answer.error,
                                    error_message=answer.message, node_id=answer.node_id,
                                    host=answer.host, port=answer.port)
+
+
+def _on_listener(broker, request, answer):
+    """The coordinator's endpoint on the listener the request came in on (Kafka answers
+    with the same listener name); COORDINATOR_NOT_AVAILABLE if it has no such listener."""
+    if answer.node_id < 0 or request.session is None:
+        return answer
+    info = broker.image.brokers.get(answer.node_id)
+    address = info.endpoint(request.session.listener.name) if info is not None else None
+    if address is None:
+        return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                 f"broker {answer.node_id} has no listener "
+                                 f"{request.session.listener.name}")
+    return replace(answer, host=address[0], port=address[1])
 
 
 # -- membership -------------------------------------------------------------------------------

@@ -35,9 +35,15 @@ async def handle_metadata(broker, request):
         allow_create = body.allow_auto_topic_creation if request.api_version >= 4 else True
         topics = [await _requested_topic(broker, t, allow_create) for t in requested]
     image = broker.image
-    brokers = [MetadataResponse.MetadataResponseBroker(
-        node_id=b.broker_id, host=b.host, port=b.port, rack=None)
-        for b in sorted(image.brokers.values(), key=lambda b: b.broker_id) if not b.fenced]
+    # Kafka answers with each broker's endpoint of the listener the request came in on,
+    # and leaves out brokers without that listener.
+    listener_name = request.session.listener.name if request.session is not None else None
+    brokers = []
+    for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        address = b.endpoint(listener_name) if listener_name else (b.host, b.port)
+        if not b.fenced and address is not None:
+            brokers.append(MetadataResponse.MetadataResponseBroker(
+                node_id=b.broker_id, host=address[0], port=address[1], rack=None))
     return MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=image.cluster_id or None,
         controller_id=broker.store.controller_id, topics=topics, error_code=ErrorCode.NONE,

@@ -36,11 +36,23 @@ def _run(coro):
     return uvloop.run(coro)
 
 
+def check_security(config) -> None:
+    """Build every TLS context once (ConfigError when one cannot be built)."""
+    from ..security import client, tls
+
+    try:
+        tls.server_contexts(config)
+        client.inter_broker_security(config)
+    except tls.SettingError as exc:
+        raise config_module.ConfigError(str(exc)) from exc
+
+
 def cmd_start(args) -> int:
     from ..node import Broker
 
     try:
         config = config_module.load(args.config, args.set)
+        check_security(config)  # keystores and truststores load, or a clear refusal
     except (config_module.ConfigError, OSError) as exc:
         print(f"raftwood: {exc}", file=sys.stderr)
         return 2

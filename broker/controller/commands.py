@@ -78,6 +78,9 @@ class RegisterBroker(Command):
     port: int
     incarnation: str
     unclean_default: bool = False
+    # Advertised listeners, name → [host, port]; None in entries written before them
+    # (host/port then serve every listener).
+    endpoints: dict | None = None
 
 
 @dataclass(frozen=True)

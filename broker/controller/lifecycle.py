@@ -49,7 +49,8 @@ class BrokerLifecycle:
             try:
                 self.broker_epoch = await self.metadata.register_broker(
                     self.node_id, host, port, self.incarnation,
-                    self.config["unclean.leader.election.enable"])
+                    self.config["unclean.leader.election.enable"],
+                    self.config.listener_plan.endpoints())
                 log.info("[Broker %d] registered with broker epoch %d", self.node_id,
                          self.broker_epoch)
                 return self.broker_epoch

@@ -89,10 +89,11 @@ class MetadataClient:
         return await self.submit(InitCluster(cluster_id))
 
     async def register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
-                              unclean_default: bool = False) -> int:
+                              unclean_default: bool = False,
+                              endpoints: dict | None = None) -> int:
         """(Re)register this broker's incarnation; returns its broker epoch."""
         return await self.submit(RegisterBroker(broker_id, host, port, incarnation,
-                                                unclean_default))
+                                                unclean_default, endpoints))
 
     async def heartbeat(self, broker_id: int, broker_epoch: int, unclean_default: bool,
                         log_end_offsets: dict, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:

@@ -41,6 +41,17 @@ class BrokerInfo:
     broker_epoch: int
     incarnation: str
     fenced: bool = False
+    # Advertised listeners, name → [host, port]; empty for a registration that predates
+    # them, when (host, port) serves every listener.
+    endpoints: dict = field(default_factory=dict)
+
+    def endpoint(self, listener_name: str) -> tuple[str, int] | None:
+        """Where clients of ``listener_name`` reach this broker; None if it has no such
+        listener (Kafka then leaves the broker out of that listener's Metadata)."""
+        if not self.endpoints:
+            return self.host, self.port
+        found = self.endpoints.get(listener_name)
+        return (found[0], int(found[1])) if found is not None else None
 
 
 @dataclass
@@ -169,7 +180,8 @@ class ClusterState:
         return self.cluster_id
 
     def apply_register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
-                              unclean_default: bool = False) -> int:
+                              unclean_default: bool = False,
+                              endpoints: dict | None = None) -> int:
         """A broker (re)joins: new broker epoch, unfenced, its replicas online.
 
         Offline partitions it can lead (it is in their ISR, or unclean election is
@@ -184,7 +196,9 @@ class ClusterState:
             # process with the old one's leadership.
             self.apply_fence_brokers([broker_id], {}, unclean_default)
         self.version += 1
-        self.brokers[broker_id] = BrokerInfo(broker_id, host, port, self.version, incarnation)
+        self.brokers[broker_id] = BrokerInfo(
+            broker_id, host, port, self.version, incarnation,
+            endpoints={name: list(address) for name, address in (endpoints or {}).items()})
         self._bring_online(broker_id, unclean_default)
         return self.version
 

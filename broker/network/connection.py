@@ -22,6 +22,8 @@ from protocol.status import STATUS_API_KEY, decode_status_request
 
 from ..api import CLOSE, HANDLERS
 from ..api.status import status_response
+from ..security.listeners import UNNAMED_PLAINTEXT, Listener
+from ..security.session import SecuritySession
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +39,9 @@ class Connection(asyncio.Protocol):
     (which also withdraws it from the purgatories).
     """
 
-    def __init__(self, broker):
+    def __init__(self, broker, listener: Listener = UNNAMED_PLAINTEXT):
         self.broker = broker
+        self.session = SecuritySession(listener)  # principal; SASL gate (broker/security)
         config = broker.config
         self.reader = FrameReader(max_frame_bytes=config["socket.request.max.bytes"])
         self.max_in_flight = max(1, config["queued.max.requests.per.connection"])
@@ -60,6 +63,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else ""
+        self.session.on_connection_made(transport)
         self.broker.connections.add(self)
 
     def connection_lost(self, exc):
@@ -98,6 +102,12 @@ class Connection(asyncio.Protocol):
 
     def _dispatch(self, frame: bytes) -> None:
         try:
+            if not self.session.admits(peek_header(frame)[0]):
+                log.warning("[Connection %s] request (api key %d) before SASL authentication "
+                            "on listener %s; closing", self.peer, peek_header(frame)[0],
+                            self.session.listener.name)
+                self._close_after_pending()
+                return
             if peek_header(frame)[0] == STATUS_API_KEY:
                 correlation_id, _query = decode_status_request(frame)
                 self._queue.append(status_response(self.broker, correlation_id))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from protocol.errors import ErrorCode
 from storage.errors import StorageError
 
+from ..security.client import inter_broker_security
 from .leader_endpoint import (
     EndpointFactory, EpochQuery, FetchSettings, KafkaLeaderEndpoint, LeaderEndpoint,
     LeaderUnavailable, PartitionFetch,
@@ -233,12 +234,14 @@ class ReplicaFetcherManager:
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000.0
         self.request_timeout_s = max(5.0, self.fetch_wait_max_ms / 1000.0 + 5.0)
         self.endpoint_factory: EndpointFactory = endpoint_factory or self._kafka_endpoint
+        self.security = inter_broker_security(config) if endpoint_factory is None else None
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.on_progress = None
 
     def _kafka_endpoint(self, leader_id: int) -> KafkaLeaderEndpoint:
         return KafkaLeaderEndpoint(self.node_id, leader_id, self.broker_address, FetchSettings(
-            self.fetch_wait_max_ms, self.fetch_response_max_bytes, self.request_timeout_s))
+            self.fetch_wait_max_ms, self.fetch_response_max_bytes, self.request_timeout_s,
+            self.security))
 
     def follow(self, partition: Partition) -> None:
         """Fetch ``partition`` from its current leader, reconciling first."""

@@ -75,6 +75,7 @@ class ReplicaManager:
         self._prefix = f"[ReplicaManager broker={self.node_id}]"
         self.tasks = TaskSupervisor(self._prefix, on_fatal)
         self.log_dir_failure: str | None = None
+        self.inter_broker_listener = config.listener_plan.inter_broker_name
         self.fetchers = ReplicaFetcherManager(self.node_id, config, self._broker_address)
         self._leadership_listeners: list = []
         self.lag_time_max_ms = config["replica.lag.time.max.ms"]
@@ -277,8 +278,9 @@ class ReplicaManager:
         log.info("%s removed partition %s-%d and its log", self._prefix, *key)
 
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        """The broker's endpoint on the inter-broker listener (what fetchers dial)."""
         info = self.image.brokers.get(broker_id)
-        return (info.host, info.port) if info is not None else None
+        return info.endpoint(self.inter_broker_listener) if info is not None else None
 
     # -- leader: follower fetches and the ISR (Kafka's AlterPartition rule) -------------
 

@@ -1,0 +1,41 @@
+"""One connection's security state: its listener, its principal, whether it may speak.
+
+A connection on a SASL listener starts unauthenticated: until a SaslAuthenticate
+succeeds it may send only ApiVersions, SaslHandshake and SaslAuthenticate (KIP-152);
+any other request closes it.  On SSL listeners the principal is the client
+certificate's subject (``User:CN=...``), ANONYMOUS without one; on PLAINTEXT it is
+ANONYMOUS.  Event-loop only; owned by its Connection.
+"""
+from __future__ import annotations
+
+from kafka.protocol.api_key import ApiKey
+
+from .listeners import Listener
+from .tls import ANONYMOUS, principal_of
+
+# What an unauthenticated SASL connection may send (Kafka's SaslServerAuthenticator).
+BEFORE_AUTHENTICATION = frozenset({ApiKey.ApiVersions, ApiKey.SaslHandshake,
+                                   ApiKey.SaslAuthenticate})
+
+
+class SecuritySession:
+    def __init__(self, listener: Listener):
+        self.listener = listener
+        self.principal = ANONYMOUS
+        self.authenticated = not listener.uses_sasl
+        # Set by SaslHandshake: the mechanism's server exchange (broker/security/sasl.py).
+        self.mechanism: str | None = None
+        self.exchange = None
+
+    def on_connection_made(self, transport) -> None:
+        if self.listener.uses_tls:
+            self.principal = principal_of(transport.get_extra_info("peercert"))
+
+    def admits(self, api_key: int) -> bool:
+        """May a request of ``api_key`` be handled now?  (False: close the connection.)"""
+        return self.authenticated or api_key in BEFORE_AUTHENTICATION
+
+    def authenticate(self, principal: str) -> None:
+        self.principal = principal
+        self.authenticated = True
+        self.exchange = None
