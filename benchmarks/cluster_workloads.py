@@ -118,7 +118,7 @@ def _within_goal(result: LatencyResult) -> bool:
 
 def partitions(ctx: Context) -> Section:
     idle_s = 5.0 if ctx.quick else 20.0
-    count = ctx.count(200_000)
+    count = ctx.count(100_000)
     workload = ctx.workload(count, partitions=MANY_PARTITIONS, topic="bench-partitions",
                             acks="all", replication_factor=3, spread_partitions=MANY_PARTITIONS)
     section = Section("partitions", f"Many partitions: {MANY_PARTITIONS:,} partitions, RF 3, "

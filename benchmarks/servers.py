@@ -344,6 +344,7 @@ class Deployment:
         return time.monotonic() - started
 
     def stop(self, say: Say) -> None:
+        say(f"stopping {len(self.brokers)} broker(s): SIGTERM, up to 10 s, then SIGKILL")
         for broker in self.brokers:  # all at once: a cluster need not fail over one by one
             broker.terminate()
         for broker in self.brokers:

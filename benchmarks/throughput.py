@@ -133,25 +133,41 @@ def create_topic(bootstrap: str, workload: Workload, progress: Progress) -> tupl
                          replication_factor=workload.replication_factor)
     wait_s = max(60.0, workload.timeout_s)
     futures = admin.create_topics([new_topic], operation_timeout=wait_s, request_timeout=wait_s)
+    started = time.monotonic()
     try:
-        futures[workload.topic].result(timeout=wait_s + 5)
+        _wait_future(futures[workload.topic], started + wait_s + 5, progress,
+                     f"creating {workload.topic!r} ({workload.partitions} partitions)")
         how = "CreateTopics"
     except (KafkaException, concurrent.futures.TimeoutError) as exc:
         error = exc.args[0] if exc.args else f"no answer in {wait_s:.0f} s"
         if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             how = "already existed"
-        elif isinstance(error, KafkaError):
-            error = f"{error.name()}: {error.str()}"
         else:
+            if isinstance(error, KafkaError):
+                error = f"{error.name()}: {error.str()}"
             how = f"auto-create (CreateTopics failed: {error})"
             progress.say(f"CreateTopics failed ({error}); falling back to auto-create")
             _trigger_auto_create(bootstrap, workload.topic)
-    count = _wait_partitions_led(admin, workload.topic, time.monotonic() + wait_s)
+    count = _wait_partitions_led(admin, workload.topic, time.monotonic() + wait_s, progress)
     note = f"{how}, {count} partition{'s' if count != 1 else ''}"
     if count != workload.partitions:
         note += f" (asked for {workload.partitions})"
     progress.say(f"topic {workload.topic!r}: {note}")
     return count, note
+
+
+def _wait_future(future: concurrent.futures.Future, deadline_s: float, progress: Progress,
+                 what: str) -> None:
+    """future.result(), with a progress line a second; TimeoutError at the deadline."""
+    started = time.monotonic()
+    while not future.done():
+        remaining_s = deadline_s - time.monotonic()
+        if remaining_s <= 0:
+            raise concurrent.futures.TimeoutError()
+        concurrent.futures.wait([future], timeout=min(1.0, remaining_s))
+        if not future.done():
+            progress.say(f"{what}: {time.monotonic() - started:.0f} s")
+    future.result()
 
 
 def _trigger_auto_create(bootstrap: str, topic: str) -> None:
@@ -164,17 +180,22 @@ def _trigger_auto_create(bootstrap: str, topic: str) -> None:
     producer.flush(0)
 
 
-def _wait_partitions_led(admin: AdminClient, topic: str, deadline_s: float) -> int:
+def _wait_partitions_led(admin: AdminClient, topic: str, deadline_s: float,
+                         progress: Progress) -> int:
     """Partition count once every partition of `topic` has a leader; PhaseError at deadline."""
     last = "not in Metadata"
+    progress.restart()
     while time.monotonic() < deadline_s:
+        if progress.due():
+            progress.say(f"topic {topic!r}: waiting for leaders ({last})")
         try:
             metadata = admin.list_topics(topic, timeout=5)
             info = metadata.topics.get(topic)
             if info is not None and info.error is None and info.partitions:
                 if all(p.leader >= 0 and p.error is None for p in info.partitions.values()):
                     return len(info.partitions)
-                last = "partitions without leader"
+                led = sum(p.leader >= 0 and p.error is None for p in info.partitions.values())
+                last = f"{led} of {len(info.partitions)} partitions led"
             elif info is not None and info.error is not None:
                 last = str(info.error)
         except KafkaException as exc:
