@@ -173,8 +173,15 @@ def _decode_body(request_class, frame: bytes, api_version: int):
     return body, end
 
 
-def encode_response(request: Request, body) -> bytes:
+class Framed(list):
+    """A response already framed by a hand-written encoder (size prefix included), as the
+    buffers to write in order; ``encode_response`` passes it through untouched."""
+
+
+def encode_response(request: Request, body) -> bytes | Framed:
     """Frame ``body`` (a response message of the request's API) as the answer to ``request``."""
+    if isinstance(body, Framed):
+        return body
     # The version must be set before the header: kafka-python's version setter writes
     # through to a request header and fails on a response header.
     body.API_VERSION = request.api_version

@@ -314,8 +314,8 @@ class PartitionLog:
 
     @_converts_os_errors
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> bytes:
-        """Whole batches starting with the one that contains ``offset``.
+             min_one_batch: bool = True) -> bytes | memoryview:
+        """Whole batches starting with the one that contains ``offset`` (bytes-like).
 
         Stops before any batch whose base offset is >= ``max_offset`` (exclusive; the
         high watermark for consumers) and before ``max_bytes`` would be exceeded, except

@@ -209,12 +209,15 @@ class ProducerStateManager:
         inclusive), then loads the newest one that decodes, deleting unusable ones with
         a WARNING; with none, starts empty at log_start_offset.  Returns the offset the
         caller must replay the log's batches from (``update``) up to log_end_offset
-        (exclusive).  An empty state already at or past log_end_offset stays empty and
-        needs no replay: a shorter log has no producer the longer one lacked (Kafka's
-        shortcut for logs without idempotent producers)."""
+        (exclusive).  Shortcut (Kafka's, for logs without idempotent producers,
+        generalised): when the state was at or past log_end_offset and no producer's
+        newest batch reaches it, the cut removed no producer batch, so the state stands
+        and nothing is replayed."""
         self._delete_snapshots([o for o in self._snapshots
                                 if o < log_start_offset or o > log_end_offset])
-        if not self.producers and self.map_end_offset >= log_end_offset:
+        if self.map_end_offset >= log_end_offset and all(
+                entry.batches[-1].last_offset < log_end_offset
+                for entry in self.producers.values()):
             self.map_end_offset = log_end_offset
             return log_end_offset
         self.producers = {}

@@ -240,7 +240,7 @@ class LogSegment:
         return position
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None,
-             min_one_batch: bool) -> tuple[bytes, bool]:
+             min_one_batch: bool) -> tuple[bytes | memoryview, bool]:
         """Whole batches from the one containing ``offset``; returns (data, exhausted).
 
         Stops before a batch whose base offset is >= ``max_offset`` (exclusive) or that
@@ -269,7 +269,9 @@ class LogSegment:
             base_offset, size = self._prefix_at(position)
             if max_offset is None or base_offset < max_offset:
                 return self._pread(size, position), False
-        return (data if used == len(data) else data[:used]), exhausted
+        # A view, not a slice: the trimmed tail (a partial batch) is not worth copying
+        # the whole read for.  Callers treat the result as any bytes-like object.
+        return (data if used == len(data) else memoryview(data)[:used]), exhausted
 
     def batches_reaching_timestamp(self, timestamp_ms: int):
         """Headers of the batches whose max_timestamp >= ``timestamp_ms``, in offset order.

@@ -5,21 +5,19 @@ clients that no session was created, so they keep sending full fetches.
 """
 from __future__ import annotations
 
-from kafka.protocol.consumer import FetchResponse
-
 from protocol.errors import ErrorCode
+from protocol.fetch_response import FetchPartitionResult, encode_fetch_response
+from protocol.messages import Framed
 
 from ..replication.delayed import FetchPartitionStatus
-
-TopicResponse = FetchResponse.FetchableTopicResponse
-PartitionData = TopicResponse.PartitionData
 
 
 async def handle_fetch(broker, request):
     body = request.body
     if body.session_id != 0:
-        return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-                             session_id=0, responses=[])
+        return Framed(encode_fetch_response(
+            request.api_version, request.correlation_id,
+            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
     replica_id = body.replica_id
     rm = broker.replica_manager
     statuses, order = [], []
@@ -32,14 +30,11 @@ async def handle_fetch(broker, request):
             order.append((topic.topic, p.partition))
     max_bytes = body.max_bytes if request.api_version >= 3 else 2 ** 31 - 1
     results = await rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes, max_bytes)
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[FetchPartitionResult]] = {}
     for (topic, index), result in zip(order, results):
-        by_topic.setdefault(topic, []).append(PartitionData(
-            partition_index=index, error_code=result.error,
-            high_watermark=result.high_watermark, last_stable_offset=result.high_watermark,
-            log_start_offset=result.log_start_offset, aborted_transactions=[],
-            preferred_read_replica=-1, records=result.records))
-    return FetchResponse(
-        throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0,
-        responses=[TopicResponse(topic=name, partitions=parts)
-                   for name, parts in by_topic.items()])
+        by_topic.setdefault(topic, []).append(FetchPartitionResult(
+            index, result.error, result.high_watermark, result.high_watermark,
+            result.log_start_offset, result.records))
+    # Encoded here rather than through kafka-python: the records are not copied.
+    return Framed(encode_fetch_response(request.api_version, request.correlation_id,
+                                        topics=list(by_topic.items())))

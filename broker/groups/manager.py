@@ -217,7 +217,7 @@ class GroupMetadataManager:
                 chunk = partition.log.read(position, LOAD_CHUNK_BYTES, max_offset=end)
                 if not chunk:
                     break
-                position = loader.apply(chunk, position)
+                position = loader.apply(bytes(chunk), position)
                 await asyncio.sleep(0)  # let requests in; ownership may change meanwhile
                 if self.owned.get(index) is not ownership:
                     return

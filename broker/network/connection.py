@@ -164,7 +164,9 @@ class Connection(asyncio.Protocol):
             if result is CLOSE or result is _CLOSE_MARK:
                 self._close_now()
                 return
-            if result is not None:
+            if isinstance(result, list):  # protocol.messages.Framed: buffers, not copied
+                self.transport.writelines(result)
+            elif result is not None:
                 self.transport.write(result)
         self._update_reading()
 

@@ -289,6 +289,21 @@ def test_truncation_to_a_shorter_log_never_keeps_a_cut_batch(open_log):
     assert state_of(log.producer_state) == rescan(log)
 
 
+def test_cutting_only_batches_without_producer_ids_keeps_the_state(open_log, directory):
+    """The shortcut: no producer's newest batch is cut, so the state stands (and equals
+    the rescan); the snapshots above the new end still go."""
+    log = open_log()
+    Producers().append(log, 10)
+    producers_end = log.log_end_offset
+    for _ in range(20):
+        log.append_as_leader(client_batch(-1, -1, epoch=-1), 0)
+    before = state_of(log.producer_state)
+    log.truncate_to(producers_end + 6)
+    assert state_of(log.producer_state) == before == rescan(log)
+    assert log.producer_state.map_end_offset == log.log_end_offset
+    assert max(snapshot_files(directory)) <= log.log_end_offset
+
+
 def test_retention_deletes_the_snapshots_below_the_log_start(open_log, directory):
     log = open_log()
     Producers().append(log, 40)
