@@ -32,7 +32,7 @@ import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from servers import REPO_ROOT, TARGETS, BrokerProcess, TargetError, free_port
+from servers import REPO_ROOT, STOP_GRACE_S, TARGETS, BrokerProcess, TargetError, free_port
 
 MB = 1_000_000  # figures are in 10^6 bytes of record values (keys, headers, framing excluded)
 PROGRESS_EVERY_S = 1.0
@@ -394,7 +394,7 @@ def run_target(name: str, workload: Workload, keep_data: bool) -> TargetResult:
             progress.say(broker.log_tail(15))
     finally:
         if broker is not None:
-            progress.say("stopping: SIGTERM, up to 10 s, then SIGKILL")
+            progress.say(f"stopping: SIGTERM, up to {STOP_GRACE_S:g} s, then SIGKILL")
             code = broker.stop()
             how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             progress.say(f"stopped ({how})")
