@@ -357,6 +357,8 @@ class Partition:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                  f"isr {self.isr} is smaller than min.insync.replicas="
                                  f"{self.settings.min_insync_replicas}")
+        # The log's producer state judges the batch; check and append run with no await
+        # between them, so a retry of the same batch cannot be appended twice.
         try:
             duplicate = self.log.producer_state.check(header)
         except ProducerStateError as exc:
