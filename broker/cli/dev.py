@@ -28,21 +28,20 @@ restarted.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from .. import config as config_module
+from ..harness import (LOCALHOST, BrokerPlan, broker_process, log_tail, plan_brokers,
+                       quorum_voters)
+from ..harness import broker_command  # noqa: F401  (part of this command's layout API)
 from .client import answers_api_versions, fetch_statuses
 from .status import UNKNOWN, broker_summary
 from .tables import format_table
-from ..testing.process import PDEATHSIG_LAUNCHER  # the broker dies with its parent
 
-HOST = "127.0.0.1"
+HOST = LOCALHOST
 RAFT_PORT_OFFSET = 100
 MANAGED_SETTINGS = ("node.id", "listeners", "log.dirs", "controller.quorum.voters")
 STOP_TIMEOUT_S = 15.0
@@ -51,8 +50,7 @@ REFRESH_S = 2.0
 QUIET_REPRINT_S = 10.0     # without a TTY: print an unchanged table this often
 STATUS_TIMEOUT_S = 1.0
 TICK_S = 0.1
-_PACKAGE_PARENT = Path(__file__).resolve().parent.parent
-
+LOG_TAIL_LINES = 30
 
 
 class DevError(Exception):
@@ -61,32 +59,14 @@ class DevError(Exception):
 
 # -- layout (pure) ----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class DevBroker:
-    """One broker of the layout; ``port`` serves Kafka, ``raft_port`` the Raft quorum."""
-
-    node_id: int
-    port: int
-    raft_port: int
-    data_dir: Path
-
-    @property
-    def address(self) -> str:
-        return f"{HOST}:{self.port}"
-
-    @property
-    def log_path(self) -> Path:
-        return self.data_dir / "broker.log"
-
-
 def plan_cluster(brokers: int, port: int, data_dir, raft_port_base: int | None = None
-                 ) -> list[DevBroker]:
+                 ) -> list[BrokerPlan]:
     """The layout of the module docstring; DevError when ports clash or leave 1..65535."""
     if brokers < 1:
         raise DevError("--brokers must be at least 1")
     raft_base = port + RAFT_PORT_OFFSET if raft_port_base is None else raft_port_base
-    layout = [DevBroker(i, port + i - 1, raft_base + i - 1, Path(data_dir) / f"broker-{i}")
-              for i in range(1, brokers + 1)]
+    layout = plan_brokers(data_dir, [port + i for i in range(brokers)],
+                          [raft_base + i for i in range(brokers)], log_in_data_dir=True)
     kafka_ports = {b.port for b in layout}
     raft_ports = {b.raft_port for b in layout} if brokers > 1 else set()
     if kafka_ports & raft_ports:
@@ -97,14 +77,12 @@ def plan_cluster(brokers: int, port: int, data_dir, raft_port_base: int | None =
     return layout
 
 
-def voters(layout: list[DevBroker]) -> str:
+def voters(layout: list[BrokerPlan]) -> str:
     """``1@127.0.0.1:9192,2@127.0.0.1:9193,...``; empty for a lone broker."""
-    if len(layout) < 2:
-        return ""
-    return ",".join(f"{b.node_id}@{HOST}:{b.raft_port}" for b in layout)
+    return quorum_voters(layout)
 
 
-def broker_settings(layout: list[DevBroker], member: DevBroker,
+def broker_settings(layout: list[BrokerPlan], member: BrokerPlan,
                     extra: dict[str, str]) -> dict[str, str]:
     """Every ``--set`` of one broker, managed ones first; DevError if ``extra`` names one."""
     clash = sorted(set(MANAGED_SETTINGS) & extra.keys())
@@ -119,14 +97,7 @@ def broker_settings(layout: list[DevBroker], member: DevBroker,
     return settings
 
 
-def broker_command(settings: dict[str, str], python: str = sys.executable) -> list[str]:
-    argv = [python, "-m", "broker.cli", "start"]
-    for key, value in settings.items():
-        argv += ["--set", f"{key}={value}"]
-    return argv
-
-
-def bootstrap_line(layout: list[DevBroker]) -> str:
+def bootstrap_line(layout: list[BrokerPlan]) -> str:
     return "bootstrap servers: " + ",".join(b.address for b in layout)
 
 
@@ -135,16 +106,20 @@ def bootstrap_line(layout: list[DevBroker]) -> str:
 class DevCluster:
     """The broker processes of one ``raftwood dev`` run.  Main thread only.
 
-    Invariant: ``processes[i]`` is the Popen of ``layout[i]`` once ``launch()`` ran; a
-    process is started once and never restarted.  ``stop_requests`` counts SIGINT/SIGTERM
+    Invariant: ``brokers[i]`` is the BrokerProcess of ``layout[i]``; each is launched
+    once by ``launch()`` and never restarted.  ``stop_requests`` counts SIGINT/SIGTERM
     received; loops poll it every ``TICK_S``.
     """
 
-    def __init__(self, layout: list[DevBroker], extra: dict[str, str], out=sys.stdout):
+    def __init__(self, layout: list[BrokerPlan], extra: dict[str, str], out=sys.stdout):
         self.layout = layout
         self.settings = [broker_settings(layout, b, extra) for b in layout]
-        self.commands = [broker_command(settings) for settings in self.settings]
-        self.processes: list[subprocess.Popen] = []
+        # node.id, listeners and log.dirs come from the plan; BrokerProcess sets them.
+        self.brokers = [broker_process(member, {k: v for k, v in settings.items()
+                                                if k not in MANAGED_SETTINGS[:3]},
+                                       log_marker="raftwood dev")
+                        for member, settings in zip(layout, self.settings)]
+        self.commands = [broker.command() for broker in self.brokers]
         self.stop_requests = 0
         self.out = out
         self._reported_exits: set[int] = set()
@@ -153,41 +128,31 @@ class DevCluster:
         self.stop_requests += 1
 
     def launch(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(_PACKAGE_PARENT), env.get("PYTHONPATH")) if p)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        for member, argv in zip(self.layout, self.commands):
-            member.data_dir.mkdir(parents=True, exist_ok=True)
-            with open(member.log_path, "ab") as log:
-                log.write(f"### raftwood dev: {' '.join(argv)}\n".encode())
-                log.flush()
-                if sys.platform.startswith("linux"):
-                    argv = [argv[0], "-c", PDEATHSIG_LAUNCHER, str(os.getpid())] + argv[1:]
-                self.processes.append(subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    env=env, start_new_session=True))
+        """Start every broker at once (a Raft quorum needs a majority up)."""
+        for broker in self.brokers:
+            broker.launch()
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait for each broker to answer ApiVersions, printing progress; False when
         stopped by a signal; DevError when a broker exits or misses the deadline."""
         deadline = time.monotonic() + timeout_s
-        for index, (member, process) in enumerate(zip(self.layout, self.processes), 1):
+        for index, (member, broker) in enumerate(zip(self.layout, self.brokers), 1):
             self._print(f"starting broker {index}/{len(self.layout)} "
-                        f"({member.address}, pid {process.pid}) ...", end="")
+                        f"({member.address}, pid {broker.pid}) ...", end="")
             started = time.monotonic()
-            while not answers_api_versions((HOST, member.port), timeout_s=1.0):
+            while not answers_api_versions((member.host, member.port), timeout_s=1.0):
                 if self.stop_requests:
                     self._print(" interrupted")
                     return False
-                if process.poll() is not None:
+                if not broker.is_running():
                     self._print(" failed")
-                    raise DevError(f"broker {member.node_id} exited with {process.returncode} "
-                                   f"while starting\n{log_tail(member.log_path)}")
+                    raise DevError(f"broker {member.node_id} exited with {broker.returncode} "
+                                   f"while starting\n{log_tail(member.log_path, LOG_TAIL_LINES)}")
                 if time.monotonic() > deadline:
                     self._print(" failed")
                     raise DevError(f"broker {member.node_id} did not answer on {member.address} "
-                                   f"within {timeout_s:g} s\n{log_tail(member.log_path)}")
+                                   f"within {timeout_s:g} s\n"
+                                   f"{log_tail(member.log_path, LOG_TAIL_LINES)}")
                 time.sleep(TICK_S)
             self._print(f" ready ({time.monotonic() - started:.1f} s)")
         return True
@@ -217,11 +182,11 @@ class DevCluster:
             if self.stop_requests:
                 self._print(" interrupted")
                 return False
-            for member, process in zip(self.layout, self.processes):
-                if process.poll() is not None:
+            for member, broker in zip(self.layout, self.brokers):
+                if not broker.is_running():
                     self._print(" failed")
-                    raise DevError(f"broker {member.node_id} exited with {process.returncode} "
-                                   f"while starting\n{log_tail(member.log_path)}")
+                    raise DevError(f"broker {member.node_id} exited with {broker.returncode} "
+                                   f"while starting\n{log_tail(member.log_path, LOG_TAIL_LINES)}")
             if time.monotonic() > deadline:
                 self._print(f" not yet after {timeout_s:g} s (registered: {sorted(alive)})")
                 return True
@@ -230,53 +195,52 @@ class DevCluster:
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM every running broker, wait up to ``timeout_s`` in all, then SIGKILL the
         rest (at once if another stop signal arrives meanwhile); reaps every process."""
-        running = [p for p in self.processes if p.poll() is None]
+        running = [b for b in self.brokers if b.is_running()]
         if running:
             self._print(f"stopping {len(running)} broker(s) ...")
-        for process in running:
-            _signal(process, signal.SIGTERM)
+        for broker in running:
+            broker.terminate()
         requests_before = self.stop_requests
         deadline = time.monotonic() + timeout_s
-        while any(p.poll() is None for p in running):
+        while any(b.is_running() for b in running):
             if time.monotonic() > deadline or self.stop_requests > requests_before:
                 break
             time.sleep(TICK_S)
-        for member, process in zip(self.layout, self.processes):
-            if process.poll() is None:
-                _signal(process, signal.SIGKILL)
-                process.wait(timeout=10)
+        for member, broker in zip(self.layout, self.brokers):
+            if broker.is_running():
+                broker.kill()
                 self._print(f"broker {member.node_id} did not stop in time: killed")
-            elif process in running:
-                self._print(f"broker {member.node_id} exited with {process.returncode}")
+            elif broker in running:
+                self._print(f"broker {member.node_id} exited with {broker.wait(0)}")
 
     def report_exits(self) -> bool:
         """Print one line per broker that died since the last call (shown as down after);
         True when it printed anything."""
         printed = False
-        for member, process in zip(self.layout, self.processes):
-            if process.poll() is not None and member.node_id not in self._reported_exits:
+        for member, broker in zip(self.layout, self.brokers):
+            if broker.returncode is not None and member.node_id not in self._reported_exits:
                 self._reported_exits.add(member.node_id)
-                self._print(f"broker {member.node_id} exited with {process.returncode}; "
+                self._print(f"broker {member.node_id} exited with {broker.returncode}; "
                             f"see {member.log_path}")
                 printed = True
         return printed
 
     def status_rows(self) -> list[list]:
         """One row per broker for the live table (status asked of running brokers only)."""
-        alive = [i for i, p in enumerate(self.processes) if p.poll() is None]
+        alive = [i for i, b in enumerate(self.brokers) if b.is_running()]
         answers = fetch_statuses([(HOST, self.layout[i].port) for i in alive], STATUS_TIMEOUT_S)
         by_index = dict(zip(alive, answers))
         rows = []
-        for index, (member, process) in enumerate(zip(self.layout, self.processes)):
+        for index, (member, broker) in enumerate(zip(self.layout, self.brokers)):
             answer = by_index.get(index)
-            state = "up" if index in by_index else f"down ({process.returncode})"
+            state = "up" if index in by_index else f"down ({broker.returncode})"
             if isinstance(answer, dict):
                 summary = broker_summary(answer)
                 details = [summary.is_controller, summary.hosted, summary.leaders,
                            summary.under_replicated]
             else:
                 details = [UNKNOWN if index in by_index else None] * 4
-            rows.append([member.node_id, member.address, process.pid, state] + details)
+            rows.append([member.node_id, member.address, broker.pid, state] + details)
         return rows
 
     def _print(self, text: str, end: str = "\n") -> None:
@@ -293,21 +257,6 @@ def render_status(rows: list[list]) -> str:
 
 def _int_or(value, default: int) -> int:
     return value if isinstance(value, int) else default
-
-
-def _signal(process: subprocess.Popen, signum: int) -> None:
-    try:
-        process.send_signal(signum)
-    except ProcessLookupError:
-        pass
-
-
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()[-lines:]
-    except OSError as exc:
-        return f"(no log: {exc})"
-    return f"--- last lines of {path} ---\n" + "\n".join(text)
 
 
 # -- the live table ---------------------------------------------------------------------------

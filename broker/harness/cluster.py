@@ -1,13 +1,21 @@
-"""N brokers forming one Raft quorum, observed through the status request (see broker.testing)."""
+"""N brokers forming one Raft quorum: where each lives (``plan_brokers``), and
+``ClusterProcess``, which starts them, waits until they are registered, kills, stops and
+restarts them, and observes them through the private status request.
+
+``raftwood dev`` plans its fixed consecutive ports with ``plan_brokers`` and
+``quorum_voters``; ``raftwood verify`` and the pytest plugin run a ``ClusterProcess``.
+"""
 from __future__ import annotations
 
 import socket
-import struct
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from kafka.protocol.admin import CreateTopicsRequest
+
+from broker.network.kafka_client import ConnectionFailed
 
 from .process import (BrokerProcess, DEFAULT_STOP_TIMEOUT_S, LOCALHOST,
                       _MANAGED_SETTINGS, settings_from_kwargs)
@@ -41,6 +49,56 @@ def free_ports(count: int, host: str = LOCALHOST) -> list[int]:
     finally:
         for sock in socks:
             sock.close()
+
+
+@dataclass(frozen=True)
+class BrokerPlan:
+    """Where one broker of a cluster lives.  Fixed for the cluster's life, so a broker
+    started again is the same broker with the same data."""
+
+    node_id: int
+    port: int          # Kafka listener
+    raft_port: int     # its controller.quorum.voters entry (unused by a lone broker)
+    data_dir: Path
+    log_path: Path     # stdout and stderr of every run, appended
+    host: str = LOCALHOST
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def plan_brokers(home, kafka_ports: list[int], raft_ports: list[int], *,
+                 hosts: dict[int, str] | None = None,
+                 log_in_data_dir: bool = False) -> list[BrokerPlan]:
+    """Brokers 1..N (N = ``len(kafka_ports)``): broker i on ``kafka_ports[i - 1]`` and
+    ``raft_ports[i - 1]``, at ``hosts[i]`` (default 127.0.0.1), data in
+    ``home/broker-<i>``, output in ``home/broker-<i>.log`` or, with
+    ``log_in_data_dir``, ``home/broker-<i>/broker.log``."""
+    home = Path(home)
+    plans = []
+    for node_id, (port, raft_port) in enumerate(zip(kafka_ports, raft_ports, strict=True), 1):
+        data_dir = home / f"broker-{node_id}"
+        log_path = data_dir / "broker.log" if log_in_data_dir else home / f"broker-{node_id}.log"
+        plans.append(BrokerPlan(node_id, port, raft_port, data_dir, log_path,
+                                (hosts or {}).get(node_id, LOCALHOST)))
+    return plans
+
+
+def quorum_voters(plans: list[BrokerPlan]) -> str:
+    """``controller.quorum.voters`` of these brokers (``1@host:raft_port,...``); empty
+    for a lone broker, which is its own quorum (the local metadata store)."""
+    if len(plans) < 2:
+        return ""
+    return ",".join(f"{p.node_id}@{p.host}:{p.raft_port}" for p in plans)
+
+
+def broker_process(plan: BrokerPlan, settings: dict, **options) -> BrokerProcess:
+    """The BrokerProcess of ``plan`` with ``settings`` (not yet started); ``options``
+    go to BrokerProcess (start_timeout_s, python, env, command_prefix, log_marker)."""
+    return BrokerProcess(plan.data_dir, node_id=plan.node_id, port=plan.port,
+                         log_path=plan.log_path, extra_settings=settings, host=plan.host,
+                         **options)
 
 
 class ClusterProcess:
@@ -84,9 +142,9 @@ class ClusterProcess:
         if ports is not None and len(set(hosts.values())) < size:
             raise ValueError("fixed ports need a host of its own for every broker")
         ports = [ports[0]] * size + [ports[1]] * size if ports else free_ports(2 * size)
+        self.plans = plan_brokers(self.home, ports[:size], ports[size:], hosts=hosts)
         self.raft_ports = ports[size:]
-        self.voters = ",".join(f"{i}@{hosts[i]}:{self.raft_ports[i - 1]}"
-                               for i in range(1, size + 1)) if size > 1 else ""
+        self.voters = quorum_voters(self.plans)
         common = {**(FAST_CLUSTER_SETTINGS if fast else {}), **settings_from_kwargs(settings or {})}
         per_broker = {int(k): settings_from_kwargs(v) for k, v in (broker_settings or {}).items()}
         for own in [common, *per_broker.values()]:
@@ -94,15 +152,13 @@ class ClusterProcess:
             if clash:
                 raise ValueError(f"{sorted(clash)} are managed by ClusterProcess")
         self.brokers: list[BrokerProcess] = []
-        for node_id in range(1, size + 1):
-            own = {**common, **per_broker.get(node_id, {})}
+        for plan in self.plans:
+            own = {**common, **per_broker.get(plan.node_id, {})}
             if self.voters:
                 own["controller.quorum.voters"] = self.voters
-            self.brokers.append(BrokerProcess(
-                self.home / f"broker-{node_id}", node_id=node_id, port=ports[node_id - 1],
-                log_path=self.home / f"broker-{node_id}.log", extra_settings=own,
-                start_timeout_s=start_timeout_s, python=python, env=env, host=hosts[node_id],
-                command_prefix=(command_prefixes or {}).get(node_id)))
+            self.brokers.append(broker_process(
+                plan, own, start_timeout_s=start_timeout_s, python=python, env=env,
+                command_prefix=(command_prefixes or {}).get(plan.node_id)))
         self._epochs: dict[int, int] = {}  # highest broker epoch seen per node
 
     # -- addresses and processes -----------------------------------------------------------
@@ -277,7 +333,7 @@ class ClusterProcess:
 
     # -- observing -------------------------------------------------------------------------
     def status(self, node_id: int, timeout_s: float = STATUS_TIMEOUT_S) -> dict:
-        """One broker's status object (``protocol/status.py``); OSError/EOFError when it
+        """One broker's status object (``protocol/status.py``); ConnectionFailed when it
         does not answer within ``timeout_s``."""
         with self.connect(node_id, timeout_s) as conn:
             status = conn.status()
@@ -293,7 +349,7 @@ class ClusterProcess:
                 continue
             try:
                 result[node_id] = self.status(node_id, timeout_s)
-            except (OSError, EOFError, ValueError, struct.error):
+            except ConnectionFailed:
                 continue
         return result
 

@@ -1,19 +1,25 @@
-"""Broker processes (on 127.0.0.1 unless told otherwise): start, stop, kill, pause, restart
-(see broker.testing)."""
+"""One broker process (on 127.0.0.1 unless told otherwise): launched through the
+parent-death launcher, waited ready, stopped, killed, paused and restarted by its pid,
+its output appended to one log file.
+
+``raftwood dev``, ``raftwood verify`` and the pytest plugin all start brokers through
+:class:`BrokerProcess`; :func:`broker_command` is the one place a broker's command line
+is built.
+"""
 from __future__ import annotations
 
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import time
 import weakref
 from pathlib import Path
 
+from kafka.protocol.metadata import ApiVersionsRequest
 
-from .wire import KafkaConnection
+from broker.network.kafka_client import BlockingConnection, ConnectionFailed
 
 DEFAULT_START_TIMEOUT_S = 20.0
 DEFAULT_STOP_TIMEOUT_S = 15.0
@@ -32,6 +38,42 @@ PDEATHSIG_LAUNCHER = (
     "except (OSError, AttributeError): pass\n"
     "os.execv(sys.executable, [sys.executable] + sys.argv[2:])\n"
 )
+
+
+def broker_command(settings: dict[str, str], python: str = sys.executable) -> list[str]:
+    """``<python> -m broker.cli start --set key=value ...``, one ``--set`` per setting in
+    the order given."""
+    argv = [python, "-m", "broker.cli", "start"]
+    for key, value in settings.items():
+        argv += ["--set", f"{key}={value}"]
+    return argv
+
+
+def with_parent_death_signal(argv: list[str]) -> list[str]:
+    """``argv`` (``python ...``) run through PDEATHSIG_LAUNCHER on Linux, so the process
+    gets SIGKILL when this one dies; unchanged elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return list(argv)
+    return [argv[0], "-c", PDEATHSIG_LAUNCHER, str(os.getpid())] + argv[1:]
+
+
+def broker_environment(env: dict | None = None) -> dict[str, str]:
+    """``env`` (default: ours) with this checkout first on PYTHONPATH and unbuffered
+    output, so a broker runs the same code as its launcher and its log is current."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(_PACKAGE_PARENT), env.get("PYTHONPATH")) if p)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a broker's log, for error messages."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError as exc:
+        return f"(no log at {path}: {exc})"
+    return f"--- last lines of {path} ---\n" + "\n".join(text.splitlines()[-lines:])
 
 
 class BrokerError(RuntimeError):
@@ -80,7 +122,7 @@ class BrokerProcess:
 
     Invariants: ``port`` and ``data_dir`` never change, so ``restart()`` brings back the
     same broker; at most one process runs per instance; ``log_path`` accumulates the output
-    of every run (each run starts with a ``### raftwood-testing:`` marker line).
+    of every run (each run starts with a ``### <log_marker>:`` line naming the command).
     ``extra_settings`` go to ``--set`` as they are (a cluster helper passes the
     controller quorum there).  Not thread-safe: call from one thread, which should outlive
     the broker (see the module docstring about PR_SET_PDEATHSIG).
@@ -90,7 +132,8 @@ class BrokerProcess:
                  log_path=None, extra_settings: dict | None = None,
                  start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
                  python: str = sys.executable, env: dict | None = None,
-                 host: str = LOCALHOST, command_prefix: list[str] | None = None):
+                 host: str = LOCALHOST, command_prefix: list[str] | None = None,
+                 log_marker: str = "raftwood-testing"):
         self.data_dir = Path(data_dir)
         self._host = host
         self.command_prefix = list(command_prefix or [])
@@ -110,6 +153,7 @@ class BrokerProcess:
         self._finalizer: weakref.finalize | None = None
         self._log_file = None
         self._paused = False
+        self.log_marker = log_marker
 
     # -- what clients need -------------------------------------------------------------
     @property
@@ -135,10 +179,7 @@ class BrokerProcess:
         settings = {"node.id": str(self.node_id),
                     "listeners": f"PLAINTEXT://{self.bootstrap}",
                     "log.dirs": str(self.data_dir), **self.extra_settings}
-        args = [self.python, "-m", "broker.cli", "start"]
-        for key, value in settings.items():
-            args += ["--set", f"{key}={value}"]
-        return args
+        return broker_command(settings, self.python)
 
     def __repr__(self) -> str:
         state = "running" if self.is_running() else f"exited {self.returncode}"
@@ -163,19 +204,14 @@ class BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")
-        self._log_file.write(f"### raftwood-testing: "
+        self._log_file.write(f"### {self.log_marker}: "
                              f"{' '.join(self.command_prefix + self.command())}\n".encode())
         self._log_file.flush()
-        env = dict(os.environ if self.env is None else self.env)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(_PACKAGE_PARENT), env.get("PYTHONPATH")) if p)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        argv = self.command()
-        if sys.platform.startswith("linux"):
-            argv = [self.python, "-c", PDEATHSIG_LAUNCHER, str(os.getpid())] + argv[1:]
-        argv = self.command_prefix + argv  # the prefix must exec, not fork (ip netns exec does)
+        # The prefix must exec, not fork (ip netns exec does), for the pid to be the broker's.
+        argv = self.command_prefix + with_parent_death_signal(self.command())
         self._popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self._log_file,
-                                       stderr=subprocess.STDOUT, env=env,
+                                       stderr=subprocess.STDOUT,
+                                       env=broker_environment(self.env),
                                        start_new_session=True)
         self._paused = False
         self._finalizer = weakref.finalize(self, _kill_quietly, self._popen)
@@ -194,10 +230,11 @@ class BrokerProcess:
                 raise BrokerError(f"broker node {self.node_id} exited with {code} during start\n"
                                   f"{self.log_tail()}")
             try:
-                with KafkaConnection(self.bootstrap, timeout_s=2.0) as conn:
-                    conn.api_versions(version=0)
+                with BlockingConnection(self.bootstrap, client_id="raftwood-harness",
+                                        timeout_s=2.0) as conn:
+                    conn.request(ApiVersionsRequest[0]())
                 return
-            except (OSError, EOFError, ValueError, struct.error) as exc:
+            except ConnectionFailed as exc:
                 last_error = exc
                 time.sleep(0.05)
         raise BrokerError(f"broker node {self.node_id} did not answer ApiVersions on "
@@ -303,8 +340,4 @@ class BrokerProcess:
 
     def log_tail(self, lines: int = 40) -> str:
         """The last ``lines`` lines of the broker's output, for error messages."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError as exc:
-            return f"(no log at {self.log_path}: {exc})"
-        return f"--- last lines of {self.log_path} ---\n" + "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_path, lines)

@@ -1,5 +1,7 @@
-"""Raw Kafka requests for tests: the project's blocking client with conveniences, and
-record-batch helpers (see broker.testing)."""
+"""Raw Kafka requests for tests and ``raftwood verify``: the project's blocking client
+with conveniences (Metadata, CreateTopics, Produce, Fetch, ListOffsets of one
+partition), and record-batch helpers (build a batch as a producer sends it, read the
+records of a fetch)."""
 from __future__ import annotations
 
 from kafka.protocol.admin import CreateTopicsRequest

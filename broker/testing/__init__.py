@@ -1,4 +1,4 @@
-"""Real Raftwood brokers for your tests: a pytest plugin and a few raw-protocol helpers.
+"""Real Raftwood brokers for your tests: the pytest plugin.
 
 Installing raftwood registers this module as the pytest plugin ``raftwood`` (entry point
 ``pytest11``), so its fixtures are available in any test suite without imports::
@@ -68,12 +68,15 @@ id -> address), ``ports`` (one (Kafka, Raft) pair for every broker, each on its 
 address) and ``command_prefixes`` (node id -> what goes in front of its launch command,
 e.g. ``ip netns exec NAME``); ``raftwood verify --network netns`` uses them.
 
-:class:`KafkaConnection` is a blocking, one-request-at-a-time connection that sends
+:class:`KafkaConnection` is a blocking connection (pipelining allowed) that sends
 kafka-python message objects (``kafka.protocol``) or raw bytes, for tests that need to see
 error codes or byte-exact record batches that real clients hide; ``status()`` sends the
-private status request.
+private status request.  Its failures are ``ConnectionFailed`` (a ``ConnectionError``).
 
-The module imports pytest lazily: ``BrokerProcess``, ``ClusterProcess`` and
+The processes, clusters and connections are ``broker.harness``'s (shared with
+``raftwood dev`` and ``raftwood verify``) and the client is ``broker.network.
+kafka_client``'s; this module re-exports their public names and holds only the
+fixtures.  It imports pytest lazily: ``BrokerProcess``, ``ClusterProcess`` and
 ``KafkaConnection`` also work in scripts and benchmarks without it (``with
 ClusterProcess(directory) as cluster: ...`` starts and stops one).
 """
@@ -81,16 +84,15 @@ from __future__ import annotations
 
 import itertools
 
-from .cluster import (  # noqa: F401  (re-exported: the public names of this plugin)
-    DEFAULT_CLUSTER_START_TIMEOUT_S, DEFAULT_CLUSTER_STOP_TIMEOUT_S, FAST_CLUSTER_SETTINGS,
-    ClusterProcess, free_ports)
-from .process import (  # noqa: F401
-    DEFAULT_START_TIMEOUT_S, DEFAULT_STOP_TIMEOUT_S, LOCALHOST, BrokerError, BrokerProcess,
-    free_port, settings_from_kwargs)
-from .wire import KafkaConnection, build_batch, read_records  # noqa: F401
+from broker.harness import (  # noqa: F401  (re-exported: the public names of this plugin)
+    DEFAULT_CLUSTER_START_TIMEOUT_S, DEFAULT_CLUSTER_STOP_TIMEOUT_S, DEFAULT_START_TIMEOUT_S,
+    DEFAULT_STOP_TIMEOUT_S, FAST_CLUSTER_SETTINGS, LOCALHOST, BrokerError, BrokerProcess,
+    ClusterProcess, KafkaConnection, build_batch, free_port, free_ports, read_records,
+    settings_from_kwargs)
+from broker.network.kafka_client import ConnectionFailed  # noqa: F401
 
-__all__ = ["BrokerError", "BrokerProcess", "ClusterProcess", "FAST_CLUSTER_SETTINGS",
-           "KafkaConnection", "free_port", "free_ports", "build_batch",
+__all__ = ["BrokerError", "BrokerProcess", "ClusterProcess", "ConnectionFailed",
+           "FAST_CLUSTER_SETTINGS", "KafkaConnection", "free_port", "free_ports", "build_batch",
            "read_records", "settings_from_kwargs"]
 
 # -- pytest plugin -------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 with every broker in a network namespace of its own, with what the runner asks of it —
 roles, health, the stored logs after healing.
 
-A thin layer over ``broker.testing.ClusterProcess`` (which starts, stops, kills,
+A thin layer over ``broker.harness.ClusterProcess`` (which starts, stops, kills,
 pauses brokers and reads their private status); nothing here changes a broker.
 With ``netns`` broker N listens on ``10.213.R.N:9092`` (Raft on 9093) inside its
 namespace and clients reach it from the root namespace (see ``netns``).
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.testing import ClusterProcess, free_ports
+from broker.harness import ClusterProcess, free_ports
 
 from .netns import NamespaceNetwork
 from .netproxy import NetworkProxy
 
 TopicPartition = tuple[str, int]
 
-# Fast failure detection (seconds, not Kafka's production defaults; broker.testing's fast set plus a
+# Fast failure detection (seconds, not Kafka's production defaults; broker.harness's fast set plus a
 # slower preferred-leader check, so leadership is not moved back in the middle of a fault).
 CLUSTER_SETTINGS = {
     "broker.session.timeout.ms": 3000,

@@ -30,7 +30,7 @@ import threading
 
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 
-from broker.testing import ClusterProcess, KafkaConnection
+from broker.harness import ClusterProcess, KafkaConnection
 from protocol.records import valid_prefix
 
 from .checker import (CommittedSnapshots, ElectionAudit, EpochAudit, OffsetAudit,

@@ -39,7 +39,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from broker.testing import read_records
+from broker.harness import read_records
 
 from .checker import FinalPartition, ViolationLog, check_final
 from .cluster import VerifyCluster
