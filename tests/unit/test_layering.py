@@ -5,8 +5,9 @@
     broker/    anything, including protocol and storage
     pysyncobj  only under broker/controller/
     no package module imports tests, compat or benchmarks
-    the server (every broker module but cli/, testing/, verify/) never imports the
-    command line, the test plugin or the fault-injection harness
+    the server (every broker module but cli/, harness/, testing/, verify/) never imports
+    the command line, the process and cluster harness, the test plugin or verify
+    harness/ (shared by cli/, testing/ and verify/) imports none of those three
 
 Every ``.py`` under the three packages is parsed with ``ast`` (never imported), so the
 check works on half-written packages and sees imports inside functions as well.
@@ -24,7 +25,8 @@ PACKAGES = ("protocol", "storage", "broker")
 STDLIB = frozenset(sys.stdlib_module_names)
 NOT_FOR_PACKAGE_CODE = ("tests", "compat", "benchmarks")
 # What runs beside the server, not in it: they may import the server, never the reverse.
-TOOLING = ("broker.cli", "broker.testing", "broker.verify")
+TOOLING = ("broker.cli", "broker.harness", "broker.testing", "broker.verify")
+HARNESS_USERS = ("broker.cli", "broker.testing", "broker.verify")
 # protocol/ is sans-IO ("no asyncio, no sockets"); storage/ has "no network, no
 # asyncio".  These are stdlib, so the import whitelist alone would let them through.
 NO_IO_MODULES = ("asyncio", "socket", "selectors", "ssl", "socketserver", "http", "urllib")
@@ -84,7 +86,10 @@ def violation(module: str, imported: str) -> str | None:
         return f"package code imports {top}/"
     if layer == "broker" and not any(within(module, t) for t in TOOLING) \
             and any(within(imported, t) for t in TOOLING):
-        return "the server does not import broker/cli, broker/testing or broker/verify"
+        return ("the server does not import broker/cli, broker/harness, broker/testing "
+                "or broker/verify")
+    if within(module, "broker.harness") and any(within(imported, t) for t in HARNESS_USERS):
+        return "broker/harness is shared by cli, testing and verify and imports none of them"
     if top == "pysyncobj" and not within(module, "broker.controller"):
         return "only broker/controller/ may import pysyncobj"
     if within(imported, "kafka.protocol.old"):
@@ -159,6 +164,14 @@ def test_package_imports_point_one_way(package):
     ("broker.replication.fetcher", "from ..testing import BrokerProcess", "the server"),
     ("broker.node", "from .cli.tables import format_table", "the server"),
     ("broker.api.status", "import broker.verify.report", "the server"),
+    ("broker.node", "from .harness import ClusterProcess", "the server"),
+    ("broker.replication.leader_endpoint", "from ..harness.process import BrokerProcess",
+     "the server"),
+    ("broker.network.kafka_client", "from broker.testing import KafkaConnection", "the server"),
+    ("broker.network.client_protocol", "import broker.cli.client", "the server"),
+    ("broker.harness.cluster", "from ..testing import FAST_CLUSTER_SETTINGS", "shared by"),
+    ("broker.harness.process", "from broker.cli.client import answers_api_versions",
+     "shared by"),
 ])
 def test_checker_flags_imports_against_the_direction(module, source, expected):
     reasons = [violation(module, name) for _, name in imported_names(source, module)]
@@ -180,8 +193,11 @@ def test_checker_flags_imports_against_the_direction(module, source, expected):
     ("broker.controller.raft", False, "from pysyncobj import SyncObj, replicated"),
     ("broker.controller", True, "import pysyncobj\nfrom .raft import Controller"),
     ("broker.api.produce", False, "from ..replication.partition import Partition"),
-    ("broker.cli.dev", False, "from ..testing.process import PDEATHSIG_LAUNCHER"),
-    ("broker.verify.cluster", False, "from broker.testing import ClusterProcess"),
+    ("broker.cli.dev", False, "from ..harness import BrokerPlan, broker_process"),
+    ("broker.cli.client", False, "from ..network.kafka_client import BlockingConnection"),
+    ("broker.verify.cluster", False, "from broker.harness import ClusterProcess"),
+    ("broker.testing", True, "from broker.harness import ClusterProcess"),
+    ("broker.harness.process", False, "from broker.network.kafka_client import ConnectionFailed"),
 ])
 def test_checker_allows_imports_along_the_direction(module, is_package, source):
     names = imported_names(source, module, is_package)
