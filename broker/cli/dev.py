@@ -51,6 +51,8 @@ QUIET_REPRINT_S = 10.0     # without a TTY: print an unchanged table this often
 STATUS_TIMEOUT_S = 1.0
 TICK_S = 0.1
 LOG_TAIL_LINES = 30
+# BrokerProcess writes these from the plan (same values, same order as broker_settings).
+_SET_BY_BROKER_PROCESS = ("node.id", "listeners", "log.dirs")
 
 
 class DevError(Exception):
@@ -114,9 +116,8 @@ class DevCluster:
     def __init__(self, layout: list[BrokerPlan], extra: dict[str, str], out=sys.stdout):
         self.layout = layout
         self.settings = [broker_settings(layout, b, extra) for b in layout]
-        # node.id, listeners and log.dirs come from the plan; BrokerProcess sets them.
         self.brokers = [broker_process(member, {k: v for k, v in settings.items()
-                                                if k not in MANAGED_SETTINGS[:3]},
+                                                if k not in _SET_BY_BROKER_PROCESS},
                                        log_marker="raftwood dev")
                         for member, settings in zip(layout, self.settings)]
         self.commands = [broker.command() for broker in self.brokers]

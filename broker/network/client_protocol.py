@@ -9,7 +9,7 @@ buffered: from ``MIN_RESPONSE_BYTES`` to ``max_response_bytes``, both inclusive,
 broken peer cannot make us allocate what it announces.
 
 Both connections in ``kafka_client`` (asyncio and blocking) are this plus a socket;
-nothing else in the project frames, numbers or matches client requests.
+no other client code in the project frames, numbers or matches requests.
 
 Errors, one family: :class:`ConnectionFailed` (the connection is over: the peer could
 not be reached, closed it, timed out); :class:`BadResponse` (the peer misbehaved: a
@@ -20,7 +20,6 @@ wrongly (receiving with nothing outstanding) is a RuntimeError, not one of these
 """
 from __future__ import annotations
 
-import json
 import struct
 from collections import deque
 from dataclasses import dataclass
@@ -34,7 +33,8 @@ MIN_RESPONSE_BYTES = 4
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 _MAX_CORRELATION_ID = 0x7FFFFFFF
 NEED_DATA = object()   # next_response(): no complete response buffered yet
-# What kafka-python raises on a truncated or malformed response.
+# What kafka-python (or json, for the status answer: its errors are ValueErrors) raises
+# on a truncated or malformed response.
 _DECODE_ERRORS = (struct.error, ValueError, IndexError, KeyError, TypeError, EOFError)
 
 
@@ -211,7 +211,7 @@ class ClientProtocol:
         owed = self._outstanding.popleft()
         try:
             answered_id, response = owed.decode(frame)
-        except (*_DECODE_ERRORS, json.JSONDecodeError) as exc:
+        except _DECODE_ERRORS as exc:
             raise BadResponse(f"response does not decode: {exc!r}") from exc
         if answered_id != owed.correlation_id:
             raise CorrelationMismatch(answered_id, owed.correlation_id)

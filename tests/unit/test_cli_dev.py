@@ -130,3 +130,15 @@ def test_on_a_tty_the_table_is_redrawn_in_place():
     printer.show("c", now=4.0)
     assert "\x1b[" not in out.getvalue()[len(before):]
 
+
+
+def test_each_dev_broker_runs_exactly_the_command_of_its_settings(tmp_path):
+    """DevCluster starts its brokers through broker.harness.BrokerProcess: the command
+    line must still be ``broker_command`` of the layout's settings, in their order."""
+    from broker.cli.dev import DevCluster
+
+    layout = plan_cluster(3, 9092, tmp_path, raft_port_base=9192)
+    cluster = DevCluster(layout, {"num.partitions": "3"}, out=io.StringIO())
+    assert cluster.commands == [broker_command(s) for s in cluster.settings]
+    assert [b.log_path for b in cluster.brokers] == [m.log_path for m in layout]
+    assert all(b.log_marker == "raftwood dev" for b in cluster.brokers)
