@@ -27,7 +27,7 @@ from profiler import Profiler
 from report import print_cpu, print_section, print_summary
 from servers import TARGETS, BrokerProcess
 from throughput import environment
-from workloads import Context, backlog_alone, w1, w2
+from workloads import Context, backlog_alone, sweep_stale_dirs, w1, w2
 
 WORKLOADS = ("w1", "w2", "backlog", "w3", "w5", "partitions")
 
@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
           f"(librdkafka {env['librdkafka']}), Python {env['python']}, {env['cpus']} CPUs",
           flush=True)
     started = time.monotonic()
+    sweep_stale_dirs(say)
     try:
         sections = run_workloads(args, ctx)
     except KeyboardInterrupt as exc:

@@ -7,6 +7,7 @@ goes on with the next target. Main thread only.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -58,13 +59,37 @@ class Running:
     label: str
 
 
+TEMP_PREFIX = "raftwood-bench-"  # + runner pid + "-" + target + "-" + random
+
+
+def sweep_stale_dirs(say) -> None:
+    """Delete temp dirs left by runners that died without cleaning up (SIGKILL): their
+    name holds the runner's pid, and no process has that pid any more."""
+    for path in Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}[0-9]*-*"):
+        pid = path.name[len(TEMP_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        say(f"deleted {path}, left by runner {pid} that is gone")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def session(target_name: str, brokers: int, ctx: Context) -> Iterator[Running]:
     """Start `brokers` brokers of a target in a temp dir; always stop them and delete it."""
     target = make_target(target_name, ctx.raftwood_src)
     label = target.label if brokers == 1 else f"{target.label} x{brokers}"
     progress = Progress(label)
-    data_root = Path(tempfile.mkdtemp(prefix=f"raftwood-bench-{target_name}-"))
+    data_root = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-{target_name}-"))
     deployment = None
     try:
         target.prepare(progress.say)
