@@ -65,7 +65,9 @@ def paced_produce(bootstrap: str, topic: str, rate_per_s: int, duration_s: float
     report (bounded by timeout_s from the start), return the latencies."""
     total = max(1, int(rate_per_s * duration_s))
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": acks,
-                         "message.timeout.ms": int(timeout_s * 1000)})
+                         "message.timeout.ms": int(timeout_s * 1000),
+                         # a broker slower than the rate leaves every record queued here
+                         "queue.buffering.max.messages": max(100_000, 2 * total)})
     producer.list_topics(topic, timeout=10)
     _warm_up(producer, topic, value_bytes)
     value = os.urandom(value_bytes)
