@@ -20,8 +20,10 @@ MIN_REQUEST_BYTES = 8
 class FrameReader:
     """Splits a byte stream into request frames.
 
-    Invariants: the buffer never holds more than one frame's size prefix plus its
-    announced payload (announced sizes are validated first); frames come out in order.
+    Invariants: a frame's announced size is validated before its payload is awaited;
+    frames come out in order, each copied out of the buffer once; bytes already handed
+    out are dropped lazily (once they are half the buffer), so a read carrying many
+    small frames costs no quadratic shifting.
     After a CorruptRequest the stream is unusable and the caller must close it.
     """
 
@@ -30,32 +32,44 @@ class FrameReader:
         self.max_frame_bytes = max_frame_bytes
         self.min_frame_bytes = min_frame_bytes
         self._buffer = bytearray()
+        self._start = 0  # bytes before this position were already handed out
         self._frame_size: int | None = None
 
     def feed(self, data: bytes) -> None:
+        if self._start and self._start >= len(self._buffer) // 2:
+            # Compact only once the consumed prefix is at least half the buffer, so each
+            # byte is moved O(1) times however many frames one read carried.
+            del self._buffer[:self._start]
+            self._start = 0
         self._buffer += data
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) - self._start
 
     def next_frame(self) -> bytes | None:
         """The next complete frame without its size prefix, or None when more is needed."""
+        start = self._start
         if self._frame_size is None:
-            if len(self._buffer) < SIZE.size:
+            if len(self._buffer) - start < SIZE.size:
                 return None
-            (size,) = SIZE.unpack_from(self._buffer, 0)
+            (size,) = SIZE.unpack_from(self._buffer, start)
             if size < self.min_frame_bytes:
                 raise CorruptRequest(f"frame size {size} is below the minimum {self.min_frame_bytes}")
             if size > self.max_frame_bytes:
                 raise CorruptRequest(f"frame size {size} exceeds socket.request.max.bytes "
                                      f"({self.max_frame_bytes})")
             self._frame_size = size
-        end = SIZE.size + self._frame_size
+        end = start + SIZE.size + self._frame_size
         if len(self._buffer) < end:
             return None
-        frame = bytes(self._buffer[SIZE.size:end])
-        del self._buffer[:end]
+        with memoryview(self._buffer) as view:  # released at once: the buffer may resize
+            frame = bytes(view[start + SIZE.size:end])
+        if end == len(self._buffer):
+            self._buffer.clear()
+            self._start = 0
+        else:
+            self._start = end
         self._frame_size = None
         return frame
 

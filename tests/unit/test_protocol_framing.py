@@ -162,3 +162,21 @@ def test_corrupt_size_after_a_good_frame_still_yields_the_good_frame_first():
     assert reader.next_frame() == PAYLOADS[0]
     with pytest.raises(CorruptRequest):
         reader.next_frame()
+
+
+def test_handed_out_frames_leave_the_buffer_and_interleaved_feeds_stay_in_order():
+    """Consumed bytes are dropped lazily; what is buffered and what comes out stay right
+    across feeds that arrive while earlier frames are still being taken."""
+    payloads = [bytes([i % 256]) * (8 + i) for i in range(300)]
+    stream = b"".join(frame(p) for p in payloads)
+    reader = FrameReader()
+    got = []
+    for start in range(0, len(stream), 777):
+        reader.feed(stream[start:start + 777])
+        got.append(reader.next_frame())  # at most one per feed: the rest stays buffered
+        taken = sum(len(frame(p)) for p in got if p is not None)
+        assert reader.buffered_bytes == min(start + 777, len(stream)) - taken
+    while (more := reader.next_frame()) is not None:
+        got.append(more)
+    assert [p for p in got if p is not None] == payloads
+    assert reader.buffered_bytes == 0
