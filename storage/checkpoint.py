@@ -50,8 +50,11 @@ def fsync_directory(directory: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str | os.PathLike, data: bytes) -> None:
-    """Replace ``path`` with ``data``: write tmp, fsync, rename, fsync the directory."""
+def write_atomically(path: str | os.PathLike, data: bytes, *,
+                     sync_directory: bool = True) -> None:
+    """Replace ``path`` with ``data``: write tmp, fsync, rename, fsync the directory
+    (unless ``sync_directory`` is False: then the caller's next directory fsync makes
+    the rename durable)."""
     path = os.fspath(path)
     tmp_path = path + TMP_SUFFIX
     fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -64,7 +67,8 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp_path, path)
-    fsync_directory(os.path.dirname(path) or ".")
+    if sync_directory:
+        fsync_directory(os.path.dirname(path) or ".")
 
 
 def _read_lines(path: str) -> list[str] | None:

@@ -583,7 +583,8 @@ class PartitionLog:
             return
         self.flush()
         self.checkpoint()
-        self.producer_state.take_snapshot(self.log_end_offset)
+        if self.log_end_offset > self._log_start_offset:  # an empty log replays nothing
+            self.producer_state.take_snapshot(self.log_end_offset)
         for segment in self._segments:
             segment.close()
         self._closed = True

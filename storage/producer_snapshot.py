@@ -5,9 +5,10 @@ A snapshot named ``N`` holds the producer entries made by every batch below offs
 only encodes, decodes, lists, writes and deletes the files; which snapshots exist and
 when they are taken is ``ProducerStateManager``'s business.
 
-Writes use ``checkpoint.write_atomically`` (tmp file, fsync, rename, directory fsync),
-so a reader sees a whole old file or a whole new one; a leftover ``.snapshot.tmp`` is
-removed by recovery's first step.  Decoding never trusts the file: a wrong version, a
+Writes use ``checkpoint.write_atomically`` (tmp file, fsync, rename), so a reader sees
+a whole old file or a whole new one; a leftover ``.snapshot.tmp`` is removed by
+recovery's first step.  The rename is left to the log's next directory fsync (flush,
+the clean-shutdown marker): a snapshot lost with it is only a longer replay.  Decoding never trusts the file: a wrong version, a
 CRC32C mismatch, a short or over-long body raise ``CorruptSnapshot`` (a ValueError that
 never leaves storage/: the manager logs it and falls back).  Pure functions; any thread.
 """
@@ -101,8 +102,10 @@ def decode(data: bytes, max_batches: int) -> list[SnapshotEntry]:
 
 
 def write_snapshot(directory: str, offset: int, entries: Iterable[SnapshotEntry]) -> None:
-    """Atomically (re)write the snapshot at ``offset`` (fsynced, directory too)."""
-    write_atomically(os.path.join(directory, snapshot_file_name(offset)), encode(entries))
+    """Atomically (re)write the snapshot at ``offset``: the file is fsynced, the
+    directory is not (see above)."""
+    write_atomically(os.path.join(directory, snapshot_file_name(offset)), encode(entries),
+                     sync_directory=False)
 
 
 def read_snapshot(directory: str, offset: int, max_batches: int) -> list[SnapshotEntry]:

@@ -19,8 +19,8 @@ Kafka's rules, checked before a leader appends a client batch:
 Snapshots (Kafka's ``<offset>.snapshot`` files, ``producer_snapshot`` reads and writes
 them) save a scan when the partition opens.  ``00000000000000001234.snapshot`` holds
 the entries made by every batch below offset 1234 (exclusive).  One is taken when a
-segment rolls (at the new segment's base offset) and when the log closes cleanly (at
-log_end_offset); opening loads the newest valid one at or below the recovered
+segment rolls (at the new segment's base offset) and when a non-empty log closes
+cleanly (at log_end_offset); opening loads the newest valid one at or below the recovered
 log_end_offset and replays only the batch headers from its offset on.  Layout, all
 big-endian, Kafka's header but every kept batch rather than only the last::
 

@@ -180,6 +180,12 @@ def test_a_log_without_producers_also_opens_without_a_scan(open_log):
     assert reopened.producer_state.producers == {}
 
 
+def test_an_empty_log_closes_without_a_snapshot(open_log, directory):
+    open_log().close()
+    assert snapshot_files(directory) == []
+    assert open_log().recovery_report.producer_batches_replayed == 0
+
+
 # -- crashes and damaged snapshots -----------------------------------------------------------
 
 def test_after_a_crash_the_state_equals_a_full_rescan(open_log, directory):
