@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .security import listeners as listener_settings
-from .security import tls
+from .security import sasl, tls
 
 DAY_MS = 24 * 60 * 60 * 1000
 
@@ -112,9 +112,13 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("cluster.id", _str, "", "Cluster id (generated and stored on first start if empty)"),
     *(Setting(name, _str, default, "TLS (PEM only); per listener as listener.name.<l>." + name)
       for name, default in tls.TLS_SETTINGS.items()),
+    *(Setting(name, _str, default, "SASL; per listener as listener.name.<l>." + name)
+      for name, default in sasl.SASL_LISTENER_SETTINGS.items()),
+    Setting("sasl.mechanism.inter.broker.protocol", _str, "GSSAPI",
+            "SASL mechanism of replica fetchers on a SASL inter-broker listener"),
 )}
 # Settings a listener may override with Kafka's prefix ``listener.name.<lower-case name>.``.
-LISTENER_SETTINGS = frozenset(tls.TLS_SETTINGS)
+LISTENER_SETTINGS = frozenset(tls.TLS_SETTINGS) | frozenset(sasl.SASL_LISTENER_SETTINGS)
 
 # Broker-level log settings and the topic-level names they default (Kafka's mapping).
 TOPIC_DEFAULTS = {
@@ -191,7 +195,8 @@ def _check_listeners(config: BrokerConfig) -> None:
             if listener.uses_tls:
                 tls.check_settings(lambda name: config.listener_setting(listener.name, name),
                                    listener.name)
-    except ValueError as exc:  # ListenerError, tls.SettingError
+        sasl.check_settings(config)
+    except ValueError as exc:  # ListenerError, tls.SettingError, SaslSettingError
         raise ConfigError(str(exc)) from exc
 
 

@@ -30,6 +30,7 @@ from .groups import GroupCoordinator
 from .replication.replica_manager import ReplicaManager
 from .network.connection import Connection
 from .security import tls
+from .security.sasl import SaslMechanisms, scram_lookup
 from .tasks import TaskSupervisor
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class Broker:
         # Before the store starts: it listens for leadership of __consumer_offsets partitions.
         self.groups = GroupCoordinator(self)
         self.producer_ids = ProducerIdManager(self.metadata)
+        self.sasl = SaslMechanisms(config, scram_lookup(lambda: self.metadata.image))
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self._stopped = asyncio.Event()

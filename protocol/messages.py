@@ -42,6 +42,16 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
+# Security (broker/security/): SASL (KIP-152) and SCRAM credentials (KIP-554).
+from kafka.protocol.admin import (
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+
 from .errors import CorruptRequest, ErrorCode, UnsupportedVersion
 
 _PEEK = struct.Struct(">hhi")
@@ -101,6 +111,12 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
     _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
     _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+    # Security.  SaslHandshake starts at v1: with v0 the tokens would follow as bare
+    # frames without Kafka headers (KIP-43), which no client of today sends.
+    _spec(SaslHandshakeRequest, SaslHandshakeResponse, 1, 1),
+    _spec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
+    _spec(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),
+    _spec(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
 )}
 
 

@@ -11,6 +11,7 @@ from kafka.protocol.api_key import ApiKey
 
 from . import admin, configs, fetch, log_offsets, metadata, produce, producer_ids
 from . import groups  # consumer groups (broker/groups/)
+from . import sasl, scram_users  # security (broker/security/)
 from .outcome import CLOSE, Handler
 
 __all__ = ["CLOSE", "HANDLERS", "Handler"]
@@ -38,4 +39,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListGroups: groups.handle_list_groups,
     ApiKey.DescribeGroups: groups.handle_describe_groups,
     ApiKey.DeleteGroups: groups.handle_delete_groups,
+    ApiKey.SaslHandshake: sasl.handle_sasl_handshake,
+    ApiKey.SaslAuthenticate: sasl.handle_sasl_authenticate,
+    ApiKey.DescribeUserScramCredentials: scram_users.handle_describe_user_scram_credentials,
+    ApiKey.AlterUserScramCredentials: scram_users.handle_alter_user_scram_credentials,
 }

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import sys
 
-from . import admin, dev, groups, verify
+from . import admin, dev, groups, users, verify
 from .. import config as config_module
 
 
@@ -83,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_command(commands)
     admin.add_commands(commands)
     groups.add_commands(commands)
+    users.add_commands(commands)
     verify.add_command(commands)
     return parser
 

@@ -160,9 +160,20 @@ class AllocateProducerIds(Command):
     count: int
 
 
+@dataclass(frozen=True)
+class AlterScramCredentials(Command):
+    """KIP-554's AlterUserScramCredentials: ``upsertions`` are [user, mechanism,
+    {salt, iterations, stored_key, server_key}] (base64 text; the password never reaches
+    the metadata), ``deletions`` are [user, mechanism]."""
+
+    method: ClassVar[str] = "alter_scram_credentials"
+    upsertions: list
+    deletions: list
+
+
 COMMANDS: dict[str, type[Command]] = {cls.method: cls for cls in (
     InitCluster, RegisterBroker, Heartbeat, FenceBrokers, ElectPreferred, CreateTopic,
-    DeleteTopic, AlterTopicConfigs, AlterPartition, AllocateProducerIds)}
+    DeleteTopic, AlterTopicConfigs, AlterPartition, AllocateProducerIds, AlterScramCredentials)}
 MEMBERSHIP_METHODS = frozenset({RegisterBroker.method, Heartbeat.method})
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from .commands import (
     AllocateProducerIds, AlterPartition, AlterTopicConfigs, Command, CreateTopic, DeleteTopic,
-    ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker,
+    AlterScramCredentials, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker,
 )
 from .state import ApplyError, ClusterState, Election
 from .store import MetadataUnavailable
@@ -145,6 +145,9 @@ class MetadataClient:
         """A leader's ISR change; returns the new partition epoch."""
         return await self.submit(AlterPartition(topic, partition, leader_id, leader_epoch,
                                                 partition_epoch, new_isr))
+
+    async def alter_scram_credentials(self, upsertions: list, deletions: list) -> None:
+        await self.submit(AlterScramCredentials(upsertions, deletions))
 
     async def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` producer ids unique in the cluster; returns the first."""

@@ -15,6 +15,8 @@ so listeners can skip no-op commands such as heartbeats.
 from __future__ import annotations
 
 import copy
+from types import MappingProxyType
+from typing import Mapping
 import logging
 from dataclasses import dataclass, field
 
@@ -98,11 +100,15 @@ class ClusterState:
     # Class defaults: states unpickled from dumps written before these existed.
     applied_term = 0
     applied_index = 0
+    scram_credentials: Mapping[str, dict] = MappingProxyType({})
 
     def __init__(self) -> None:
         self.version = 0
         self.cluster_id = ""
         self.brokers: dict[int, BrokerInfo] = {}
+        # SCRAM credentials (KIP-554): user → mechanism → {salt, iterations, stored_key,
+        # server_key} as base64 text; never a password.
+        self.scram_credentials: dict[str, dict[str, dict]] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.next_producer_id = 0
 
@@ -120,6 +126,8 @@ class ClusterState:
             "applied_term": self.applied_term,
             "applied_index": self.applied_index,
             "next_producer_id": self.next_producer_id,
+            "scram_credentials": {user: {m: dict(c) for m, c in by_mechanism.items()}
+                                  for user, by_mechanism in self.scram_credentials.items()},
             "brokers": [vars(info).copy() for info in self.brokers.values()],
             "topics": [{"name": t.name, "topic_id": t.topic_id, "configs": dict(t.configs),
                         "partitions": [_partition_to_dict(index, p)
@@ -137,6 +145,9 @@ class ClusterState:
         for name in ("applied_term", "applied_index"):
             if data.get(name):  # 0 is the class default: leave it there
                 setattr(state, name, int(data[name]))
+        state.scram_credentials = {
+            str(user): {str(m): dict(c) for m, c in by_mechanism.items()}
+            for user, by_mechanism in data.get("scram_credentials", {}).items()}
         for item in data["brokers"]:
             info = BrokerInfo(**item)
             state.brokers[info.broker_id] = info
@@ -392,6 +403,21 @@ class ClusterState:
         partition.partition_epoch += 1
         self.version += 1
         return partition.partition_epoch
+
+    # -- SCRAM credentials (KIP-554) -----------------------------------------------
+
+    def apply_alter_scram_credentials(self, upsertions: list, deletions: list) -> None:
+        """Set ``upsertions`` ([user, mechanism, credential dict]) and remove ``deletions``
+        ([user, mechanism]; a missing one is no change).  Validation is the caller's."""
+        credentials = self.__dict__.setdefault("scram_credentials", {})  # older pickles
+        for user, mechanism in deletions:
+            by_mechanism = credentials.get(user, {})
+            by_mechanism.pop(mechanism, None)
+            if not by_mechanism:
+                credentials.pop(user, None)
+        for user, mechanism, credential in upsertions:
+            credentials.setdefault(user, {})[mechanism] = dict(credential)
+        self.version += 1
 
     # -- producer ids --------------------------------------------------------------
 

@@ -115,6 +115,7 @@ class Connection(asyncio.Protocol):
                 return
             request = decode_request(frame)
             request.client_host = self.client_host
+            request.session = self.session
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.ApiVersions:
                 # KIP-511: answer with our ranges so the client can retry lower.
@@ -136,6 +137,8 @@ class Connection(asyncio.Protocol):
         handler = HANDLERS[request.api_key]
         try:
             body = await handler(self.broker, request)
+            if self.session.close_requested:  # a failed SASL step: answer, then close
+                self._close_after_pending()
             if body is None or body is CLOSE:
                 return body
             return encode_response(request, body)

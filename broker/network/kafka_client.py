@@ -88,6 +88,11 @@ class AsyncConnection:
                 self.host, self.port, ssl=context,
                 server_hostname=self.host if context is not None else None)
             self._protocol = ClientProtocol(self.client_id, self.max_response_bytes)
+            if self.security is not None and self.security.sasl_mechanism:
+                await self.security.authenticate(self._round_trip, self.peer)
+        return await self._round_trip(message, response_class)
+
+    async def _round_trip(self, message, response_class=None):
         protocol = self._protocol
         _, data = protocol.send_request(message, response_class)
         self._writer.write(data)

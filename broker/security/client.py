@@ -4,14 +4,21 @@ Replica fetchers connect to a leader's endpoint of ``inter.broker.listener.name`
 that listener's security protocol: TLS from its ``ssl.*`` settings (tls.client_context)
 and, on SASL listeners, ``sasl.mechanism.inter.broker.protocol`` with the credentials of
 the listener's JAAS setting (``username``/``password``, as Kafka brokers take theirs).
-Built once at start; the SSLContext is shared by every connection.
+Built once at start; the SSLContext is shared by every connection.  Authentication
+runs on each new connection before its first request (``authenticate``).
 """
 from __future__ import annotations
 
+import logging
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from . import tls
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+from ..network.client_protocol import ConnectionFailed
+from . import sasl, scram, tls
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -23,7 +30,36 @@ class ClientSecurity:
     ssl_context: ssl.SSLContext | None = None
     sasl_mechanism: str | None = None
     username: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)
+
+    async def authenticate(self, round_trip, peer: str) -> None:
+        """SaslHandshake v1 then SaslAuthenticate until the mechanism is done, over
+        ``round_trip(request) -> response`` of a fresh connection; ConnectionFailed if
+        the peer refuses (the connection is then closed by its owner)."""
+        mechanism = self.sasl_mechanism
+        handshake = await round_trip(SaslHandshakeRequest[1](mechanism=mechanism))
+        if handshake.error_code != 0:
+            raise ConnectionFailed(f"SASL handshake for {mechanism} refused (error "
+                                   f"{handshake.error_code}; enabled: {handshake.mechanisms})",
+                                   peer)
+
+        async def step(token: bytes) -> bytes:
+            answer = await round_trip(SaslAuthenticateRequest[1](auth_bytes=token))
+            if answer.error_code != 0:
+                log.warning("SASL %s as %s to %s failed: %s", mechanism, self.username, peer,
+                            answer.error_message)
+                raise ConnectionFailed(f"SASL authentication as {self.username} failed: "
+                                       f"{answer.error_message}", peer)
+            return bytes(answer.auth_bytes or b"")
+
+        if mechanism == "PLAIN":
+            await step(f"\0{self.username}\0{self.password}".encode())
+            return
+        client = scram.ScramClient(mechanism, self.username, self.password)
+        try:
+            client.verify(await step(client.final(await step(client.first()))))
+        except scram.ScramFailure as exc:
+            raise ConnectionFailed(f"SCRAM with {peer}: {exc}", peer) from exc
 
 
 PLAINTEXT = ClientSecurity()
@@ -37,4 +73,8 @@ def inter_broker_security(config) -> ClientSecurity:
         return config.listener_setting(listener.name, key)
 
     context = tls.client_context(get, listener.name) if listener.uses_tls else None
-    return ClientSecurity(listener.name, context)
+    credentials = sasl.inter_broker_credentials(config)
+    if credentials is None:
+        return ClientSecurity(listener.name, context)
+    mechanism, username, password = credentials
+    return ClientSecurity(listener.name, context, mechanism, username, password)

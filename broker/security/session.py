@@ -26,6 +26,8 @@ class SecuritySession:
         # Set by SaslHandshake: the mechanism's server exchange (broker/security/sasl.py).
         self.mechanism: str | None = None
         self.exchange = None
+        # Set by a SASL handler that answered with a failure: close after that answer.
+        self.close_requested = False
 
     def on_connection_made(self, transport) -> None:
         if self.listener.uses_tls:

@@ -503,3 +503,32 @@ def test_without_a_leader_a_submit_gives_up_at_its_deadline(tmp_path):
     with pytest.raises(MetadataUnavailable):
         _submit_with(consumer, tmp_path, timeout_s=0.3)
     assert 1 < consumer.calls < 100
+
+
+def test_scram_credentials_are_set_removed_and_survive_the_plain_dict_form():
+    from broker.controller.state import ClusterState as State
+
+    state = State()
+    credential = {"salt": "c2FsdA==", "iterations": 4096, "stored_key": "a2V5",
+                  "server_key": "a2V5"}
+    state.apply_alter_scram_credentials([["alice", "SCRAM-SHA-256", credential],
+                                         ["alice", "SCRAM-SHA-512", credential]], [])
+    state.apply_alter_scram_credentials([], [["alice", "SCRAM-SHA-256"], ["nobody", "SCRAM-SHA-256"]])
+    assert state.scram_credentials == {"alice": {"SCRAM-SHA-512": credential}}
+    assert State.from_dict(state.to_dict()).scram_credentials == state.scram_credentials
+    state.apply_alter_scram_credentials([], [["alice", "SCRAM-SHA-512"]])
+    assert state.scram_credentials == {}
+    old = state.to_dict()
+    del old["scram_credentials"]  # a metadata file written before credentials existed
+    assert State.from_dict(old).scram_credentials == {}
+
+
+def test_registration_keeps_the_endpoint_of_each_listener():
+    from broker.controller.state import ClusterState as State
+
+    state = State()
+    state.apply_register_broker(1, "h", 1, "inc", False, {"PLAINTEXT": ["h", 1], "SSL": ["h", 2]})
+    info = State.from_dict(state.to_dict()).brokers[1]
+    assert info.endpoint("SSL") == ("h", 2) and info.endpoint("SASL_SSL") is None
+    state.apply_register_broker(2, "old", 7, "inc")  # registered before listeners had names
+    assert state.brokers[2].endpoint("ANY") == ("old", 7)

@@ -19,6 +19,9 @@ from kafka.protocol.consumer import (
     HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
     OffsetFetchRequest, SyncGroupRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.admin import (AlterUserScramCredentialsRequest,
+                                  DescribeUserScramCredentialsRequest)
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.errors import CorruptRequest, UnsupportedVersion
@@ -174,6 +177,26 @@ def _delete_groups(v):
     return DeleteGroupsRequest[v](groups_names=["g"])
 
 
+def _sasl_handshake(v):
+    return SaslHandshakeRequest[v](mechanism="SCRAM-SHA-512")
+
+
+def _sasl_authenticate(v):
+    return SaslAuthenticateRequest[v](auth_bytes=b"n,,n=user,r=abc")
+
+
+def _describe_scram(v):
+    U = DescribeUserScramCredentialsRequest.UserName
+    return DescribeUserScramCredentialsRequest[v](users=[U(name="alice")])
+
+
+def _alter_scram(v):
+    R = AlterUserScramCredentialsRequest
+    return R[v](deletions=[R.ScramCredentialDeletion(name="bob", mechanism=1)],
+                upsertions=[R.ScramCredentialUpsertion(name="alice", mechanism=2, iterations=4096,
+                                                       salt=b"salt", salted_password=b"x" * 64)])
+
+
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
     "Fetch": (_fetch, [4, 11, 12]),
@@ -197,6 +220,10 @@ CORPUS_BUILDERS = {
     "DescribeGroups": (_describe_groups, [0, 3, 5]),
     "ListGroups": (_list_groups, [0, 3, 4, 5]),
     "DeleteGroups": (_delete_groups, [0, 2]),
+    "SaslHandshake": (_sasl_handshake, [1]),
+    "SaslAuthenticate": (_sasl_authenticate, [0, 1, 2]),
+    "DescribeUserScramCredentials": (_describe_scram, [0]),
+    "AlterUserScramCredentials": (_alter_scram, [0]),
 }
 
 

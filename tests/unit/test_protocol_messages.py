@@ -12,6 +12,15 @@ import io
 import struct
 import uuid
 
+from kafka.protocol.admin import (
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
+
 import pytest
 from kafka.protocol.admin import (
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
@@ -70,12 +79,18 @@ EXPECTED_RANGES = {
     15: (0, 5),   # DescribeGroups
     16: (0, 5),   # ListGroups
     42: (0, 2),   # DeleteGroups
+    # Security (issue 13): SaslHandshake v1 only (v0 sends bare tokens); KIP-554 at v0.
+    17: (1, 1),   # SaslHandshake
+    36: (0, 2),   # SaslAuthenticate
+    50: (0, 0),   # DescribeUserScramCredentials
+    51: (0, 0),   # AlterUserScramCredentials
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
 # except ApiVersions, whose response header is always v0.
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 44: 1,
-                  8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2}
+                  8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2,
+                  17: 99, 36: 2, 50: 0, 51: 0}  # SaslHandshake is never flexible
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -677,6 +692,10 @@ _REQUESTS = {
     15: lambda v: DescribeGroupsRequest[v](groups=["g"]),
     16: lambda v: ListGroupsRequest[v](states_filter=[], types_filter=[]),
     42: lambda v: DeleteGroupsRequest[v](groups_names=["g"]),
+    17: lambda v: SaslHandshakeRequest[v](mechanism="PLAIN"),
+    36: lambda v: SaslAuthenticateRequest[v](auth_bytes=b"\x00u\x00p"),
+    50: lambda v: DescribeUserScramCredentialsRequest[v](users=None),
+    51: lambda v: AlterUserScramCredentialsRequest[v](deletions=[], upsertions=[]),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -703,6 +722,16 @@ _RESPONSES = {
     15: (_describe_groups_response, _check_describe_groups, DescribeGroupsResponse),
     16: (_list_groups_response, _check_list_groups, ListGroupsResponse),
     42: (_delete_groups_response, _check_delete_groups, DeleteGroupsResponse),
+    17: (lambda v: SaslHandshakeResponse[v](error_code=33, mechanisms=["PLAIN"]),
+         _check_error_code(33), SaslHandshakeResponse),
+    36: (lambda v: SaslAuthenticateResponse[v](error_code=58, error_message="no",
+                                               auth_bytes=b"", session_lifetime_ms=0),
+         _check_error_code(58), SaslAuthenticateResponse),
+    50: (_error_only_response(DescribeUserScramCredentialsResponse, 0, error_message=None,
+                              results=[]), _check_error_code(0),
+         DescribeUserScramCredentialsResponse),
+    51: (lambda v: AlterUserScramCredentialsResponse[v](throttle_time_ms=0, results=[]),
+         lambda resp, v: None, AlterUserScramCredentialsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]

@@ -16,7 +16,7 @@ from pysyncobj import SyncObj, SyncObjConf
 from pysyncobj.syncobj import _COMMAND_TYPE
 
 from broker.controller.commands import (
-    COMMANDS, AllocateProducerIds, AlterPartition, AlterTopicConfigs, Command, CreateTopic,
+    COMMANDS, AllocateProducerIds, AlterPartition, AlterScramCredentials, AlterTopicConfigs, Command, CreateTopic,
     DeleteTopic, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker, decode,
 )
 from broker.controller.raft import MetadataConsumer
@@ -40,6 +40,10 @@ EXAMPLES: list[Command] = [
     AlterTopicConfigs("t", {"retention.ms": None, "min.insync.replicas": "2"}),
     AlterPartition("t", 0, 1, 2, 3, [1, 2]),
     AllocateProducerIds(1000),
+    RegisterBroker(3, "h", 9094, "inc-3", False, {"PLAINTEXT": ["h", 9094], "SSL": ["h", 9095]}),
+    AlterScramCredentials([["alice", "SCRAM-SHA-256", {"salt": "c2FsdA==", "iterations": 4096,
+                                                       "stored_key": "a2V5", "server_key": "a2V5"}]],
+                          [["bob", "SCRAM-SHA-512"]]),
 ]
 
 

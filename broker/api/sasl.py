@@ -1,0 +1,73 @@
+"""SaslHandshake and SaslAuthenticate (KIP-43, KIP-152): authentication in Kafka frames.
+
+A connection on a SASL listener sends SaslHandshake (v1: the tokens then travel in
+SaslAuthenticate requests) naming a mechanism, then SaslAuthenticate requests carrying
+the mechanism's messages until it succeeds.  Only ApiVersions and these two are
+handled before that (broker/security/session.py).  Failures are answered with Kafka's
+code and then the connection closes: UNSUPPORTED_SASL_MECHANISM for a mechanism not
+enabled on the listener, SASL_AUTHENTICATION_FAILED for wrong credentials (logged at
+WARNING with the user name and the peer address), ILLEGAL_SASL_STATE for a request out
+of order or on a listener without SASL.
+"""
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
+
+from protocol.errors import ErrorCode
+
+from ..security.sasl import SaslFailure
+
+log = logging.getLogger(__name__)
+
+
+async def handle_sasl_handshake(broker, request):
+    session = request.session
+    mechanism = request.body.mechanism.upper()
+    enabled = broker.sasl.enabled(session.listener.name) if session.listener.uses_sasl else []
+    if not session.listener.uses_sasl or session.authenticated or session.exchange is not None:
+        session.close_requested = session.listener.uses_sasl
+        return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=enabled)
+    if mechanism not in enabled:
+        log.warning("[SASL %s%s] mechanism %s is not enabled on listener %s (enabled: %s)",
+                    request.client_host, _port(request), mechanism, session.listener.name,
+                    ",".join(enabled))
+        session.close_requested = True
+        return SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                                     mechanisms=enabled)
+    session.mechanism = mechanism
+    session.exchange = broker.sasl.new_exchange(session.listener.name, mechanism)
+    return SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled)
+
+
+async def handle_sasl_authenticate(broker, request):
+    session = request.session
+    if session.exchange is None:
+        session.close_requested = True
+        return _answer(ErrorCode.ILLEGAL_SASL_STATE,
+                       "SaslAuthenticate without a SaslHandshake before it")
+    exchange = session.exchange
+    try:
+        reply = exchange.receive(bytes(request.body.auth_bytes or b""))
+    except SaslFailure as exc:
+        log.warning("[SASL %s%s] authentication of User:%s with %s on listener %s failed: %s",
+                    request.client_host, _port(request), exchange.username or "?",
+                    session.mechanism, session.listener.name, exc)
+        session.exchange = None
+        session.close_requested = True
+        return _answer(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc))
+    if exchange.done:
+        session.authenticate(f"User:{exchange.username}")
+        log.info("[SASL %s%s] authenticated %s with %s on listener %s", request.client_host,
+                 _port(request), session.principal, session.mechanism, session.listener.name)
+    return _answer(ErrorCode.NONE, None, reply)
+
+
+def _answer(code: ErrorCode, message: str | None, auth_bytes: bytes = b""):
+    return SaslAuthenticateResponse(error_code=code, error_message=message,
+                                    auth_bytes=auth_bytes, session_lifetime_ms=0)
+
+
+def _port(request) -> str:
+    return f" client {request.client_id}" if request.client_id else ""
