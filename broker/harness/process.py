@@ -122,10 +122,11 @@ class BrokerProcess:
 
     Invariants: ``port`` and ``data_dir`` never change, so ``restart()`` brings back the
     same broker; at most one process runs per instance; ``log_path`` accumulates the output
-    of every run (each run starts with a ``### <log_marker>:`` line naming the command).
+    of every run (each run starts with a ``### <log_marker>:`` line naming the command;
+    verify's corrupt-tail fault finds the latest run by it).
     ``extra_settings`` go to ``--set`` as they are (a cluster helper passes the
     controller quorum there).  Not thread-safe: call from one thread, which should outlive
-    the broker (see the module docstring about PR_SET_PDEATHSIG).
+    the broker (see PDEATHSIG_LAUNCHER).
     """
 
     def __init__(self, data_dir, *, node_id: int = 1, port: int | None = None,
