@@ -214,3 +214,35 @@ def test_three_brokers_replicate_over_a_sasl_ssl_inter_broker_listener(tmp_path,
     cluster.wait_for(every_replica_has_20, WAIT_S, "all three replicas at offset 20")
     logs = "".join(b.log_path.read_text(errors="replace") for b in cluster.brokers)
     assert "authenticated User:broker with SCRAM-SHA-512 on listener SASL_SSL" in logs
+
+
+def test_aiokafka_over_sasl_ssl_with_scram_sha_512(secure):
+    import asyncio
+    import ssl
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    broker, _, sasl_ssl_port, pki = secure
+    topic = create_topic(broker.bootstrap, "sasl-aiokafka")
+    options = dict(bootstrap_servers=f"127.0.0.1:{sasl_ssl_port}", security_protocol="SASL_SSL",
+                   sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="alice",
+                   sasl_plain_password="alice-secret",
+                   ssl_context=ssl.create_default_context(cafile=str(pki.ca)))
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(acks="all", **options)
+        await producer.start()
+        try:
+            for i in range(3):
+                await producer.send_and_wait(topic, f"aio-{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **options)
+        await consumer.start()
+        try:
+            batches = await consumer.getmany(timeout_ms=10_000, max_records=3)
+            return [m.value for messages in batches.values() for m in messages]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(asyncio.wait_for(run(), WAIT_S)) == [b"aio-0", b"aio-1", b"aio-2"]
