@@ -60,6 +60,10 @@ def check_settings(get: Lookup, listener_name: str) -> None:
         if get(key).upper() != "PEM":
             raise SettingError(f"{where}: {key}={get(key)} is not supported; Raftwood reads "
                                f"PEM only ({key}=PEM)")
+    for key in ("ssl.keystore.password", "ssl.truststore.password"):
+        if get(key):  # Kafka's rule for PEM stores: only the key may have a password
+            raise SettingError(f"{where}: {key} cannot be specified with PEM stores; an "
+                               f"encrypted key takes ssl.key.password")
     if get("ssl.client.auth").lower() not in CLIENT_AUTH:
         raise SettingError(f"{where}: ssl.client.auth={get('ssl.client.auth')} is not one of "
                            f"none, requested, required")

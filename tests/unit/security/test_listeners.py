@@ -64,3 +64,5 @@ def test_unsupported_tls_values_are_refused_when_the_config_is_built():
         config.build({**base, "ssl.enabled.protocols": "TLSv1.1,TLSv1.2"})
     with pytest.raises(config.ConfigError, match="ssl.client.auth"):
         config.build({**base, "listener.name.ssl.ssl.client.auth": "maybe"})
+    with pytest.raises(config.ConfigError, match="ssl.keystore.password cannot be specified"):
+        config.build({**base, "ssl.keystore.password": "x"})
