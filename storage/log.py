@@ -556,6 +556,10 @@ class PartitionLog:
             for segment in self._segments:
                 if segment.next_offset > self._recovery_point and segment.base_offset < target:
                     segment.flush()
+        # Before the recovery point moves: recovery no longer re-reads the epochs of the
+        # batches below it, so the assignments there must be on disk.
+        self.epoch_cache.flush()
+        if target > self._recovery_point:
             self._recovery_point = target
         if self._directory_dirty:
             checkpoint.fsync_directory(self.directory)
