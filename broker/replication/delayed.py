@@ -105,30 +105,48 @@ class DelayedFetch(DelayedOperation):
         self.min_bytes = max(1, min_bytes)
         self.replica_id = replica_id
         self.statuses = statuses
+        self._by_key = {status.key: status for status in statuses}
         self._respond = respond
 
     def try_complete(self) -> bool:
         accumulated = 0
         for status in self.statuses:
-            partition = status.partition
-            if partition is None or not partition.is_leader:  # (A)/(B)
+            if self._must_answer(status):  # (A)/(B)
                 return self.force_complete()
-            try:
-                partition.check_leader_epoch(status.current_leader_epoch)
-            except PartitionError:  # (A)
-                return self.force_complete()
-            bound = partition.available_to(self.replica_id)
-            if status.fetch_offset > partition.log_end_offset or \
-                    status.fetch_offset < partition.log_start_offset:  # (B)
-                return self.force_complete()
-            if bound > status.fetch_offset:
+            if status.partition.available_to(self.replica_id) > status.fetch_offset:
                 if self.min_bytes <= 1:  # (C), the usual case: any data at all
                     return self.force_complete()
-                accumulated += len(partition.read(status.fetch_offset, status.max_bytes,
-                                                  replica_id=self.replica_id).records)
+                accumulated += len(status.partition.read(
+                    status.fetch_offset, status.max_bytes, replica_id=self.replica_id).records)
                 if accumulated >= self.min_bytes:  # (C)
                     return self.force_complete()
         return False
+
+    def try_complete_after(self, key) -> bool:
+        """With ``min_bytes`` <= 1 (every follower, most consumers) only the partition
+        that changed can have become answerable: checking it alone keeps a follower's
+        fetch over hundreds of partitions from costing a scan of all of them per append.
+        A larger ``min_bytes`` sums over every partition, so it re-checks them all."""
+        status = self._by_key.get(key)
+        if status is None or self.min_bytes > 1:
+            return self.try_complete()
+        if self._must_answer(status) or \
+                status.partition.available_to(self.replica_id) > status.fetch_offset:
+            return self.force_complete()  # (A)/(B)/(C)
+        return False
+
+    def _must_answer(self, status: FetchPartitionStatus) -> bool:
+        """(A)/(B): the partition is gone, its leadership or epoch changed, or the fetch
+        offset is out of its range — the reader must hear about it."""
+        partition = status.partition
+        if partition is None or not partition.is_leader:
+            return True
+        try:
+            partition.check_leader_epoch(status.current_leader_epoch)
+        except PartitionError:
+            return True
+        return status.fetch_offset > partition.log_end_offset or \
+            status.fetch_offset < partition.log_start_offset
 
     def on_complete(self) -> None:
         self._respond()

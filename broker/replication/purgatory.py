@@ -38,6 +38,12 @@ class DelayedOperation:
     def try_complete(self) -> bool:
         raise NotImplementedError
 
+    def try_complete_after(self, key: Hashable) -> bool:
+        """``try_complete`` when only ``key`` changed since the last try.  An operation
+        over many partitions may check just that one (every other key has its own
+        triggers); the default re-checks everything."""
+        return self.try_complete()
+
     def on_complete(self) -> None:
         raise NotImplementedError
 
@@ -99,7 +105,7 @@ class Purgatory:
             return 0
         completed = 0
         for op in list(watchers):
-            if not op.completed and op.try_complete():
+            if not op.completed and op.try_complete_after(key):
                 completed += 1
         return completed
 
