@@ -51,11 +51,10 @@ def fsync_directory(directory: str | os.PathLike) -> None:
 
 
 def write_atomically(path: str | os.PathLike, data: bytes, *,
-                     sync_directory: bool = True, sync: bool = True) -> None:
+                     sync_directory: bool = True) -> None:
     """Replace ``path`` with ``data``: write tmp, fsync, rename, fsync the directory
     (unless ``sync_directory`` is False: then the caller's next directory fsync makes
-    the rename durable).  ``sync=False`` skips both fsyncs: after a crash the file is
-    the old one, the new one, or unreadable, and the caller must cope with all three."""
+    the rename durable)."""
     path = os.fspath(path)
     tmp_path = path + TMP_SUFFIX
     fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -64,12 +63,11 @@ def write_atomically(path: str | os.PathLike, data: bytes, *,
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        if sync:
-            os.fsync(fd)
+        os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp_path, path)
-    if sync and sync_directory:
+    if sync_directory:
         fsync_directory(os.path.dirname(path) or ".")
 
 
@@ -127,12 +125,11 @@ def read_offsets(directory: str | os.PathLike) -> PartitionOffsets | None:
         return None
 
 
-def write_leader_epochs(directory: str | os.PathLike, entries: list[tuple[int, int]], *,
-                        sync: bool = True) -> None:
+def write_leader_epochs(directory: str | os.PathLike, entries: list[tuple[int, int]]) -> None:
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{epoch} {start_offset}" for epoch, start_offset in entries]
     write_atomically(os.path.join(directory, LEADER_EPOCH_CHECKPOINT),
-                     ("\n".join(lines) + "\n").encode(), sync=sync)
+                     ("\n".join(lines) + "\n").encode())
 
 
 def read_leader_epochs(directory: str | os.PathLike) -> list[tuple[int, int]] | None:

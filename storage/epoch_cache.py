@@ -25,13 +25,13 @@ class LeaderEpochCache:
     never given a different start offset except by ``truncate_from_end`` /
     ``truncate_from_start`` / ``clear``.  Each change rewrites the checkpoint atomically.
 
-    Durability: truncations and ``clear`` are fsynced at once.  ``assign`` is not
-    (``unflushed`` turns on): a leader election assigns a new epoch in every partition
-    it moves, and an fsync each made electing leaders for 1,000 partitions take seconds.
-    The owning log calls ``flush`` before its recovery point passes the assigned offset,
-    and recovery re-adds the epochs of every batch above the recovery point, so an
-    assignment lost in a crash comes back from the log itself; a checkpoint torn by the
-    crash is rebuilt from batch headers.  Owned by one ``PartitionLog``; event-loop only.
+    Durability: truncations and ``clear`` rewrite the file and fsync it at once.
+    ``assign`` only marks the cache ``unflushed``: a leader election assigns a new epoch
+    in every partition it moves, and a file write (create, rename, fsync) each made
+    electing leaders for 1,000 partitions take seconds.  The owning log calls ``flush``
+    before its recovery point passes the assigned offset, and recovery re-adds the
+    epochs of every batch above the recovery point, so an assignment a crash lost comes
+    back from the log itself.  Owned by one ``PartitionLog``; event-loop only.
     """
 
     def __init__(self, directory: str | os.PathLike, entries: list[tuple[int, int]] | None = None,
@@ -44,7 +44,7 @@ class LeaderEpochCache:
             entries = checkpoint.read_leader_epochs(self.directory) or []
         self._epochs: list[int] = [epoch for epoch, _ in entries]
         self._start_offsets: list[int] = [start for _, start in entries]
-        self.unflushed = False  # the file holds an assignment not yet fsynced
+        self.unflushed = False  # an assignment is not in the file yet
 
     # -- queries ---------------------------------------------------------------------
 
@@ -107,7 +107,7 @@ class LeaderEpochCache:
                 self._start_offsets.pop()
         self._epochs.append(epoch)
         self._start_offsets.append(start_offset)
-        self._persist(sync=False)
+        self.unflushed = True  # written by the log's next flush
         logger.info("%s epoch %d starts at offset %d", self._prefix, epoch, start_offset)
         return True
 
@@ -145,13 +145,13 @@ class LeaderEpochCache:
         self._persist()
 
     def flush(self) -> None:
-        """Make the checkpoint durable if an assignment was written without fsync."""
+        """Write and fsync the checkpoint if an assignment is not in it yet."""
         if self.unflushed:
             self._persist()
 
-    def _persist(self, sync: bool = True) -> None:
+    def _persist(self) -> None:
         try:
-            checkpoint.write_leader_epochs(self.directory, self.epoch_entries(), sync=sync)
+            checkpoint.write_leader_epochs(self.directory, self.epoch_entries())
         except OSError as exc:
             raise StorageIOError(f"{self._prefix} writing the checkpoint failed: {exc}") from exc
-        self.unflushed = not sync
+        self.unflushed = False

@@ -107,9 +107,10 @@ def test_clear_forgets_everything_durably(cache):
     assert cache.epoch_entries() == [] and reloaded(cache) == []
 
 
-def test_every_assignment_is_persisted_in_kafkas_layout(cache, tmp_path):
+def test_every_assignment_is_persisted_in_kafkas_layout_by_flush(cache, tmp_path):
     cache.assign(0, 0)
     cache.assign(7, 42)
+    cache.flush()
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n7 42\n"
     assert reloaded(cache) == [(0, 0), (7, 42)]
 
