@@ -20,6 +20,7 @@ import asyncio
 import logging
 import signal
 
+from .api.context import ApiContext
 from .config import BrokerConfig, ConfigError
 from .controller.controller import Controller
 from .controller.lifecycle import BrokerLifecycle
@@ -50,11 +51,11 @@ class Broker:
         self.exit_code = 0
         self.tasks = TaskSupervisor(f"[Broker {self.node_id}]", self._stop_after_fatal)
         self.store = open_store(config)
-        # The metadata for all but the replica manager (image listener, AlterPartition).
+        # Everything but this class reaches the metadata (images, Raft commands) through it.
         self.metadata = MetadataClient(self.store)
-        self.replica_manager = ReplicaManager(config, self.store,
+        self.replica_manager = ReplicaManager(config, self.metadata,
                                               on_fatal=self._stop_after_fatal)
-        self.store.add_listener(self.replica_manager.apply_image)
+        self.metadata.add_listener(self.replica_manager.apply_image)
         self.controller = Controller(self.metadata, config)
         self.lifecycle = BrokerLifecycle(self.metadata, config, self.replica_manager)
         self.replica_manager.incarnation = self.lifecycle.incarnation
@@ -62,6 +63,11 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.producer_ids = ProducerIdManager(self.metadata)
         self.sasl = SaslMechanisms(config, scram_lookup(lambda: self.metadata.image))
+        # What request handlers get instead of this Broker (broker/api/context.py).
+        self.api_context = ApiContext(
+            config=config, node_id=self.node_id, metadata=self.metadata,
+            replica_manager=self.replica_manager, groups=self.groups,
+            producer_ids=self.producer_ids, sasl=self.sasl)
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self._stopped = asyncio.Event()

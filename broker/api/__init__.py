@@ -1,7 +1,10 @@
 """Request handlers, one module per API family.
 
-A handler is ``async def handle(broker, request) -> body | None``: it translates the
-decoded message into replica-manager calls and builds the response body.  ``None``
+A handler is ``async def handle(ctx, request) -> body | None``, where ``ctx`` is the
+broker's ApiContext (``context.py``: config, node id, metadata client and image,
+replica manager, group coordinator, producer ids, SASL mechanisms; never the whole
+Broker, and Raft only through the metadata client).  It translates the decoded
+message into calls on those and builds the response body.  ``None``
 means "send nothing" (acks=0 produce); ``CLOSE`` asks the connection to close, as
 Kafka does after a failed acks=0 produce.
 """
@@ -12,9 +15,10 @@ from kafka.protocol.api_key import ApiKey
 from . import admin, configs, fetch, log_offsets, metadata, produce, producer_ids
 from . import groups  # consumer groups (broker/groups/)
 from . import sasl, scram_users  # security (broker/security/)
+from .context import ApiContext
 from .outcome import CLOSE, Handler
 
-__all__ = ["CLOSE", "HANDLERS", "Handler"]
+__all__ = ["CLOSE", "HANDLERS", "ApiContext", "Handler"]
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.Produce: produce.handle_produce,

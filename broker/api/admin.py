@@ -3,7 +3,7 @@
 Assignment spreads replicas over the live brokers with leaders balanced
 (``assign_replicas``); a replication factor above the live brokers answers
 INVALID_REPLICATION_FACTOR, as Kafka does.  Changes go through the broker's
-MetadataClient (``broker.metadata``); handlers run on the event loop.
+MetadataClient (``ctx.metadata``); handlers run on the event loop.
 """
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 
 from protocol.errors import ErrorCode
 
-from ..controller.metadata_client import ApplyError, MetadataUnavailable
-from ..controller.state import assign_replicas
+from ..controller.metadata_client import ApplyError, MetadataUnavailable, assign_replicas
 from ..topics import is_internal, topic_name_problem
 
 log = logging.getLogger(__name__)
@@ -33,11 +32,14 @@ class TopicRefused(Exception):
         self.code = code
 
 
-async def create_topic_now(broker, name: str, partitions: int, replication: int,
+async def create_topic_now(ctx, name: str, partitions: int, replication: int,
                            configs: dict[str, str],
                            assignment: list[list[int]] | None = None) -> str:
-    """Commit a new topic to the metadata; returns its id (ApplyError if refused)."""
-    image = broker.image
+    """Commit a new topic to the metadata; returns its id (ApplyError if refused).
+
+    ``ctx`` is anything with ``image`` and ``metadata`` (a MetadataClient): an
+    ApiContext, or the Broker when the group coordinator creates __consumer_offsets."""
+    image = ctx.image
     if assignment is None:
         live = image.live_brokers()
         if replication > len(live):
@@ -46,10 +48,10 @@ async def create_topic_now(broker, name: str, partitions: int, replication: int,
                              f"live broker(s)")
         assignment = assign_replicas(live, partitions, replication,
                                      start=sum(name.encode()) % max(1, len(live)))
-    return await broker.metadata.create_topic(name, assignment, configs)
+    return await ctx.metadata.create_topic(name, assignment, configs)
 
 
-async def handle_create_topics(broker, request):
+async def handle_create_topics(ctx, request):
     body = request.body
     results = []
     seen: set[str] = set()
@@ -58,12 +60,12 @@ async def handle_create_topics(broker, request):
             if topic.name in seen:
                 raise TopicRefused(ErrorCode.INVALID_REQUEST, "topic named twice in one request")
             seen.add(topic.name)
-            partitions, replication, configs, assignment = _validate(broker, topic)
+            partitions, replication, configs, assignment = _validate(ctx, topic)
             topic_id = None
             if not body.validate_only:
-                topic_id = await create_topic_now(broker, topic.name, partitions, replication,
+                topic_id = await create_topic_now(ctx, topic.name, partitions, replication,
                                                   configs, assignment)
-            results.append(_created(broker, topic.name, topic_id, partitions, replication,
+            results.append(_created(ctx, topic.name, topic_id, partitions, replication,
                                     configs))
         except TopicRefused as exc:
             results.append(_refused(topic.name, exc.code, str(exc)))
@@ -79,11 +81,11 @@ def _refused(name, code, message):
                    num_partitions=-1, replication_factor=-1, configs=None)
 
 
-def _validate(broker, topic):
+def _validate(ctx, topic):
     problem = topic_name_problem(topic.name)
     if problem:
         raise TopicRefused(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
-    image = broker.image
+    image = ctx.image
     if topic.name in image.topics:
         raise TopicRefused(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {topic.name!r} already exists")
     live = image.live_brokers()
@@ -106,10 +108,10 @@ def _validate(broker, topic):
     else:
         partitions = topic.num_partitions
         if partitions == -1:
-            partitions = broker.config["num.partitions"]
+            partitions = ctx.config["num.partitions"]
         replication = topic.replication_factor
         if replication == -1:
-            replication = broker.config["default.replication.factor"]
+            replication = ctx.config["default.replication.factor"]
     if partitions < 1:
         raise TopicRefused(ErrorCode.INVALID_PARTITIONS, "number of partitions must be at least 1")
     if replication < 1:
@@ -121,14 +123,14 @@ def _validate(broker, topic):
                            f"live broker(s)")
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     try:
-        broker.replica_manager.validate_topic_configs(configs)
+        ctx.replica_manager.validate_topic_configs(configs)
     except (ValueError, KeyError) as exc:
         raise TopicRefused(ErrorCode.INVALID_CONFIG, str(exc)) from exc
     return partitions, replication, configs, assignment
 
 
-def _created(broker, name, topic_id, partitions, replication, configs):
-    effective = broker.config.topic_defaults()
+def _created(ctx, name, topic_id, partitions, replication, configs):
+    effective = ctx.config.topic_defaults()
     effective.update(configs)
     return Created(
         name=name, topic_id=uuid.UUID(topic_id) if topic_id else None,
@@ -140,7 +142,7 @@ def _created(broker, name, topic_id, partitions, replication, configs):
                  for k, v in sorted(effective.items())])
 
 
-async def handle_delete_topics(broker, request):
+async def handle_delete_topics(ctx, request):
     body = request.body
     if request.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]
@@ -148,7 +150,7 @@ async def handle_delete_topics(broker, request):
         wanted = [(name, None) for name in body.topic_names]
     results = []
     for name, topic_id in wanted:
-        image = broker.image
+        image = ctx.image
         record = image.topics.get(name) if name else None
         if record is None and topic_id is not None:
             record = image.topic_by_id(str(topic_id))
@@ -164,7 +166,7 @@ async def handle_delete_topics(broker, request):
                                                  f"deleted"))
             continue
         try:
-            await broker.metadata.delete_topic(record.name)
+            await ctx.metadata.delete_topic(record.name)
             code, message = ErrorCode.NONE, None
         except ApplyError as exc:
             code, message = ErrorCode[exc.code], str(exc)

@@ -38,19 +38,19 @@ class ConfigRefused(Exception):
         self.code = code
 
 
-def topic_defaults(broker) -> dict[str, str]:
+def topic_defaults(ctx) -> dict[str, str]:
     defaults = dict(TOPIC_DEFAULTS_EXTRA)
     defaults.update(LogConfig().to_properties())
-    defaults.update(broker.config.topic_defaults())
+    defaults.update(ctx.config.topic_defaults())
     return defaults
 
 
-async def handle_describe_configs(broker, request):
+async def handle_describe_configs(ctx, request):
     results = []
     for resource in request.body.resources:
         keys = resource.configuration_keys
         try:
-            values = _describe(broker, resource.resource_type, resource.resource_name)
+            values = _describe(ctx, resource.resource_type, resource.resource_name)
             configs = [_entry(name, value, source, request.api_version)
                        for name, (value, source) in sorted(values.items())
                        if keys is None or name in keys]
@@ -64,18 +64,18 @@ async def handle_describe_configs(broker, request):
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _describe(broker, resource_type: int, name: str) -> dict[str, tuple[str, int]]:
+def _describe(ctx, resource_type: int, name: str) -> dict[str, tuple[str, int]]:
     if resource_type == TOPIC:
-        topic = broker.image.topics.get(name)
+        topic = ctx.image.topics.get(name)
         if topic is None:
             raise ConfigRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
-        values = {k: (v, SOURCE_DEFAULT) for k, v in topic_defaults(broker).items()}
+        values = {k: (v, SOURCE_DEFAULT) for k, v in topic_defaults(ctx).items()}
         values.update({k: (v, SOURCE_TOPIC) for k, v in topic.configs.items()})
         return values
     if resource_type == BROKER:
-        if name not in ("", str(broker.node_id)):
-            raise ConfigRefused(ErrorCode.INVALID_REQUEST, f"this is broker {broker.node_id}")
-        return {k: (_text(v), SOURCE_STATIC_BROKER) for k, v in broker.config.as_dict().items()}
+        if name not in ("", str(ctx.node_id)):
+            raise ConfigRefused(ErrorCode.INVALID_REQUEST, f"this is broker {ctx.node_id}")
+        return {k: (_text(v), SOURCE_STATIC_BROKER) for k, v in ctx.config.as_dict().items()}
     raise ConfigRefused(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} not served")
 
 
@@ -89,7 +89,7 @@ def _entry(name: str, value: str, source: int, version: int):
                  config_type=0, documentation=None)
 
 
-async def handle_incremental_alter_configs(broker, request):
+async def handle_incremental_alter_configs(ctx, request):
     body = request.body
     responses = []
     for resource in body.resources:
@@ -103,7 +103,7 @@ async def handle_incremental_alter_configs(broker, request):
                 else:
                     raise ConfigRefused(ErrorCode.INVALID_REQUEST,
                                         f"{c.name}: APPEND/SUBTRACT apply to list configs only")
-            await _alter_topic(broker, resource.resource_type, resource.resource_name, changes,
+            await _alter_topic(ctx, resource.resource_type, resource.resource_name, changes,
                                body.validate_only, replace=False)
             code, message = ErrorCode.NONE, None
         except ConfigRefused as exc:
@@ -114,14 +114,14 @@ async def handle_incremental_alter_configs(broker, request):
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-async def handle_alter_configs(broker, request):
+async def handle_alter_configs(ctx, request):
     """The legacy AlterConfigs: the given set replaces every topic override."""
     body = request.body
     responses = []
     for resource in body.resources:
         try:
             changes = {c.name: c.value for c in resource.configs}
-            await _alter_topic(broker, resource.resource_type, resource.resource_name, changes,
+            await _alter_topic(ctx, resource.resource_type, resource.resource_name, changes,
                                body.validate_only, replace=True)
             code, message = ErrorCode.NONE, None
         except ConfigRefused as exc:
@@ -132,24 +132,24 @@ async def handle_alter_configs(broker, request):
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-async def _alter_topic(broker, resource_type: int, name: str, changes: dict, validate_only: bool,
+async def _alter_topic(ctx, resource_type: int, name: str, changes: dict, validate_only: bool,
                        replace: bool) -> None:
     if resource_type != TOPIC:
         raise ConfigRefused(ErrorCode.INVALID_REQUEST, "broker configs are static in Raftwood")
-    topic = broker.image.topics.get(name)
+    topic = ctx.image.topics.get(name)
     if topic is None:
         raise ConfigRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
     if replace:
         changes = {**{k: None for k in topic.configs}, **changes}
     merged = {k: v for k, v in {**topic.configs, **changes}.items() if v is not None}
     try:
-        broker.replica_manager.validate_topic_configs(merged)
+        ctx.replica_manager.validate_topic_configs(merged)
     except (ValueError, KeyError) as exc:
         raise ConfigRefused(ErrorCode.INVALID_CONFIG, str(exc)) from exc
     if validate_only:
         return
     try:
-        await broker.metadata.alter_topic_configs(name, changes)
+        await ctx.metadata.alter_topic_configs(name, changes)
     except ApplyError as exc:
         raise ConfigRefused(ErrorCode[exc.code], str(exc)) from exc
     except MetadataUnavailable as exc:

@@ -12,14 +12,14 @@ from protocol.messages import Framed
 from ..replication.delayed import FetchPartitionStatus
 
 
-async def handle_fetch(broker, request):
+async def handle_fetch(ctx, request):
     body = request.body
     if body.session_id != 0:
         return Framed(encode_fetch_response(
             request.api_version, request.correlation_id,
             error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
     replica_id = body.replica_id
-    rm = broker.replica_manager
+    rm = ctx.replica_manager
     statuses, order = [], []
     for topic in body.topics:
         for p in topic.partitions:

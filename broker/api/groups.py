@@ -1,7 +1,7 @@
 """Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
 
-Translation only: each handler turns the request into a call on ``broker.groups`` (the
+Translation only: each handler turns the request into a call on ``ctx.groups`` (the
 GroupCoordinator, broker/groups/) and its result into the response of the request's
 version.  Version differences handled here: JoinGroup v0 has no rebalance timeout (the
 session timeout stands in, as in Kafka) and v4+ gets MEMBER_ID_REQUIRED for an empty
@@ -39,31 +39,31 @@ DescribedMember = DescribedGroup.DescribedGroupMember
 
 # -- FindCoordinator --------------------------------------------------------------------------
 
-async def handle_find_coordinator(broker, request):
+async def handle_find_coordinator(ctx, request):
     body = request.body
     if request.api_version >= 4:
         coordinators = []
         for key in body.coordinator_keys:
-            answer = _on_listener(broker, request, await broker.groups.find_coordinator(
+            answer = _on_listener(ctx, request, await ctx.groups.find_coordinator(
                 key, body.key_type))
             coordinators.append(FindCoordinatorResponse.Coordinator(
                 key=key, node_id=answer.node_id, host=answer.host, port=answer.port,
                 error_code=answer.error, error_message=answer.message))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
     key_type = body.key_type if request.api_version >= 1 else 0
-    answer = _on_listener(broker, request, await broker.groups.find_coordinator(body.key,
+    answer = _on_listener(ctx, request, await ctx.groups.find_coordinator(body.key,
                                                                                key_type))
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=answer.error,
                                    error_message=answer.message, node_id=answer.node_id,
                                    host=answer.host, port=answer.port)
 
 
-def _on_listener(broker, request, answer):
+def _on_listener(ctx, request, answer):
     """The coordinator's endpoint on the listener the request came in on (Kafka answers
     with the same listener name); COORDINATOR_NOT_AVAILABLE if it has no such listener."""
     if answer.node_id < 0 or request.session is None:
         return answer
-    info = broker.image.brokers.get(answer.node_id)
+    info = ctx.image.brokers.get(answer.node_id)
     address = info.endpoint(request.session.listener.name) if info is not None else None
     if address is None:
         return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -74,13 +74,13 @@ def _on_listener(broker, request, answer):
 
 # -- membership -------------------------------------------------------------------------------
 
-async def handle_join_group(broker, request):
+async def handle_join_group(ctx, request):
     body = request.body
     version = request.api_version
     rebalance_timeout_ms = body.rebalance_timeout_ms if version >= 1 else -1
     if rebalance_timeout_ms is None or rebalance_timeout_ms < 0:
         rebalance_timeout_ms = body.session_timeout_ms
-    result = await broker.groups.join_group(
+    result = await ctx.groups.join_group(
         body.group_id, body.member_id or "",
         body.group_instance_id if version >= 5 else None,
         require_known_member_id=version >= 4, client_id=request.client_id or "",
@@ -97,10 +97,10 @@ async def handle_join_group(broker, request):
             for member_id, instance_id, metadata in result.members])
 
 
-async def handle_sync_group(broker, request):
+async def handle_sync_group(ctx, request):
     body = request.body
     version = request.api_version
-    result = await broker.groups.sync_group(
+    result = await ctx.groups.sync_group(
         body.group_id, body.generation_id, body.member_id,
         body.protocol_type if version >= 5 else None,
         body.protocol_name if version >= 5 else None,
@@ -110,19 +110,19 @@ async def handle_sync_group(broker, request):
                              protocol_name=result.protocol_name, assignment=result.assignment)
 
 
-async def handle_heartbeat(broker, request):
+async def handle_heartbeat(ctx, request):
     body = request.body
-    error = broker.groups.heartbeat(body.group_id, body.member_id, body.generation_id)
+    error = ctx.groups.heartbeat(body.group_id, body.member_id, body.generation_id)
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
-async def handle_leave_group(broker, request):
+async def handle_leave_group(ctx, request):
     body = request.body
     if request.api_version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
     else:
         leaving = [(body.member_id, None)]
-    error, results = broker.groups.leave_group(body.group_id, leaving)
+    error, results = ctx.groups.leave_group(body.group_id, leaving)
     if request.api_version < 3 and error == ErrorCode.NONE and results:
         error = results[0][2]
     return LeaveGroupResponse(
@@ -133,7 +133,7 @@ async def handle_leave_group(broker, request):
 
 # -- offsets ----------------------------------------------------------------------------------
 
-async def handle_offset_commit(broker, request):
+async def handle_offset_commit(ctx, request):
     body = request.body
     version = request.api_version
     offsets = {}
@@ -143,7 +143,7 @@ async def handle_offset_commit(broker, request):
             offsets[(topic.name, p.partition_index)] = (p.committed_offset, epoch,
                                                         p.committed_metadata)
     retention_ms = body.retention_time_ms if version <= 4 else -1
-    results = await broker.groups.commit_offsets(
+    results = await ctx.groups.commit_offsets(
         body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets,
         retention_ms if retention_ms is not None else -1)
     by_topic: dict[str, list] = {}
@@ -172,19 +172,19 @@ def _by_topic(offsets: dict, partition_class, group_error: ErrorCode | None = No
     return by_topic
 
 
-async def handle_offset_fetch(broker, request):
+async def handle_offset_fetch(ctx, request):
     body = request.body
     version = request.api_version
     if version >= 8:
         groups = []
         for wanted in body.groups:
-            error, offsets = broker.groups.fetch_offsets(wanted.group_id, _requested(wanted.topics))
+            error, offsets = ctx.groups.fetch_offsets(wanted.group_id, _requested(wanted.topics))
             groups.append(FetchGroup(group_id=wanted.group_id, error_code=error, topics=[
                 FetchGroupTopic(name=name, partitions=parts)
                 for name, parts in _by_topic(offsets, FetchGroupPartition).items()]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     requested = _requested(body.topics)
-    error, offsets = broker.groups.fetch_offsets(body.group_id, requested)
+    error, offsets = ctx.groups.fetch_offsets(body.group_id, requested)
     partition_error = None
     if error != ErrorCode.NONE and version < 2:
         # v1 has no group error field: each requested partition carries it.
@@ -196,10 +196,10 @@ async def handle_offset_fetch(broker, request):
 
 # -- admin -----------------------------------------------------------------------------------
 
-async def handle_list_groups(broker, request):
+async def handle_list_groups(ctx, request):
     body = request.body
     version = request.api_version
-    error, groups = broker.groups.list_groups(
+    error, groups = ctx.groups.list_groups(
         body.states_filter if version >= 4 else None, body.types_filter if version >= 5 else None)
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
         ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type,
@@ -207,10 +207,10 @@ async def handle_list_groups(broker, request):
         for group_id, protocol_type, state in groups])
 
 
-async def handle_describe_groups(broker, request):
+async def handle_describe_groups(ctx, request):
     described = []
     for group_id in request.body.groups:
-        summary = broker.groups.describe_group(group_id)
+        summary = ctx.groups.describe_group(group_id)
         described.append(DescribedGroup(
             error_code=summary.error, error_message=None, group_id=group_id,
             group_state=summary.state, protocol_type=summary.protocol_type,
@@ -223,8 +223,8 @@ async def handle_describe_groups(broker, request):
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
 
-async def handle_delete_groups(broker, request):
-    results = await broker.groups.delete_groups(list(request.body.groups_names))
+async def handle_delete_groups(ctx, request):
+    results = await ctx.groups.delete_groups(list(request.body.groups_names))
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error)
         for group_id, error in results.items()])

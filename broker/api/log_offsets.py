@@ -15,8 +15,8 @@ EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 EpochPartition = EpochTopic.EpochEndOffset
 
 
-async def handle_list_offsets(broker, request):
-    rm = broker.replica_manager
+async def handle_list_offsets(ctx, request):
+    rm = ctx.replica_manager
     topics = []
     for topic in request.body.topics:
         answers = []
@@ -40,8 +40,8 @@ async def handle_list_offsets(broker, request):
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
-async def handle_offset_for_leader_epoch(broker, request):
-    rm = broker.replica_manager
+async def handle_offset_for_leader_epoch(ctx, request):
+    rm = ctx.replica_manager
     topics = []
     for topic in request.body.topics:
         answers = []

@@ -8,9 +8,7 @@ from kafka.protocol.metadata import MetadataResponse
 from protocol.errors import ErrorCode
 from protocol.messages import api_versions_body
 
-from ..controller.state import NO_LEADER
-from ..controller.store import MetadataUnavailable
-from ..controller.state import ApplyError
+from ..controller.metadata_client import NO_LEADER, ApplyError, MetadataUnavailable
 from ..topics import is_internal, topic_name_problem
 from .admin import create_topic_now
 
@@ -21,20 +19,20 @@ Topic = MetadataResponse.MetadataResponseTopic
 PartitionMeta = Topic.MetadataResponsePartition
 
 
-async def handle_api_versions(broker, request):
+async def handle_api_versions(ctx, request):
     return api_versions_body(version=request.api_version)
 
 
-async def handle_metadata(broker, request):
+async def handle_metadata(ctx, request):
     body = request.body
     requested = body.topics
     if requested is None or (request.api_version == 0 and not requested):
-        image = broker.image
+        image = ctx.image
         topics = [_describe_topic(image, name) for name in sorted(image.topics)]
     else:
         allow_create = body.allow_auto_topic_creation if request.api_version >= 4 else True
-        topics = [await _requested_topic(broker, t, allow_create) for t in requested]
-    image = broker.image
+        topics = [await _requested_topic(ctx, t, allow_create) for t in requested]
+    image = ctx.image
     # Kafka answers with each broker's endpoint of the listener the request came in on,
     # and leaves out brokers without that listener.
     listener_name = request.session.listener.name if request.session is not None else None
@@ -46,38 +44,38 @@ async def handle_metadata(broker, request):
                 node_id=b.broker_id, host=address[0], port=address[1], rack=None))
     return MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=image.cluster_id or None,
-        controller_id=broker.store.controller_id, topics=topics, error_code=ErrorCode.NONE,
+        controller_id=ctx.metadata.controller_id, topics=topics, error_code=ErrorCode.NONE,
         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-async def _requested_topic(broker, requested, allow_create: bool):
+async def _requested_topic(ctx, requested, allow_create: bool):
     name = requested.name
     if name is None and requested.topic_id is not None:
-        record = broker.image.topic_by_id(str(requested.topic_id))
+        record = ctx.image.topic_by_id(str(requested.topic_id))
         if record is None:
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                          topic_id=requested.topic_id, is_internal=False, partitions=[],
                          authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
         name = record.name
-    if name not in broker.image.topics:
+    if name not in ctx.image.topics:
         if topic_name_problem(name) is not None:
             return _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
-        if not (allow_create and broker.config["auto.create.topics.enable"]) \
+        if not (allow_create and ctx.config["auto.create.topics.enable"]) \
                 or name.startswith("__"):
             # Internal topics (__consumer_offsets) are created by their coordinator with
             # their own partition count and configs, never by a client's Metadata.
             return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
-            await create_topic_now(broker, name, broker.config["num.partitions"],
-                                   broker.config["default.replication.factor"], {})
+            await create_topic_now(ctx, name, ctx.config["num.partitions"],
+                                   ctx.config["default.replication.factor"], {})
         except ApplyError as exc:
             if exc.code != "TOPIC_ALREADY_EXISTS":
                 return _error_topic(name, ErrorCode[exc.code])
         except MetadataUnavailable:
             return _error_topic(name, ErrorCode.LEADER_NOT_AVAILABLE)
-        if name not in broker.image.topics:
+        if name not in ctx.image.topics:
             return _error_topic(name, ErrorCode.LEADER_NOT_AVAILABLE)
-    return _describe_topic(broker.image, name)
+    return _describe_topic(ctx.image, name)
 
 
 def _error_topic(name, code: ErrorCode):

@@ -16,7 +16,7 @@ TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
 
 
-async def handle_produce(broker, request):
+async def handle_produce(ctx, request):
     body = request.body
     acks = body.acks
     if request.api_version < request.spec.refused_below:
@@ -25,10 +25,10 @@ async def handle_produce(broker, request):
     if acks not in (0, 1, -1):
         return _uniform(body, ErrorCode.INVALID_REQUIRED_ACKS)
     statuses = {}
-    max_batch = broker.config["message.max.bytes"]
+    max_batch = ctx.config["message.max.bytes"]
     for topic in body.topic_data:
         for data in topic.partition_data:
-            statuses[(topic.name, data.index)] = broker.replica_manager.append_one(
+            statuses[(topic.name, data.index)] = ctx.replica_manager.append_one(
                 topic.name, data.index, data.records, acks, max_batch,
                 origin=AppendOrigin.CLIENT)
     if acks == 0:
@@ -38,7 +38,7 @@ async def handle_produce(broker, request):
             return CLOSE
         return None
     if acks == -1:
-        statuses = await broker.replica_manager.wait_for_acks(statuses, body.timeout_ms)
+        statuses = await ctx.replica_manager.wait_for_acks(statuses, body.timeout_ms)
     return _response(statuses)
 
 

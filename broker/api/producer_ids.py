@@ -10,7 +10,7 @@ from kafka.protocol.producer import InitProducerIdResponse
 
 from protocol.errors import ErrorCode
 
-from ..controller.store import MetadataUnavailable
+from ..controller.metadata_client import MetadataUnavailable
 
 MAX_PRODUCER_EPOCH = 32767
 # Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED: non-retriable, so a transactional
@@ -23,7 +23,7 @@ def _response(error_code: int, producer_id: int = -1, producer_epoch: int = -1):
                                   producer_id=producer_id, producer_epoch=producer_epoch)
 
 
-async def handle_init_producer_id(broker, request):
+async def handle_init_producer_id(ctx, request):
     body = request.body
     if body.transactional_id is not None:
         return _response(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
@@ -31,6 +31,6 @@ async def handle_init_producer_id(broker, request):
     if producer_id >= 0 and 0 <= epoch < MAX_PRODUCER_EPOCH - 1:
         return _response(ErrorCode.NONE, producer_id, epoch + 1)
     try:
-        return _response(ErrorCode.NONE, await broker.producer_ids.next_producer_id(), 0)
+        return _response(ErrorCode.NONE, await ctx.producer_ids.next_producer_id(), 0)
     except MetadataUnavailable:
         return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)

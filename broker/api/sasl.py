@@ -22,10 +22,10 @@ from ..security.sasl import SaslFailure
 log = logging.getLogger(__name__)
 
 
-async def handle_sasl_handshake(broker, request):
+async def handle_sasl_handshake(ctx, request):
     session = request.session
     mechanism = request.body.mechanism.upper()
-    enabled = broker.sasl.enabled(session.listener.name) if session.listener.uses_sasl else []
+    enabled = ctx.sasl.enabled(session.listener.name) if session.listener.uses_sasl else []
     if not session.listener.uses_sasl or session.authenticated or session.exchange is not None:
         session.close_requested = session.listener.uses_sasl
         return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=enabled)
@@ -37,11 +37,11 @@ async def handle_sasl_handshake(broker, request):
         return SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                                      mechanisms=enabled)
     session.mechanism = mechanism
-    session.exchange = broker.sasl.new_exchange(session.listener.name, mechanism)
+    session.exchange = ctx.sasl.new_exchange(session.listener.name, mechanism)
     return SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled)
 
 
-async def handle_sasl_authenticate(broker, request):
+async def handle_sasl_authenticate(ctx, request):
     session = request.session
     if session.exchange is None:
         session.close_requested = True

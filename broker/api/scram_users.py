@@ -29,8 +29,8 @@ CredentialInfo = Described.CredentialInfo
 Altered = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
-async def handle_describe_user_scram_credentials(broker, request):
-    stored = broker.image.scram_credentials
+async def handle_describe_user_scram_credentials(ctx, request):
+    stored = ctx.image.scram_credentials
     requested = [u.name for u in request.body.users] if request.body.users else None
     names = sorted(stored) if requested is None else requested
     results = []
@@ -54,9 +54,9 @@ async def handle_describe_user_scram_credentials(broker, request):
                                                 error_message=None, results=results)
 
 
-async def handle_alter_user_scram_credentials(broker, request):
+async def handle_alter_user_scram_credentials(ctx, request):
     body = request.body
-    stored = broker.image.scram_credentials
+    stored = ctx.image.scram_credentials
     errors: dict[str, tuple[ErrorCode, str]] = {}
     seen: dict[tuple[str, int], int] = {}
     users: list[str] = []
@@ -86,7 +86,7 @@ async def handle_alter_user_scram_credentials(broker, request):
                  for op in body.deletions if op.name not in errors]
     if upsertions or deletions:
         try:
-            await broker.metadata.alter_scram_credentials(upsertions, deletions)
+            await ctx.metadata.alter_scram_credentials(upsertions, deletions)
             log.info("SCRAM credentials altered by %s from %s: set %s, deleted %s",
                      request.session.principal if request.session else "?", request.client_host,
                      [u[:2] for u in upsertions], deletions)

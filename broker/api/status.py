@@ -1,4 +1,6 @@
-"""Raftwood's private status request (see protocol/status.py for the JSON shape)."""
+"""Raftwood's private status request (see protocol/status.py for the JSON shape).
+
+``ctx`` is the broker's ApiContext, as for the Kafka handlers."""
 from __future__ import annotations
 
 import time
@@ -6,11 +8,11 @@ import time
 from protocol.status import encode_status_response
 
 
-def status(broker) -> dict:
-    image = broker.image
-    rm = broker.replica_manager
+def status(ctx) -> dict:
+    image = ctx.image
+    rm = ctx.replica_manager
     now_ms = int(time.time() * 1000)
-    lag_limit_ms = broker.config["replica.lag.time.max.ms"]
+    lag_limit_ms = ctx.config["replica.lag.time.max.ms"]
     hosted = []
     for (topic, index), partition in sorted(rm.partitions.items()):
         role = "leader" if partition.is_leader else (
@@ -30,8 +32,8 @@ def status(broker) -> dict:
             "replica_lag_time_max_ms": lag_limit_ms,
         })
     return {
-        "broker_id": broker.node_id,
-        "controller_id": broker.store.controller_id,
+        "broker_id": ctx.node_id,
+        "controller_id": ctx.metadata.controller_id,
         "cluster_id": image.cluster_id,
         "metadata_version": image.version,
         "brokers": [{"id": b.broker_id, "host": b.host, "port": b.port,
@@ -50,5 +52,5 @@ def status(broker) -> dict:
     }
 
 
-def status_response(broker, correlation_id: int) -> bytes:
-    return encode_status_response(correlation_id, status(broker))
+def status_response(ctx, correlation_id: int) -> bytes:
+    return encode_status_response(correlation_id, status(ctx))

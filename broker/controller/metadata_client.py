@@ -28,10 +28,13 @@ from .commands import (
     AllocateProducerIds, AlterPartition, AlterTopicConfigs, Command, CreateTopic, DeleteTopic,
     AlterScramCredentials, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker,
 )
-from .state import ApplyError, ClusterState, Election
+from .state import NO_LEADER, ApplyError, ClusterState, Election, assign_replicas
 from .store import MetadataUnavailable
 
-__all__ = ["ApplyError", "MetadataClient", "MetadataUnavailable"]
+# What request handlers (broker/api/, which reach the metadata only through this module)
+# need besides the client: its errors, the image's "no leader" mark, replica assignment.
+__all__ = ["ApplyError", "ClusterState", "MetadataClient", "MetadataUnavailable", "NO_LEADER",
+           "assign_replicas"]
 
 DEFAULT_TIMEOUT_S = 10.0
 

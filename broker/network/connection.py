@@ -110,7 +110,7 @@ class Connection(asyncio.Protocol):
                 return
             if peek_header(frame)[0] == STATUS_API_KEY:
                 correlation_id, _query = decode_status_request(frame)
-                self._queue.append(status_response(self.broker, correlation_id))
+                self._queue.append(status_response(self.broker.api_context, correlation_id))
                 self._flush()
                 return
             request = decode_request(frame)
@@ -136,7 +136,7 @@ class Connection(asyncio.Protocol):
     async def _handle(self, request: Request):
         handler = HANDLERS[request.api_key]
         try:
-            body = await handler(self.broker, request)
+            body = await handler(self.broker.api_context, request)
             if self.session.close_requested:  # a failed SASL step: answer, then close
                 self._close_after_pending()
             if body is None or body is CLOSE:

@@ -4,6 +4,8 @@
     storage/   stdlib, crc32c, itself, and protocol.records (the batch header view) only
     broker/    anything, including protocol and storage
     pysyncobj  only under broker/controller/
+    broker/api/ (request handlers) reaches the metadata and Raft only through
+               broker.controller.metadata_client: never the store, raft or pysyncobj
     no package module imports tests, compat or benchmarks
     the server (every broker module but cli/, harness/, testing/, verify/) never imports
     the command line, the process and cluster harness, the test plugin or verify
@@ -31,6 +33,7 @@ HARNESS_USERS = ("broker.cli", "broker.testing", "broker.verify")
 # asyncio".  These are stdlib, so the import whitelist alone would let them through.
 NO_IO_MODULES = ("asyncio", "socket", "selectors", "ssl", "socketserver", "http", "urllib")
 BEYOND_TOP_LEVEL = "<beyond-top-level>"
+METADATA_CLIENT = "broker.controller.metadata_client"
 
 
 def within(name: str, prefix: str) -> bool:
@@ -92,6 +95,9 @@ def violation(module: str, imported: str) -> str | None:
         return "broker/harness is shared by cli, testing and verify and imports none of them"
     if top == "pysyncobj" and not within(module, "broker.controller"):
         return "only broker/controller/ may import pysyncobj"
+    if within(module, "broker.api") and within(imported, "broker.controller") \
+            and not within(imported, METADATA_CLIENT):
+        return "broker/api/ reaches the metadata only through broker.controller.metadata_client"
     if within(imported, "kafka.protocol.old"):
         return "kafka-python's kafka/protocol/old/ is not to be used"
     if layer in ("protocol", "storage") and top in NO_IO_MODULES:
@@ -157,6 +163,12 @@ def test_package_imports_point_one_way(package):
     ("storage.segment", "import importlib\nimportlib.import_module('broker.server')", "storage/"),
     ("broker.network.connection", "import pysyncobj", "broker/controller/"),
     ("broker.api.admin", "from pysyncobj import SyncObj", "broker/controller/"),
+    ("broker.api.metadata", "from ..controller.store import MetadataUnavailable",
+     "only through broker.controller.metadata_client"),
+    ("broker.api.status", "from broker.controller import raft", "only through"),
+    ("broker.api.admin", "from ..controller.state import assign_replicas", "only through"),
+    ("broker.api.configs", "import broker.controller.commands", "only through"),
+    ("broker.api.context", "from ..controller import store", "only through"),
     ("broker.network.connection", "from tests.unit import helpers", "tests/"),
     ("broker.network.connection", "import compat.scenarios", "compat/"),
     ("storage.segment", "from ..compat import x", "beyond the top-level"),
@@ -193,6 +205,10 @@ def test_checker_flags_imports_against_the_direction(module, source, expected):
     ("broker.controller.raft", False, "from pysyncobj import SyncObj, replicated"),
     ("broker.controller", True, "import pysyncobj\nfrom .raft import Controller"),
     ("broker.api.produce", False, "from ..replication.partition import Partition"),
+    ("broker.api.admin", False,
+     "from ..controller.metadata_client import ApplyError, MetadataUnavailable"),
+    ("broker.replication.replica_manager", False,
+     "from ..controller.metadata_client import MetadataClient"),
     ("broker.cli.dev", False, "from ..harness import BrokerPlan, broker_process"),
     ("broker.cli.client", False, "from ..network.kafka_client import BlockingConnection"),
     ("broker.verify.cluster", False, "from broker.harness import ClusterProcess"),

@@ -216,10 +216,13 @@ class Transport:
 
 
 class StubBroker:
+    """What the connection and the Produce handler use: the stub is its own ApiContext."""
+
     def __init__(self, rm: ReplicaManager):
         self.config = rm.config
         self.replica_manager = rm
         self.connections = set()
+        self.api_context = self
 
 
 def frames(data: bytearray) -> list[bytes]:

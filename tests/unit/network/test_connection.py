@@ -29,13 +29,15 @@ TIMEOUT_S = 10.0
 # -- stand-ins ---------------------------------------------------------------------------
 
 class FakeBroker:
-    """What Connection touches on the broker: ``config`` and ``connections`` (the
-    handlers used here touch nothing more)."""
+    """What Connection touches on the broker: ``config``, ``connections`` and the
+    ``api_context`` it hands to handlers (the ApiVersions handler used here reads
+    nothing of it)."""
 
     def __init__(self, max_in_flight: int = 100, max_frame_bytes: int = 1 << 20):
         self.config = {"queued.max.requests.per.connection": max_in_flight,
                        "socket.request.max.bytes": max_frame_bytes}
         self.connections: set = set()
+        self.api_context = object()
 
 
 class FakeTransport:
@@ -101,7 +103,7 @@ class Handlers:
     def release(self, cid: int) -> None:
         self.gates[cid].set()
 
-    async def api_versions(self, broker, request):
+    async def api_versions(self, ctx, request):
         cid = request.correlation_id
         self.started.append(cid)
         try:
@@ -116,7 +118,7 @@ class Handlers:
             if isinstance(result, Exception):
                 raise result
             return result
-        return await handle_api_versions(broker, request)
+        return await handle_api_versions(ctx, request)
 
 
 @pytest.fixture

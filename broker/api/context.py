@@ -1,0 +1,38 @@
+"""ApiContext: what request handlers may use, instead of the whole Broker.
+
+The Broker builds one at start-up and the connection passes it to every handler
+(``async def handle(ctx, request)``).  It holds exactly the collaborators handlers
+use; anything else of the broker (the store, the controller, the lifecycle, the
+listeners) is out of their reach.  In particular handlers reach the cluster metadata
+(reads and Raft writes alike) only through ``metadata``, a MetadataClient.
+
+Fields are set once; the objects they name are the broker's own (event-loop only).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
+    from ..controller.metadata_client import ClusterState, MetadataClient
+    from ..groups import GroupCoordinator
+    from ..replication.producer_ids import ProducerIdManager
+    from ..replication.replica_manager import ReplicaManager
+    from ..security.sasl import SaslMechanisms
+
+
+@dataclass(frozen=True)
+class ApiContext:
+    config: BrokerConfig
+    node_id: int
+    metadata: MetadataClient
+    replica_manager: ReplicaManager
+    groups: GroupCoordinator
+    producer_ids: ProducerIdManager
+    sasl: SaslMechanisms
+
+    @property
+    def image(self) -> ClusterState:
+        """The newest applied metadata image (read it, never mutate it)."""
+        return self.metadata.image
