@@ -49,26 +49,52 @@ class DelayedProduce(DelayedOperation):
                  respond: Callable[[dict[tuple[str, int], ProducePartitionStatus]], None]):
         super().__init__(timeout_ms)
         self.statuses = statuses
+        self._pending = sum(1 for status in statuses.values() if status.acks_pending)
         self._respond = respond
 
     def try_complete(self) -> bool:
         for status in self.statuses.values():
-            if not status.acks_pending:
-                continue
-            partition = status.partition
-            if status.error != ErrorCode.NONE or partition is None:  # (A)
-                status.acks_pending = False
-            elif partition.offline:  # (B) its log directory failed
-                status.error, status.acks_pending = ErrorCode.KAFKA_STORAGE_ERROR, False
-            elif not partition.is_leader:  # (B)
-                status.error, status.acks_pending = ErrorCode.NOT_LEADER_OR_FOLLOWER, False
-            elif partition.high_watermark >= status.required_offset:
-                if len(partition.maximal_isr) < partition.settings.min_insync_replicas:  # (D)
-                    status.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                status.acks_pending = False  # (C) or (D)
-        if any(status.acks_pending for status in self.statuses.values()):
-            return False
-        return self.force_complete()
+            self._check(status)
+        return self._complete_if_done()
+
+    def try_complete_after(self, key) -> bool:
+        """Only ``key``'s partition changed: check it alone (O(1) per waiting produce)."""
+        status = self.statuses.get(key)
+        if status is None:
+            return self.try_complete()
+        self._check(status)
+        return self._complete_if_done()
+
+    def watch_order(self, key) -> int | None:
+        """Sorted by the offset waited for on ``key``."""
+        status = self.statuses.get(key)
+        return None if status is None else status.required_offset
+
+    def waits_in_order(self, key) -> bool:
+        """Still waiting for the HW on ``key``: every produce sorted after it on ``key``
+        waits for a higher offset, so the trigger need not try them."""
+        status = self.statuses.get(key)
+        return status is not None and status.acks_pending
+
+    def _check(self, status: ProducePartitionStatus) -> None:
+        if not status.acks_pending:
+            return
+        partition = status.partition
+        if status.error != ErrorCode.NONE or partition is None:  # (A)
+            status.acks_pending = False
+        elif partition.offline:  # (B) its log directory failed
+            status.error, status.acks_pending = ErrorCode.KAFKA_STORAGE_ERROR, False
+        elif not partition.is_leader:  # (B)
+            status.error, status.acks_pending = ErrorCode.NOT_LEADER_OR_FOLLOWER, False
+        elif partition.high_watermark >= status.required_offset:
+            if len(partition.maximal_isr) < partition.settings.min_insync_replicas:  # (D)
+                status.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            status.acks_pending = False  # (C) or (D)
+        if not status.acks_pending:
+            self._pending -= 1
+
+    def _complete_if_done(self) -> bool:
+        return self.force_complete() if self._pending == 0 else False
 
     def on_complete(self) -> None:
         for status in self.statuses.values():

@@ -3,8 +3,14 @@
 A delayed operation is a request that cannot be answered yet: an acks=all produce
 waiting for the high watermark, a fetch waiting for data.  It is watched under the
 keys of the partitions it depends on; an append or a high watermark move on a
-partition calls ``check_and_complete(key)``, which re-tries every operation watching
+partition calls ``check_and_complete(key)``, which re-tries the operations watching
 that key.  A timer (``loop.call_later``) forces completion when the wait runs out.
+
+Watchers of a key are kept sorted by the operation's ``watch_order(key)`` (watch order
+when it has none).  An acks=all produce orders itself by the offset it waits for, so a
+high watermark move tries the produces from the lowest offset up and stops at the first
+one still above the high watermark (``waits_in_order``): a trigger costs the produces it
+completes plus one, however many wait behind them.
 
 Why no "try, watch, try again": Kafka needs it because appends run on other threads
 between the first try and the watch.  Here everything runs on one event loop and
@@ -13,6 +19,8 @@ between the first try and the watch.  Here everything runs on one event loop and
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 from collections import defaultdict
 from typing import Hashable, Iterable
 
@@ -33,6 +41,7 @@ class DelayedOperation:
         self.expired = False
         self._timer: asyncio.TimerHandle | None = None
         self._keys: tuple[Hashable, ...] = ()
+        self._entries: dict[Hashable, tuple] = {}  # key -> its entry in that key's list
         self._purgatory: Purgatory | None = None
 
     def try_complete(self) -> bool:
@@ -43,6 +52,19 @@ class DelayedOperation:
         over many partitions may check just that one (every other key has its own
         triggers); the default re-checks everything."""
         return self.try_complete()
+
+    def watch_order(self, key: Hashable) -> int | None:
+        """Where this operation sorts among the watchers of ``key`` (None: after every
+        operation watched before it)."""
+        return None
+
+    def waits_in_order(self, key: Hashable) -> bool:
+        """True if, on ``key``, this operation still waits for a condition that every
+        watcher sorted after it also waits for (an acks=all produce below the high
+        watermark: those after it wait for higher offsets).  A trigger then stops at it
+        instead of trying the rest.  Asked only right after a ``try_complete_after(key)``
+        that did not complete."""
+        return False
 
     def on_complete(self) -> None:
         raise NotImplementedError
@@ -76,7 +98,9 @@ class Purgatory:
     def __init__(self, name: str, loop: asyncio.AbstractEventLoop | None = None):
         self.name = name
         self._loop = loop
-        self._watchers: dict[Hashable, set[DelayedOperation]] = defaultdict(set)
+        # key -> [(order, sequence, op)], sorted; the sequence breaks ties by watch order
+        self._watchers: dict[Hashable, list[tuple]] = defaultdict(list)
+        self._sequence = itertools.count()
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -94,40 +118,57 @@ class Purgatory:
         op._keys = tuple(keys)
         op._purgatory = self
         for key in op._keys:
-            self._watchers[key].add(op)
+            sequence = next(self._sequence)
+            order = op.watch_order(key)
+            entry = (sequence if order is None else order, sequence, op)
+            op._entries[key] = entry
+            watchers = self._watchers[key]
+            if not watchers or entry[:2] > watchers[-1][:2]:
+                watchers.append(entry)  # the usual case: no search
+            else:
+                watchers.insert(bisect.bisect_left(watchers, entry[:2]), entry)
         op._timer = self.loop.call_later(op.timeout_ms / 1000.0, op._expire)
         return False
 
     def check_and_complete(self, key: Hashable) -> int:
-        """Trigger: something changed on ``key``; retry its watchers. Returns completions."""
+        """Trigger: something changed on ``key``; retry its watchers in order, up to the
+        first that ``waits_in_order``. Returns how many completed."""
         watchers = self._watchers.get(key)
         if not watchers:
             return 0
         completed = 0
-        for op in list(watchers):
-            if not op.completed and op.try_complete_after(key):
+        for _, _, op in list(watchers):  # completions edit the list
+            if op.completed:
+                continue
+            if op.try_complete_after(key):
                 completed += 1
+            elif op.waits_in_order(key):
+                break
         return completed
 
     def complete_all(self, key: Hashable) -> None:
         """Force every watcher of ``key`` to answer now (leadership lost, partition gone)."""
-        for op in list(self._watchers.get(key, ())):
+        for _, _, op in list(self._watchers.get(key, ())):
             op.force_complete()
 
     def watched(self, key: Hashable | None = None) -> int:
         if key is not None:
             return len(self._watchers.get(key, ()))
-        return len({op for ops in self._watchers.values() for op in ops})
+        return len({entry[2] for entries in self._watchers.values() for entry in entries})
 
     def shutdown(self) -> None:
         """Answer every waiting operation (used on broker shutdown)."""
-        for op in {op for ops in self._watchers.values() for op in ops}:
+        for op in {entry[2] for entries in self._watchers.values() for entry in entries}:
             op.force_complete()
 
     def _unwatch(self, op: DelayedOperation) -> None:
-        for key in op._keys:
-            ops = self._watchers.get(key)
-            if ops is not None:
-                ops.discard(op)
-                if not ops:
-                    del self._watchers[key]
+        for key, entry in op._entries.items():
+            watchers = self._watchers.get(key)
+            if watchers is None:
+                continue
+            index = bisect.bisect_left(watchers, entry[:2])
+            if index < len(watchers) and watchers[index][2] is op:
+                del watchers[index]
+            if not watchers:
+                del self._watchers[key]
+        op._entries = {}

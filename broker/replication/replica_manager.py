@@ -425,6 +425,7 @@ class ReplicaManager:
                 raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
                                   f"batch of {len(records)} bytes exceeds message.max.bytes")
             batch, header = validate_produce_records(records)
+            high_watermark = partition.high_watermark
             info, duplicate = partition.append_as_leader(batch, header, acks)
         except RecordError as exc:
             log.warning("[Partition %s-%d] refused produce: %s", topic, index, exc)
@@ -435,14 +436,18 @@ class ReplicaManager:
             log.warning("[Partition %s-%d] append failed: %s", topic, index, exc)
             return ProducePartitionStatus(partition, -1, -1, storage_error_code(exc))
         if not duplicate:
-            self.on_append(partition)
+            self.on_append(partition, partition.high_watermark > high_watermark)
         return ProducePartitionStatus(partition, info.last_offset + 1, info.first_offset,
                                       log_start_offset=partition.log_start_offset)
 
-    def on_append(self, partition: Partition) -> None:
-        """Trigger after an append: waiting fetches (and, if the HW moved, produces)."""
+    def on_append(self, partition: Partition, high_watermark_moved: bool) -> None:
+        """Trigger after an append: waiting fetches, and produces only if the HW moved
+        (a leader alone in its ISR): an append cannot complete an acks=all produce
+        otherwise, and re-checking every waiting produce at each append made their cost
+        grow with the backlog."""
         self.fetch_purgatory.check_and_complete(partition.key)
-        self.produce_purgatory.check_and_complete(partition.key)
+        if high_watermark_moved:
+            self.produce_purgatory.check_and_complete(partition.key)
 
     def on_isr_changed(self, partition: Partition) -> None:
         """Trigger after an ISR change: the HW may move, acks=all may complete or fail."""
