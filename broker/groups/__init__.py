@@ -6,6 +6,8 @@
     records.py            Kafka's key/value formats of ``__consumer_offsets`` (pure)
     manager.py            the group cache: load/unload on leadership, writes, offset expiry
     coordinator.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, rebalance timers
+    static_members.py     static membership (KIP-345): rejoin under a new id, fencing
+    results.py            what JoinGroup and SyncGroup answer (pure)
     offsets.py            OffsetCommit, OffsetFetch
     admin.py              FindCoordinator, ListGroups, DescribeGroups, DeleteGroups
 

@@ -24,10 +24,14 @@ Timers and what they complete:
   * pending-member timer: an id handed out with MEMBER_ID_REQUIRED expires after the
     session timeout if its second JoinGroup never comes.
 
-Static membership (``group.instance.id``) is accepted and reported, but members are
-treated as dynamic: no fencing of an older instance, and a restarted static member joins
-as a new member (the old one leaves at its session timeout).  LeaveGroup by instance id
-alone (admin "remove members") works.  Event-loop only.
+Static membership (KIP-345, ``group.instance.id``), as Kafka's coordinator: a static
+member joining with an empty member id whose instance id the group knows takes over
+that member under a new member id (``_replace_static_member``) — no rebalance while the
+group is Stable and the chosen protocol stays, the same assignment on SyncGroup — and
+every request naming the instance id with an older member id gets FENCED_INSTANCE_ID
+(``_validate_member``).  Static members that do not rejoin a rebalance stay in the group
+until their session expires; nothing but LeaveGroup or a session timeout removes them.
+Event-loop only.
 """
 from __future__ import annotations
 
@@ -35,7 +39,6 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
 
@@ -43,7 +46,9 @@ from ..tasks import TaskSupervisor
 from .admin import AdminMixin
 from .manager import GroupMetadataManager
 from .offsets import OffsetsMixin
+from .results import JoinResult, SyncResult
 from .state import GroupMetadata, GroupState, MemberMetadata
+from .static_members import StaticMembersMixin
 
 log = logging.getLogger(__name__)
 
@@ -54,26 +59,7 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-@dataclass
-class JoinResult:
-    error: ErrorCode
-    member_id: str = ""
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
-
-
-@dataclass
-class SyncResult:
-    error: ErrorCode
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-class GroupCoordinator(OffsetsMixin, AdminMixin):
+class GroupCoordinator(StaticMembersMixin, OffsetsMixin, AdminMixin):
     """Coordinates the groups whose offsets partitions this broker leads."""
 
     def __init__(self, broker, clock_ms=_wall_clock_ms):
@@ -120,7 +106,8 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
     async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
                          require_known_member_id: bool, client_id: str, client_host: str,
                          rebalance_timeout_ms: int, session_timeout_ms: int,
-                         protocol_type: str, protocols: list[tuple[str, bytes]]) -> JoinResult:
+                         protocol_type: str, protocols: list[tuple[str, bytes]],
+                         supports_skip_assignment: bool = False) -> JoinResult:
         error = self._validate(group_id)
         if error != ErrorCode.NONE:
             return JoinResult(error, member_id)
@@ -141,7 +128,19 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
         future = asyncio.get_running_loop().create_future()
         new_member = (group_instance_id, client_id, client_host, rebalance_timeout_ms,
                       session_timeout_ms, protocol_type, protocols, future)
-        if unknown:
+        if unknown and group_instance_id is not None:
+            # A static member never gets MEMBER_ID_REQUIRED: its instance id names it.
+            member_id = f"{group_instance_id}-{uuid.uuid4()}"
+            old_member_id = group.static_member_id(group_instance_id)
+            if old_member_id is None:
+                self._add_member_and_rebalance(group, member_id, *new_member)
+            else:
+                answer = self._replace_static_member(
+                    group, group_instance_id, old_member_id, member_id, protocols,
+                    rebalance_timeout_ms, session_timeout_ms, future, supports_skip_assignment)
+                if answer is not None:
+                    return answer
+        elif unknown:
             member_id = f"{client_id}-{uuid.uuid4()}"
             if require_known_member_id:  # KIP-394: hand out the id, expect a second join
                 self._add_pending_member(group, member_id, session_timeout_ms)
@@ -149,8 +148,18 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
             self._add_member_and_rebalance(group, member_id, *new_member)
         elif group.is_pending(member_id):
             self._remove_pending_member(group, member_id)
+            if group_instance_id is not None:
+                # Kafka hands pending ids to dynamic members only; such a client starts
+                # over with an empty member id, which the static path above serves.
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             self._add_member_and_rebalance(group, member_id, *new_member)
-        elif not group.has(member_id):
+        elif group.is_static_member_fenced(group_instance_id, member_id):
+            log.info("%s JoinGroup of member %s of group %s is fenced: instance %s is member "
+                     "%s now", self._prefix, member_id, group_id, group_instance_id,
+                     group.static_member_id(group_instance_id))
+            return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id)
+        elif not group.has(member_id) or (group_instance_id is not None
+                                          and group.static_member_id(group_instance_id) is None):
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
         else:
             answer = self._join_known_member(group, group.members[member_id], protocols,
@@ -295,10 +304,19 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
         if not group.is_state(GroupState.PREPARING_REBALANCE):
             return
         for member in group.not_yet_rejoined():
+            if member.is_static:
+                continue  # a static member stays until its session expires (KIP-345)
             log.info("%s member %s of group %s did not rejoin in time: removed", self._prefix,
                      member.member_id, group.group_id)
             self._cancel_heartbeat(member)
             group.remove(member.member_id)
+        if not group.maybe_elect_new_joined_leader():
+            # Only absent static members: wait once more; their sessions expire meanwhile.
+            log.info("%s group %s: no member rejoined; waiting another rebalance timeout",
+                     self._prefix, group.group_id)
+            group.join_timer = self._call_later(group.rebalance_timeout_ms(),
+                                                self._on_join_expired, group)
+            return
         group.init_next_generation(self.clock_ms())
         if group.is_state(GroupState.EMPTY):
             log.info("%s group %s with generation %d is now empty", self._prefix,
@@ -361,7 +379,8 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
                          protocol_type: str | None, protocol_name: str | None,
-                         assignments: dict[str, bytes]) -> SyncResult:
+                         assignments: dict[str, bytes],
+                         group_instance_id: str | None = None) -> SyncResult:
         error = self._validate(group_id)
         if error != ErrorCode.NONE:
             return SyncResult(error)
@@ -370,8 +389,9 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_state(GroupState.DEAD):
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if not group.has(member_id):
-            return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        error = self._validate_member(group, member_id, group_instance_id, "sync-group")
+        if error != ErrorCode.NONE:
+            return SyncResult(error)
         if generation_id != group.generation_id:
             return SyncResult(ErrorCode.ILLEGAL_GENERATION)
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
@@ -416,7 +436,8 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
 
     # -- Heartbeat and LeaveGroup ---------------------------------------------------------------
 
-    def heartbeat(self, group_id: str, member_id: str, generation_id: int) -> ErrorCode:
+    def heartbeat(self, group_id: str, member_id: str, generation_id: int,
+                  group_instance_id: str | None = None) -> ErrorCode:
         error = self._validate(group_id)
         if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return ErrorCode.NONE  # Kafka: answer blindly while loading
@@ -427,8 +448,9 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if not group.has(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = self._validate_member(group, member_id, group_instance_id, "heartbeat")
+        if error != ErrorCode.NONE:
+            return error
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         if group.is_state(GroupState.EMPTY):
@@ -440,7 +462,11 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
 
     def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]
                     ) -> tuple[ErrorCode, list[tuple[str, str | None, ErrorCode]]]:
-        """(top-level error, per member (member id, instance id, error))."""
+        """(top-level error, per member (member id, instance id, error) as the request
+        named it).  A member named by its instance id alone (an admin's "remove members")
+        is whichever member id the instance has now; a member id with an instance id must
+        be that instance's current one (FENCED_INSTANCE_ID otherwise), as in Kafka's
+        handleLeaveGroup."""
         error = self._validate(group_id)
         if error != ErrorCode.NONE:
             return error, []
@@ -451,21 +477,29 @@ class GroupCoordinator(OffsetsMixin, AdminMixin):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
         results = []
         for member_id, instance_id in leaving:
-            if not member_id and instance_id is not None:
-                found = group.find_by_instance_id(instance_id)
-                member_id = found.member_id if found is not None else ""
-            if group.is_pending(member_id):
-                self._remove_pending_member(group, member_id)
-                if group.is_state(GroupState.PREPARING_REBALANCE):
-                    self._maybe_complete_join(group)
-                results.append((member_id, instance_id, ErrorCode.NONE))
-            elif not group.has(member_id):
-                results.append((member_id, instance_id, ErrorCode.UNKNOWN_MEMBER_ID))
-            else:
-                self._remove_member_and_update_group(group, group.members[member_id],
-                                                     "the consumer left the group")
-                results.append((member_id, instance_id, ErrorCode.NONE))
+            results.append((member_id, instance_id,
+                            self._leave_one(group, member_id, instance_id)))
         return ErrorCode.NONE, results
+
+    def _leave_one(self, group: GroupMetadata, member_id: str,
+                   instance_id: str | None) -> ErrorCode:
+        if not member_id:
+            current = group.static_member_id(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            self._remove_member_and_update_group(group, group.members[current],
+                                                 f"static member {instance_id} removed")
+            return ErrorCode.NONE
+        if group.is_pending(member_id):
+            self._remove_pending_member(group, member_id)
+            if group.is_state(GroupState.PREPARING_REBALANCE):
+                self._maybe_complete_join(group)
+            return ErrorCode.NONE
+        error = self._validate_member(group, member_id, instance_id, "leave-group")
+        if error == ErrorCode.NONE:
+            self._remove_member_and_update_group(group, group.members[member_id],
+                                                 "the consumer left the group")
+        return error
 
     # -- session timeouts ---------------------------------------------------------------------
 

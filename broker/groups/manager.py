@@ -431,7 +431,7 @@ def restore_group(group: GroupMetadata, value: records.GroupValue) -> None:
                                 m.rebalance_timeout_ms, m.session_timeout_ms,
                                 value.protocol_type, [(value.protocol_name or "", m.subscription)],
                                 assignment=m.assignment)
-        group.members[member.member_id] = member
+        group.add(member)  # keeps the instance id -> member id map of static members
     group.leader_id = value.leader_id if value.leader_id in group.members else \
         next(iter(group.members), None)
     group.state = GroupState.STABLE if group.members else GroupState.EMPTY

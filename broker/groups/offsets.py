@@ -24,8 +24,11 @@ class OffsetsMixin:
 
     async def commit_offsets(self, group_id: str, member_id: str, generation_id: int,
                              offsets: dict[TopicPartition, tuple[int, int, str | None]],
-                             retention_time_ms: int = -1) -> dict[TopicPartition, ErrorCode]:
+                             retention_time_ms: int = -1,
+                             group_instance_id: str | None = None
+                             ) -> dict[TopicPartition, ErrorCode]:
         """``offsets``: (topic, partition) → (offset, leader epoch, metadata).
+        ``group_instance_id``: the committing static member's (OffsetCommit v7+).
         Returns an error code per partition."""
         error = self._validate(group_id, allow_empty=True)
         if error != ErrorCode.NONE:
@@ -48,7 +51,7 @@ class OffsetsMixin:
                 return {**results, **{tp: ErrorCode.ILLEGAL_GENERATION for tp in valid}}
             group = self.manager.add_group(GroupMetadata(
                 group_id, self.manager.partition_for(group_id), state_timestamp_ms=now_ms))
-        error = self._check_commit(group, member_id, generation_id)
+        error = self._check_commit(group, member_id, generation_id, group_instance_id)
         if error == ErrorCode.NONE:
             error = await self.manager.store_offsets(group, valid)
         results.update({tp: error for tp in valid})
@@ -62,9 +65,10 @@ class OffsetsMixin:
             return ErrorCode.OFFSET_METADATA_TOO_LARGE
         return ErrorCode.NONE
 
-    def _check_commit(self, group: GroupMetadata, member_id: str, generation_id: int
-                      ) -> ErrorCode:
-        """Kafka's doCommitOffsets checks, in its order."""
+    def _check_commit(self, group: GroupMetadata, member_id: str, generation_id: int,
+                      group_instance_id: str | None = None) -> ErrorCode:
+        """Kafka's doCommitOffsets and validateOffsetCommit checks, in their order (a
+        static member's older incarnation gets FENCED_INSTANCE_ID)."""
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.is_state(GroupState.EMPTY):
@@ -72,8 +76,9 @@ class OffsetsMixin:
         if group.is_state(GroupState.COMPLETING_REBALANCE):
             # A member of the new generation that has not synced yet: let it retry later.
             return ErrorCode.REBALANCE_IN_PROGRESS
-        if not group.has(member_id):
-            return ErrorCode.UNKNOWN_MEMBER_ID
+        error = self._validate_member(group, member_id, group_instance_id, "offset-commit")
+        if error != ErrorCode.NONE:
+            return error
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
         self._schedule_heartbeat_expiry(group, group.members[member_id])

@@ -78,8 +78,9 @@ class MemberMetadata:
 
     ``awaiting_join`` / ``awaiting_sync`` hold the coordinator's callback for a JoinGroup
     or SyncGroup still unanswered (None otherwise).  ``is_new`` marks a member added in
-    the rebalance under way.  ``group_instance_id`` is recorded and reported; members are
-    treated as dynamic (see the package docstring).
+    the rebalance under way.  A member with a ``group_instance_id`` is static (KIP-345):
+    its instance id outlives its member id, which a restart replaces
+    (``GroupMetadata.replace_static_member``).
     """
 
     member_id: str
@@ -95,6 +96,10 @@ class MemberMetadata:
     awaiting_sync: Any = None
     is_new: bool = False
     heartbeat_timer: Any = None
+
+    @property
+    def is_static(self) -> bool:
+        return self.group_instance_id is not None
 
     @property
     def protocol_names(self) -> list[str]:
@@ -117,7 +122,9 @@ class GroupMetadata:
     """A group: members, generation, chosen protocol, leader, committed offsets.
 
     Invariants: ``leader_id`` is a member or None; ``protocol_type`` is set while the
-    group has members (or kept from a simple consumer's commit: None); members join the
+    group has members (or kept from a simple consumer's commit: None); ``static_members``
+    maps the instance id of every static member, and only those, to its member id (kept
+    by ``add``, ``remove`` and ``replace_static_member``); members join the
     generation ``generation_id`` only through ``init_next_generation``; ``state`` changes
     only through ``transition_to``.  ``partition`` is the ``__consumer_offsets`` partition
     that stores it.
@@ -132,6 +139,8 @@ class GroupMetadata:
     protocol_name: str | None = None
     leader_id: str | None = None
     members: dict[str, MemberMetadata] = field(default_factory=dict)
+    # group.instance.id -> member id of the static members (Kafka's staticMembers).
+    static_members: dict[str, str] = field(default_factory=dict)
     # Member ids handed out with MEMBER_ID_REQUIRED, not joined yet -> their expiry timer.
     pending_members: dict[str, Any] = field(default_factory=dict)
     # Members of the current generation that have not sent SyncGroup yet.
@@ -178,19 +187,64 @@ class GroupMetadata:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
             self.leader_id = member.member_id
 
     def remove(self, member_id: str) -> MemberMetadata | None:
         member = self.members.pop(member_id, None)
+        if member is not None and member.group_instance_id is not None \
+                and self.static_members.get(member.group_instance_id) == member_id:
+            del self.static_members[member.group_instance_id]
         self.pending_sync_members.discard(member_id)
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         return member
 
-    def find_by_instance_id(self, group_instance_id: str) -> MemberMetadata | None:
-        return next((m for m in self.members.values()
-                     if m.group_instance_id == group_instance_id), None)
+    # -- static members (KIP-345) ----------------------------------------------------------
+
+    def static_member_id(self, group_instance_id: str | None) -> str | None:
+        """The member id the instance id maps to now (None: unknown or not static)."""
+        if group_instance_id is None:
+            return None
+        return self.static_members.get(group_instance_id)
+
+    def is_static_member_fenced(self, group_instance_id: str | None, member_id: str) -> bool:
+        """The instance id is mapped, to another member id: ``member_id`` is an older
+        incarnation of that instance (Kafka's isStaticMemberFenced)."""
+        current = self.static_member_id(group_instance_id)
+        return current is not None and current != member_id
+
+    def replace_static_member(self, group_instance_id: str, old_member_id: str,
+                              new_member_id: str) -> MemberMetadata:
+        """The instance rejoined with a new member id: the same member (assignment,
+        protocols, place in the generation) goes on under ``new_member_id``; it keeps the
+        lead if it had it and its place among the members awaiting SyncGroup.  The caller
+        answers the old incarnation's waiting requests (FENCED_INSTANCE_ID) first."""
+        member = self.members.pop(old_member_id)
+        member.member_id = new_member_id
+        self.members[new_member_id] = member
+        self.static_members[group_instance_id] = new_member_id
+        if self.leader_id == old_member_id:
+            self.leader_id = new_member_id
+        if old_member_id in self.pending_sync_members:
+            self.pending_sync_members.discard(old_member_id)
+            self.pending_sync_members.add(new_member_id)
+        return member
+
+    def maybe_elect_new_joined_leader(self) -> bool:
+        """End of a join phase: if the leader did not rejoin (a static member kept though
+        absent), the first member that did leads.  False when nobody rejoined (Kafka's
+        maybeElectNewJoinedLeader); True with a leader that rejoined, or no leader."""
+        leader = self.members.get(self.leader_id) if self.leader_id is not None else None
+        if leader is None or leader.awaiting_join is not None:
+            return True
+        joined = next((m for m in self.members.values() if m.awaiting_join is not None), None)
+        if joined is None:
+            return False
+        self.leader_id = joined.member_id
+        return True
 
     def all_members_joined(self) -> bool:
         """Every member has an unanswered JoinGroup and no handed-out id is pending."""

@@ -175,3 +175,38 @@ def test_a_commit_with_its_own_expiry_expires_then():
     simple.offsets[("t", 0)] = CommittedOffset(1, commit_timestamp_ms=0, expire_timestamp_ms=50)
     assert simple.expired_offsets(now_ms=49, retention_ms=7 * DAY) == []
     assert simple.expired_offsets(now_ms=50, retention_ms=7 * DAY) == [("t", 0)]
+
+
+def static(member_id: str, instance: str) -> MemberMetadata:
+    m = member(member_id)
+    m.group_instance_id = instance
+    return m
+
+
+def test_the_instance_map_follows_adds_removes_and_replacements():
+    group = GroupMetadata("g", 0)
+    group.add(static("a", "i1"))
+    group.add(member("b"))
+    group.add(static("c", "i3"))
+    assert group.static_members == {"i1": "a", "i3": "c"}
+    group.pending_sync_members = {"a", "b"}
+    replaced = group.replace_static_member("i1", "a", "a2")
+    assert (replaced.member_id, group.leader_id) == ("a2", "a2")  # the lead moves with it
+    assert list(group.members) == ["b", "c", "a2"] and group.static_members["i1"] == "a2"
+    assert group.pending_sync_members == {"a2", "b"}
+    assert group.is_static_member_fenced("i1", "a")
+    assert not group.is_static_member_fenced("i1", "a2")
+    assert not group.is_static_member_fenced(None, "a")  # dynamic: never fenced
+    assert not group.is_static_member_fenced("i9", "a")  # unknown instance: not fenced
+    group.remove("c")
+    assert group.static_members == {"i1": "a2"}
+
+
+def test_a_leader_that_did_not_rejoin_hands_the_lead_to_one_that_did():
+    group = GroupMetadata("g", 0)
+    group.add(static("a", "i1"))
+    group.add(member("b"))
+    assert group.maybe_elect_new_joined_leader() is False  # nobody rejoined
+    group.members["b"].awaiting_join = object()
+    assert group.maybe_elect_new_joined_leader() is True and group.leader_id == "b"
+    assert GroupMetadata("empty", 0).maybe_elect_new_joined_leader() is True
