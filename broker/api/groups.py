@@ -5,9 +5,11 @@ Translation only: each handler turns the request into a call on ``ctx.groups`` (
 GroupCoordinator, broker/groups/) and its result into the response of the request's
 version.  Version differences handled here: JoinGroup v0 has no rebalance timeout (the
 session timeout stands in, as in Kafka) and v4+ gets MEMBER_ID_REQUIRED for an empty
-member id; LeaveGroup v0-v2 names one member and reports its error at the top; OffsetFetch
-v1 reports a group error per partition, v2-v7 at the top, v8+ per group;
-FindCoordinator v4+ batches keys.
+member id (dynamic members only); the static member's ``group_instance_id`` comes with
+JoinGroup v5+, SyncGroup/Heartbeat/LeaveGroup v3+ and OffsetCommit v7+, and JoinGroup
+v9+ may answer ``skip_assignment``; LeaveGroup v0-v2 names one member and reports its
+error at the top; OffsetFetch v1 reports a group error per partition, v2-v7 at the top,
+v8+ per group; FindCoordinator v4+ batches keys.
 """
 from __future__ import annotations
 
@@ -86,12 +88,14 @@ async def handle_join_group(ctx, request):
         require_known_member_id=version >= 4, client_id=request.client_id or "",
         client_host=request.client_host, rebalance_timeout_ms=rebalance_timeout_ms,
         session_timeout_ms=body.session_timeout_ms, protocol_type=body.protocol_type,
-        protocols=[(p.name, bytes(p.metadata)) for p in body.protocols])
+        protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+        supports_skip_assignment=version >= 9)
     protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
     return JoinGroupResponse(
         throttle_time_ms=0, error_code=result.error, generation_id=result.generation_id,
         protocol_type=result.protocol_type, protocol_name=protocol_name,
-        leader=result.leader_id, skip_assignment=False, member_id=result.member_id,
+        leader=result.leader_id, skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
         members=[JoinGroupResponse.JoinGroupResponseMember(
             member_id=member_id, group_instance_id=instance_id, metadata=metadata)
             for member_id, instance_id, metadata in result.members])
@@ -104,7 +108,8 @@ async def handle_sync_group(ctx, request):
         body.group_id, body.generation_id, body.member_id,
         body.protocol_type if version >= 5 else None,
         body.protocol_name if version >= 5 else None,
-        {a.member_id: bytes(a.assignment) for a in body.assignments or []})
+        {a.member_id: bytes(a.assignment) for a in body.assignments or []},
+        group_instance_id=body.group_instance_id if version >= 3 else None)
     return SyncGroupResponse(throttle_time_ms=0, error_code=result.error,
                              protocol_type=result.protocol_type,
                              protocol_name=result.protocol_name, assignment=result.assignment)
@@ -112,7 +117,9 @@ async def handle_sync_group(ctx, request):
 
 async def handle_heartbeat(ctx, request):
     body = request.body
-    error = ctx.groups.heartbeat(body.group_id, body.member_id, body.generation_id)
+    error = ctx.groups.heartbeat(
+        body.group_id, body.member_id, body.generation_id,
+        group_instance_id=body.group_instance_id if request.api_version >= 3 else None)
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
@@ -145,7 +152,8 @@ async def handle_offset_commit(ctx, request):
     retention_ms = body.retention_time_ms if version <= 4 else -1
     results = await ctx.groups.commit_offsets(
         body.group_id, body.member_id, body.generation_id_or_member_epoch, offsets,
-        retention_ms if retention_ms is not None else -1)
+        retention_ms if retention_ms is not None else -1,
+        group_instance_id=body.group_instance_id if version >= 7 else None)
     by_topic: dict[str, list] = {}
     for (topic, partition), error in results.items():
         by_topic.setdefault(topic, []).append(
