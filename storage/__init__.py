@@ -2,8 +2,9 @@
 state, recovery, retention.  No network, no cluster, no asyncio.
 
 Imports: the standard library, crc32c (producer snapshots; batch CRCs go through
-``protocol.records``) and ``protocol.records`` — the shared RecordBatch v2 header view,
-so the broker and the log agree on one parser.  The broker uses ``PartitionLog`` (and
+``protocol.records``), ``protocol.records`` — the shared RecordBatch v2 header view,
+so the broker and the log agree on one parser — and ``protocol.record_filter`` (the
+cleaner's record-level rewrite, the only place storage opens records).  The broker uses ``PartitionLog`` (and
 asks its ``producer_state`` about client batches) and ``LogConfig``; the other modules
 are the log's parts, one on-disk concept each:
 
@@ -16,7 +17,9 @@ are the log's parts, one on-disk concept each:
 ``producer_state``     ProducerStateManager: idempotent-producer rules, which snapshots
                        exist and when they are taken (the file layout is in its docstring)
 ``producer_snapshot``  <offset>.snapshot files: encode, decode, list, write, delete
-``recovery``           startup recovery as named steps, RecoveryReport
+``recovery``           startup recovery as named steps (a cleaner swap included),
+                       RecoveryReport
+``cleaner``            the log cleaner: plan, clean (a thread), commit (the swap)
 ``log``                PartitionLog (keeps all of the above in step), AppendInfo
 ``errors``             StorageError and its subclasses
 """

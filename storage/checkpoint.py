@@ -18,6 +18,10 @@ Files in the partition directory:
         0 0
         3 100
 
+``cleaner-offset-checkpoint``
+    The log cleaner's first dirty offset (everything below it was cleaned at least
+    once); a version line, then the offset.  Missing: nothing was cleaned yet.
+
 ``.clean-shutdown``
     An empty marker written by ``PartitionLog.close`` after everything was flushed.
 
@@ -36,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 OFFSETS_CHECKPOINT = "offsets.checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".clean-shutdown"
 TMP_SUFFIX = ".tmp"
 CHECKPOINT_VERSION = 0
@@ -157,6 +162,26 @@ def read_leader_epochs(directory: str | os.PathLike) -> list[tuple[int, int]] | 
                 raise ValueError(f"entry {line!r} does not increase")
             entries.append(entry)
         return entries
+    except ValueError as exc:
+        logger.warning("[Checkpoint %s] unparsable, treated as absent: %s", path, exc)
+        return None
+
+
+def write_cleaner_offset(directory: str | os.PathLike, first_dirty_offset: int) -> None:
+    write_atomically(os.path.join(directory, CLEANER_OFFSET_CHECKPOINT),
+                     f"{CHECKPOINT_VERSION}\n{first_dirty_offset}\n".encode())
+
+
+def read_cleaner_offset(directory: str | os.PathLike) -> int | None:
+    """The cleaner's first dirty offset, or None if missing or unparsable (WARNING then)."""
+    path = os.path.join(directory, CLEANER_OFFSET_CHECKPOINT)
+    lines = _read_lines(path)
+    if lines is None:
+        return None
+    try:
+        if len(lines) != 2 or int(lines[0]) != CHECKPOINT_VERSION or int(lines[1]) < 0:
+            raise ValueError(f"expected a version line and an offset, got {lines!r}")
+        return int(lines[1])
     except ValueError as exc:
         logger.warning("[Checkpoint %s] unparsable, treated as absent: %s", path, exc)
         return None

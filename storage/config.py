@@ -1,8 +1,13 @@
 """Per-partition log configuration, named after Kafka's topic-level configs.
 
 The broker maps its broker-level defaults (``log.segment.bytes``, ``log.roll.ms``,
-``log.retention.ms``, ``log.flush.interval.messages`` ...) onto these fields and then
-applies topic overrides with ``LogConfig.from_properties``.
+``log.retention.ms``, ``log.flush.interval.messages``, ``log.cleanup.policy``,
+``log.cleaner.*`` ...) onto these fields and then applies topic overrides with
+``LogConfig.from_properties``.
+
+``cleanup.policy`` is ``delete`` (retention deletes old segments), ``compact`` (the
+log cleaner keeps the latest record per key; retention deletes nothing) or both
+(``compact,delete``, in either order).
 """
 from __future__ import annotations
 
@@ -24,6 +29,11 @@ PROPERTY_NAMES: dict[str, str] = {
     "flush_ms": "flush.ms",
     "index_interval_bytes": "index.interval.bytes",
     "segment_index_bytes": "segment.index.bytes",
+    "cleanup_policy": "cleanup.policy",
+    "delete_retention_ms": "delete.retention.ms",
+    "min_cleanable_dirty_ratio": "min.cleanable.dirty.ratio",
+    "min_compaction_lag_ms": "min.compaction.lag.ms",
+    "max_compaction_lag_ms": "max.compaction.lag.ms",
 }
 
 # field → (inclusive minimum, inclusive maximum); Kafka's validators.
@@ -36,7 +46,14 @@ _RANGES: dict[str, tuple[int, int]] = {
     "flush_ms": (0, LONG_MAX),               # LONG_MAX = never
     "index_interval_bytes": (0, INT_MAX),
     "segment_index_bytes": (12, INT_MAX),    # room for at least one time-index entry
+    "delete_retention_ms": (0, LONG_MAX),
+    "min_cleanable_dirty_ratio": (0, 1),     # a float, both bounds inclusive
+    "min_compaction_lag_ms": (0, LONG_MAX),
+    "max_compaction_lag_ms": (1, LONG_MAX),
 }
+#: Kafka's accepted spellings of cleanup.policy, each mapped to its normal form
+CLEANUP_POLICIES = {"delete": "delete", "compact": "compact",
+                    "compact,delete": "compact,delete", "delete,compact": "compact,delete"}
 
 
 @dataclass(frozen=True)
@@ -44,7 +61,9 @@ class LogConfig:
     """Immutable settings of one partition log; replace it with ``PartitionLog.update_config``.
 
     Invariant: every field lies in the range Kafka's validator allows (checked on
-    construction, ValueError naming the Kafka property otherwise).  Pure; any thread.
+    construction, ValueError naming the Kafka property otherwise); ``cleanup_policy``
+    is in its normal form (``delete``, ``compact`` or ``compact,delete``).  Pure; any
+    thread.
     """
 
     segment_bytes: int = 1024 * MIB
@@ -55,16 +74,38 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     index_interval_bytes: int = 4096
     segment_index_bytes: int = 10 * MIB
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = DAY_MS
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            low, high = _RANGES[field.name]
             key = PROPERTY_NAMES[field.name]
-            if type(value) is not int:
-                raise ValueError(f"{key}: expected an integer, got {value!r}")
+            if field.name == "cleanup_policy":
+                if value not in CLEANUP_POLICIES:
+                    raise ValueError(f"{key}: {value!r} is not one of "
+                                     f"{', '.join(CLEANUP_POLICIES)}")
+                continue
+            low, high = _RANGES[field.name]
+            wanted = float if field.name == "min_cleanable_dirty_ratio" else int
+            if type(value) is not wanted and not (wanted is float and type(value) is int):
+                raise ValueError(f"{key}: expected {'a number' if wanted is float else 'an integer'}"
+                                 f", got {value!r}")
             if not low <= value <= high:
                 raise ValueError(f"{key}: {value} is outside [{low}, {high}]")
+
+    @property
+    def compact(self) -> bool:
+        """The log cleaner compacts this log."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Retention (retention.ms / retention.bytes) deletes old segments of this log."""
+        return "delete" in self.cleanup_policy
 
     @classmethod
     def from_properties(cls, properties: dict[str, str],
@@ -74,15 +115,21 @@ class LogConfig:
         Values are applied over ``base`` (the broker defaults) or over Kafka's defaults.
         A value that is not an integer, or out of range, raises ValueError naming the key.
         """
-        changes: dict[str, int] = {}
+        changes: dict[str, object] = {}
         for field, key in PROPERTY_NAMES.items():
             if key not in properties:
                 continue
-            raw = properties[key]
+            raw = str(properties[key]).strip()
+            if field == "cleanup_policy":
+                policy = raw.lower().replace(" ", "")
+                changes[field] = CLEANUP_POLICIES.get(policy, policy)
+                continue
+            parse = float if field == "min_cleanable_dirty_ratio" else int
             try:
-                changes[field] = int(str(raw).strip())
+                changes[field] = parse(raw)
             except ValueError:
-                raise ValueError(f"{key}: expected an integer, got {raw!r}") from None
+                raise ValueError(f"{key}: expected {'a number' if parse is float else 'an integer'}"
+                                 f", got {properties[key]!r}") from None
         return dataclasses.replace(base if base is not None else cls(), **changes)
 
     def to_properties(self) -> dict[str, str]:

@@ -112,6 +112,9 @@ class PartitionLog:
         self._directory_dirty = False
         self._checkpointed: PartitionOffsets | None = None
         self._closed = False
+        #: the log cleaner's: everything below it was cleaned at least once
+        self.first_dirty_offset = min(max(checkpoint.read_cleaner_offset(directory) or 0,
+                                          self._log_start_offset), self.log_end_offset)
 
     @classmethod
     def open(cls, directory: str | os.PathLike, config: LogConfig, *,
@@ -217,8 +220,8 @@ class PartitionLog:
     def append_as_follower(self, batches: bytes) -> AppendInfo | None:
         """Append batches copied from the leader, offsets and epochs already assigned.
 
-        All of ``batches`` must be complete, CRC-valid, contiguous batches starting at
-        log_end_offset, with non-decreasing leader epochs not older than the cache's
+        All of ``batches`` must be complete, CRC-valid batches with increasing offsets
+        starting at or after log_end_offset (gaps are the leader's compaction), with non-decreasing leader epochs not older than the cache's
         latest; otherwise InvalidAppend and nothing is written.  The epoch cache gains
         each new epoch at its first batch; the producer state records every batch.
         Empty input → None.
@@ -256,9 +259,10 @@ class PartitionLog:
         expected = self.log_end_offset
         epoch = self.epoch_cache.latest_epoch
         for header in headers:
-            if header.base_offset != expected:
+            # >=, not ==: below a leader's compacted range a fetch returns gaps.
+            if header.base_offset < expected:
                 raise InvalidAppend(f"{self._prefix} batch base offset {header.base_offset} "
-                                    f"!= expected {expected} (log_end_offset "
+                                    f"< expected {expected} (log_end_offset "
                                     f"{self.log_end_offset})")
             if header.partition_leader_epoch >= 0:
                 if epoch is not None and header.partition_leader_epoch < epoch:
@@ -427,6 +431,7 @@ class PartitionLog:
         self._high_watermark = min(self._high_watermark, log_end_offset)
         self._recovery_point = min(self._recovery_point, log_end_offset)
         self.epoch_cache.truncate_from_end(log_end_offset)
+        self.first_dirty_offset = min(self.first_dirty_offset, log_end_offset)
         reload_producer_state(self.producer_state, self._segments, self._log_start_offset)
         checkpoint.fsync_directory(self.directory)
         self.checkpoint()
@@ -446,6 +451,7 @@ class PartitionLog:
                                             self._config.index_interval_bytes)]
         self._bases = [offset]
         self._log_start_offset = self._high_watermark = self._recovery_point = offset
+        self.first_dirty_offset = offset
         self._unflushed_messages = 0
         self.epoch_cache.clear()
         self.producer_state.reset(offset)
@@ -467,7 +473,8 @@ class PartitionLog:
 
     @_converts_os_errors
     def enforce_retention(self, now_ms: int | None = None) -> int:
-        """Delete the oldest whole segments breaching retention.ms or retention.bytes.
+        """Delete the oldest whole segments breaching retention.ms or retention.bytes
+        (only when cleanup.policy includes ``delete``).
 
         Only segments entirely below the high watermark go.  retention.ms: the
         segment's largest timestamp (file mtime if it has none) is more than
@@ -481,6 +488,8 @@ class PartitionLog:
         now_ms = self._clock_ms() if now_ms is None else now_ms
         config = self._config
         deleted = 0
+        if not config.delete:
+            return 0  # cleanup.policy=compact: the cleaner, not retention, bounds the log
         if config.retention_ms >= 0:
             deleted += self._delete_old_segments(
                 lambda segment: now_ms - segment.retention_timestamp_ms() > config.retention_ms,
@@ -501,8 +510,10 @@ class PartitionLog:
     def _delete_old_segments(self, breached: Callable[[LogSegment], bool], reason: str) -> int:
         doomed = []
         for segment in self._segments:
-            if not segment.size_bytes or segment.next_offset > self._high_watermark \
-                    or not breached(segment):
+            # An empty segment stops retention only when it is the active one: the
+            # cleaner may leave an emptied segment anywhere below it.
+            if (not segment.size_bytes and segment is self._segments[-1]) \
+                    or segment.next_offset > self._high_watermark or not breached(segment):
                 break
             doomed.append(segment)
         if not doomed:
@@ -525,6 +536,63 @@ class PartitionLog:
         checkpoint.fsync_directory(self.directory)
         self.checkpoint()
         return len(doomed)
+
+    # -- the log cleaner's swap --------------------------------------------------------
+
+    @_converts_os_errors
+    def replace_segments(self, old: list[LogSegment], old_sizes: list[int], new: LogSegment,
+                         step: Callable[[str], None] = lambda name: None) -> bool:
+        """Swap the cleaner's ``new`` segment in for ``old`` (Kafka's replaceSegments).
+
+        ``old`` must still be consecutive segments of this log, below the active one, with
+        the sizes the cleaner read (``old_sizes``); otherwise (retention or a truncation changed them
+        meanwhile) ``new`` is deleted and False returned.  ``new`` is written and
+        fsynced, its files named ``.cleaned``, its offsets within ``old``'s.  Steps, each
+        made durable by a directory fsync before the next (``step(name)`` is called after
+        each; tests crash there):
+
+        1. ``swap``: new's files ``.cleaned`` → ``.swap``.  From here recovery completes
+           the swap (it deletes the segments a ``.swap`` covers and renames it);
+        2. in memory: the segment list holds ``new`` instead of ``old``.  Reads see one
+           list or the other, never a mix: nothing here awaits;
+        3. ``deleted``: old's files renamed ``.deleted``, then removed;
+        4. ``renamed``: new's files ``.swap`` → their final names.
+        """
+        self._check_open()
+        first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+        if first is None or self._segments[first:first + len(old)] != old \
+                or first + len(old) >= len(self._segments) \
+                or [s.size_bytes for s in old] != old_sizes:
+            new.delete()
+            logger.info("%s cleaned segment %d discarded: the log changed while cleaning",
+                        self._prefix, new.base_offset)
+            return False
+        new.change_file_suffix(".swap")
+        checkpoint.fsync_directory(self.directory)
+        step("swap")
+        self._segments[first:first + len(old)] = [new]
+        self._bases[first:first + len(old)] = [new.base_offset]
+        for segment in old:
+            segment.close()
+            segment.change_file_suffix(".deleted")
+        checkpoint.fsync_directory(self.directory)
+        step("deleted")
+        for segment in old:
+            segment.delete()
+        new.change_file_suffix("")
+        checkpoint.fsync_directory(self.directory)
+        step("renamed")
+        return True
+
+    @_converts_os_errors
+    def advance_first_dirty_offset(self, offset: int) -> None:
+        """The cleaner cleaned everything below ``offset``: persist it (never backwards;
+        never past log_end_offset)."""
+        self._check_open()
+        offset = min(offset, self.log_end_offset)
+        if offset > self.first_dirty_offset:
+            self.first_dirty_offset = offset
+            checkpoint.write_cleaner_offset(self.directory, offset)
 
     # -- durability ------------------------------------------------------------------
 

@@ -1,7 +1,13 @@
 """Bringing a partition directory back to a consistent log at startup, as named steps.
 
-1. ``remove_leftover_files``: ``.tmp`` / ``.deleted`` / ``.cleaned`` / ``.swap`` files
-   and index files whose ``.log`` is gone.
+1. ``remove_leftover_files``: ``.tmp`` / ``.deleted`` / ``.cleaned`` files, index
+   ``.swap`` files and index files whose ``.log`` is gone; then ``complete_swaps``
+   finishes a log cleaner's swap that a crash interrupted: a ``<base>.log.swap`` was
+   fsynced before it got that name, so it replaces every segment whose base offset
+   lies in [base, its next offset) and is renamed to ``<base>.log`` (its indexes are
+   rebuilt by step 4).  A cleaned segment still named ``.cleaned`` was never swapped
+   in and is dropped: recovery ends with the old segments or the new, never a mix of
+   one segment's two versions.
 2. ``load_segments``: every ``<20 digits>.log``, in base-offset order (one empty
    segment at the saved log_start_offset if there is none).
 3. ``recover_segments``: walking the segments in order, each one that may hold
@@ -28,6 +34,8 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+from protocol.records import BATCH_HEADER, HEADER_SIZE, BatchHeader
+
 from . import checkpoint
 from .checkpoint import PartitionOffsets
 from .config import LogConfig
@@ -39,7 +47,8 @@ from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, Se
 
 logger = logging.getLogger(__name__)
 
-LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+LEFTOVER_SUFFIXES = (".tmp", ".deleted", ".cleaned")
+SWAP_SUFFIX = ".swap"
 
 
 @dataclass
@@ -53,6 +62,7 @@ class RecoveryReport:
     bytes_truncated: int = 0
     segments_deleted: int = 0
     leftover_files_removed: list[str] = field(default_factory=list)
+    swaps_completed: list[int] = field(default_factory=list)
     cuts: list[str] = field(default_factory=list)
     log_start_offset: int = 0
     log_end_offset: int = 0
@@ -79,6 +89,7 @@ def recover_log(directory: str, config: LogConfig, log_prefix: str) -> Recovered
     """Run every step on ``directory`` (which must exist) and return the consistent log."""
     report = RecoveryReport(clean_shutdown=checkpoint.consume_clean_shutdown_marker(directory))
     report.leftover_files_removed = remove_leftover_files(directory)
+    report.swaps_completed = complete_swaps(directory, log_prefix)
     saved = checkpoint.read_offsets(directory)
     saved_epochs = checkpoint.read_leader_epochs(directory)
     segments = load_segments(directory, config, saved)
@@ -104,13 +115,62 @@ def remove_leftover_files(directory: str) -> list[str]:
     names = sorted(os.listdir(directory))
     logs = {name[:-len(LOG_SUFFIX)] for name in names if name.endswith(LOG_SUFFIX)}
     removed = []
+    swap_logs = {name[:-len(LOG_SUFFIX + SWAP_SUFFIX)] for name in names
+                 if name.endswith(LOG_SUFFIX + SWAP_SUFFIX)}
     for name in names:
         stem, suffix = os.path.splitext(name)
-        orphan_index = suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem not in logs
-        if name.endswith(LEFTOVER_SUFFIXES) or orphan_index:
+        orphan_index = suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem not in logs \
+            and stem not in swap_logs
+        swap_index = suffix == SWAP_SUFFIX and not name.endswith(LOG_SUFFIX + SWAP_SUFFIX)
+        if name.endswith(LEFTOVER_SUFFIXES) or orphan_index or swap_index:
             os.unlink(os.path.join(directory, name))
             removed.append(name)
     return removed
+
+
+def complete_swaps(directory: str, log_prefix: str) -> list[int]:
+    """Step 1b: install each ``<base>.log.swap`` (see the module docstring); returns the
+    base offsets of the swaps completed.  The directory is fsynced when anything moved."""
+    names = sorted(os.listdir(directory))
+    completed = []
+    for name in names:
+        if not name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+            continue
+        path = os.path.join(directory, name)
+        base = parse_segment_name(name[:-len(SWAP_SUFFIX)])
+        if base is None:
+            os.unlink(path)
+            continue
+        end = _next_offset_of(path, base)
+        for other in os.listdir(directory):
+            stem, suffix = os.path.splitext(other)
+            if suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX) and len(stem) == 20 \
+                    and stem.isdigit() and base <= int(stem) < max(end, base + 1):
+                os.unlink(os.path.join(directory, other))  # replaced, or a stale index
+        os.replace(path, path[:-len(SWAP_SUFFIX)])
+        completed.append(base)
+        logger.warning("%s completed an interrupted cleaner swap: segment %d (offsets up to "
+                       "%d) replaced the segments it covers", log_prefix, base, end)
+    if completed:
+        checkpoint.fsync_directory(directory)
+    return completed
+
+
+def _next_offset_of(path: str, base_offset: int) -> int:
+    """One past the last offset of the segment file at ``path``: a walk over batch
+    headers (the file was fsynced whole before it was named ``.swap``)."""
+    next_offset, position = base_offset, 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        while True:
+            data = os.pread(fd, HEADER_SIZE, position)
+            if len(data) < HEADER_SIZE:
+                return next_offset
+            header = BatchHeader(position, *BATCH_HEADER.unpack(data))
+            next_offset = header.next_offset
+            position += header.size
+    finally:
+        os.close(fd)
 
 
 def load_segments(directory: str, config: LogConfig,
@@ -142,9 +202,9 @@ def recover_segments(segments: list[LogSegment], first_scan: int, report: Recove
     scans: dict[int, SegmentScan] = {}
     expected = segments[0].base_offset
     for i, segment in enumerate(segments):
-        if segment.base_offset != expected:
-            report.cuts.append(f"segment {segment.base_offset} does not continue the previous "
-                               f"segment's next offset {expected}")
+        if segment.base_offset < expected:  # above is a gap the cleaner left: normal
+            report.cuts.append(f"segment {segment.base_offset} overlaps the previous "
+                               f"segment, whose next offset is {expected}")
             _delete_from(segments, i, report)
             break
         scan = None

@@ -59,24 +59,31 @@ class SegmentScan:
 class LogSegment:
     """A contiguous run of batches starting at ``base_offset``.
 
-    Invariants: batches are dense and contiguous (each base offset equals the previous
-    batch's next offset, the first equals ``base_offset``); ``size_bytes`` is the file
+    Invariants: batch offsets strictly increase (each base offset is at or above the
+    previous batch's next offset, the first at or above ``base_offset``): appends are
+    dense, and the log cleaner leaves gaps where it dropped whole batches, never moving
+    an offset; ``size_bytes`` is the file
     length; ``next_offset`` is one past the last offset stored (``base_offset`` when
     empty); every index entry points at a batch boundary.  Only the owning
     ``PartitionLog`` calls it, on the event loop; only the last segment is appended to.
     """
 
-    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int) -> None:
+    def __init__(self, directory: str, base_offset: int, index_interval_bytes: int,
+                 file_suffix: str = "") -> None:
+        """Open (creating if missing) ``<base>.log<file_suffix>`` and its indexes; the log
+        cleaner writes segments with the suffix ``.cleaned`` and swaps them in with
+        ``change_file_suffix``."""
         self.directory = directory
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
+        self.file_suffix = file_suffix
         stem = os.path.join(directory, segment_name(base_offset))
-        self.log_path = stem + LOG_SUFFIX
+        self.log_path = stem + LOG_SUFFIX + file_suffix
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         stat = os.fstat(self._fd)
         self._size_bytes = stat.st_size
-        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset)
-        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset)
+        self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + file_suffix, base_offset)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + file_suffix, base_offset)
         self._next_offset = base_offset
         self._max_timestamp = -1
         self._offset_of_max_timestamp = base_offset
@@ -85,9 +92,10 @@ class LogSegment:
         self.rolling_base_ms: int | None = stat.st_mtime_ns // 1_000_000 if stat.st_size else None
 
     @classmethod
-    def create(cls, directory: str, base_offset: int, index_interval_bytes: int) -> LogSegment:
+    def create(cls, directory: str, base_offset: int, index_interval_bytes: int,
+               file_suffix: str = "") -> LogSegment:
         """A new empty segment; refuses to reuse a non-empty ``.log`` of the same name."""
-        segment = cls(directory, base_offset, index_interval_bytes)
+        segment = cls(directory, base_offset, index_interval_bytes, file_suffix)
         if segment.size_bytes:
             segment.close()
             raise CorruptLog(f"{segment.log_path} already exists with {segment.size_bytes} bytes")
@@ -141,12 +149,13 @@ class LogSegment:
         """Write ``data`` (the batches of ``headers``, back to back) with one os.write.
 
         ``headers[i].position`` are positions in the caller's buffer, whose first
-        batch starts ``data``.  Raises InvalidAppend if the first batch does not start
-        at ``next_offset``; StorageIOError (file cut back) if the write fails.
+        batch starts ``data``.  Raises InvalidAppend if the first batch starts below
+        ``next_offset`` (a follower may append past a gap the leader's cleaner left);
+        StorageIOError (file cut back) if the write fails.
         """
-        if headers[0].base_offset != self._next_offset:
+        if headers[0].base_offset < self._next_offset:
             raise InvalidAppend(f"{self.log_path}: batch base offset {headers[0].base_offset} "
-                                f"!= next offset {self._next_offset}")
+                                f"< next offset {self._next_offset}")
         position = self._size_bytes
         self._write_all(data)
         origin = headers[0].position
@@ -207,6 +216,12 @@ class LogSegment:
         except CorruptLog:
             return None
 
+    def _last_offset_at(self, position: int) -> int:
+        """Last offset of the batch at ``position`` (its prefix and lastOffsetDelta)."""
+        data = self._pread(_LAST_OFFSET_DELTA_AT + 4, position)
+        return _PREFIX.unpack_from(data)[0] + _LAST_OFFSET_DELTA.unpack_from(
+            data, _LAST_OFFSET_DELTA_AT)[0]
+
     def header_at(self, position: int) -> BatchHeader:
         return BatchHeader(position, *BATCH_HEADER.unpack(self._pread(HEADER_SIZE, position)))
 
@@ -247,9 +262,17 @@ class LogSegment:
         would take the total past ``max_bytes``; with ``min_one_batch`` the first batch
         is returned even if larger (KIP-74).  ``exhausted`` is True when the segment's
         end was reached within both limits (the caller may continue in the next one).
+        An ``offset`` in a gap the cleaner left starts at the next batch.
         One pread of up to ``max_bytes``, then the prefixes are walked in memory.
         """
+        if offset >= self._next_offset:
+            return b"", True  # in a gap the cleaner left at the end: the next segment
         position = self.find_position(offset)
+        if self._last_offset_at(position) < offset:
+            # ``offset`` lies in a gap the cleaner left: start at the next batch.
+            position += self._prefix_at(position)[1]
+            if position == self._size_bytes:
+                return b"", True
         remaining = self._size_bytes - position
         data = self._pread(min(max(max_bytes, 0), remaining), position)
         used = 0
@@ -362,9 +385,11 @@ class LogSegment:
                          scan: SegmentScan) -> int:
         """Track the chunk's valid batches; return the bytes kept (less if a gap cuts)."""
         for header in headers:
-            if header.base_offset != self._next_offset or not self.can_hold(header.last_offset):
+            # A gap is normal (the cleaner dropped batches); going back is not.
+            if header.base_offset < self._next_offset or not self.can_hold(header.last_offset):
                 scan.cut_reason = (f"batch at byte {chunk_position + header.position} has base "
-                                   f"offset {header.base_offset}, expected {self._next_offset}")
+                                   f"offset {header.base_offset}, expected at least "
+                                   f"{self._next_offset}")
                 return header.position
             self._track_batch(header, chunk_position + header.position)
             scan.batches += 1
@@ -406,13 +431,21 @@ class LogSegment:
         """Remove every batch containing an offset >= ``offset``; return bytes removed.
 
         Batches are atomic: when ``offset`` falls inside a batch, that whole batch goes
-        and ``next_offset`` becomes its base offset (< ``offset``).  The log file and
+        and ``next_offset`` becomes the end of the batch before it (< ``offset``; its
+        base offset unless the cleaner left a gap there).  The log file and
         the rewritten indexes are fsynced before returning.
         """
         if offset >= self._next_offset:
             return 0
-        position = 0 if offset <= self.base_offset else self.find_position(offset)
-        new_next_offset = self.base_offset if position == 0 else self._prefix_at(position)[0]
+        position, new_next_offset = 0, self.base_offset
+        if offset > self.base_offset:
+            position = self.find_position(offset)
+            last_offset = self._last_offset_at(position)
+            if last_offset < offset:  # ``offset`` is in a gap after this batch: it stays
+                position += self._prefix_at(position)[1]
+                new_next_offset = last_offset + 1
+            else:
+                new_next_offset = self._next_offset_before(position)
         removed = self._size_bytes - position
         self._cut_file(position)
         self._next_offset = new_next_offset
@@ -425,6 +458,19 @@ class LogSegment:
         self.offset_index.write(fsync=True)
         self.time_index.write(fsync=True)
         return removed
+
+    def _next_offset_before(self, position: int) -> int:
+        """Next offset of the batch that ends at ``position`` (``base_offset`` at 0)."""
+        if position == 0:
+            return self.base_offset
+        walk = self.offset_index.lookup(self._prefix_at(position)[0] - 1)[1]
+        previous = None
+        while walk < position:
+            previous = walk
+            walk += self._prefix_at(walk)[1]
+        if previous is None or walk != position:
+            raise CorruptLog(f"{self.log_path}: no batch ends at byte {position}")
+        return self._last_offset_at(previous) + 1
 
     def _recompute_max_timestamp(self) -> None:
         last = self.time_index.last_entry
@@ -455,6 +501,33 @@ class LogSegment:
             self.time_index.write(fsync=True)
         except OSError as exc:
             raise StorageIOError(f"{self.log_path}: flush failed: {exc}") from exc
+
+    def change_file_suffix(self, new_suffix: str) -> None:
+        """Rename the three files from ``file_suffix`` to ``new_suffix`` (open fds stay
+        valid); the log first, so a crash between renames leaves indexes that recovery
+        either removes with their suffix or rebuilds.  The caller fsyncs the directory."""
+        renames = []
+        for holder, attr in ((self, "log_path"), (self.offset_index, "path"),
+                             (self.time_index, "path")):
+            old = getattr(holder, attr)
+            new = old[:len(old) - len(self.file_suffix)] + new_suffix
+            renames.append((holder, attr, old, new))
+        for holder, attr, old, new in renames:
+            if holder is not self and not os.path.exists(old):
+                setattr(holder, attr, new)  # an index never written: nothing to rename
+                continue
+            os.replace(old, new)
+            setattr(holder, attr, new)
+        self.file_suffix = new_suffix
+
+    @property
+    def last_modified_ms(self) -> int:
+        """The log file's modification time: when data was last written to it (the
+        cleaner sets a cleaned segment's to the newest of the segments it replaces)."""
+        return os.stat(self.log_path).st_mtime_ns // 1_000_000
+
+    def set_last_modified(self, time_ms: int) -> None:
+        os.utime(self.log_path, ns=(time_ms * 1_000_000, time_ms * 1_000_000))
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -1,7 +1,8 @@
 """Imports point one way (the README's Layout section).
 
     protocol/  stdlib, crc32c, kafka (kafka-python's message and record classes), itself
-    storage/   stdlib, crc32c, itself, and protocol.records (the batch header view) only
+    storage/   stdlib, crc32c, itself, protocol.records (the batch header view) and
+               protocol.record_filter (the cleaner's record-level rewrite) only
     broker/    anything, including protocol and storage
     pysyncobj  only under broker/controller/
     broker/api/ (request handlers) reaches the metadata and Raft only through
@@ -105,8 +106,10 @@ def violation(module: str, imported: str) -> str | None:
     if layer == "protocol" and not (top in STDLIB or top in ("crc32c", "kafka", "protocol")):
         return "protocol/ imports only stdlib, crc32c, kafka and itself"
     if layer == "storage" and not (top in STDLIB or top in ("crc32c", "storage")
-                                   or within(imported, "protocol.records")):
-        return "storage/ imports only stdlib, crc32c, itself and protocol.records"
+                                   or within(imported, "protocol.records")
+                                   or within(imported, "protocol.record_filter")):
+        return ("storage/ imports only stdlib, crc32c, itself, protocol.records and "
+                "protocol.record_filter")
     return None
 
 

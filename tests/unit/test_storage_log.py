@@ -208,13 +208,23 @@ def test_follower_append_copies_leader_batches_and_epochs(open_log, tmp_path):
     assert log.append_as_follower(b"") is None
 
 
-def test_follower_append_must_start_at_log_end_offset(open_log, tmp_path):
+def test_follower_append_must_not_start_below_log_end_offset(open_log, tmp_path):
     data = leader_bytes(tmp_path, 3)
     log = open_log()
-    second_onwards = data[len(make_batch()):]
+    log.append_as_follower(data)
+    size = log.size_bytes
     with pytest.raises(InvalidAppend):
-        log.append_as_follower(second_onwards)
-    assert log.log_end_offset == 0 and log.size_bytes == 0
+        log.append_as_follower(data[len(make_batch()):])  # offsets 3.. are already here
+    assert log.log_end_offset == 9 and log.size_bytes == size
+
+
+def test_follower_append_accepts_the_gaps_a_compacted_leader_returns(open_log, tmp_path):
+    data = leader_bytes(tmp_path, 3)
+    log = open_log()
+    second_onwards = data[len(make_batch()):]  # the leader's cleaner dropped offsets 0..2
+    log.append_as_follower(second_onwards)
+    assert log.log_end_offset == 9
+    assert batch_ranges(log.read(0, 1 << 30)) == [(3, 5), (6, 8)]
 
 
 def test_follower_append_refuses_corrupt_or_torn_input_without_writing(open_log, tmp_path):

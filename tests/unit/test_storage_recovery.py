@@ -104,15 +104,28 @@ def test_garbage_after_valid_data_is_cut_and_valid_data_kept(directory):
     log.close()
 
 
-def test_batch_whose_base_offset_does_not_continue_is_cut(directory):
+def test_batch_whose_base_offset_goes_back_is_cut(directory):
     crash(write_log(directory, 3))
     path = segment_path(directory, 0)
     data = bytearray(path.read_bytes())
-    data[BATCH_SIZE:BATCH_SIZE + 8] = (99).to_bytes(8, "big")  # baseOffset is outside the CRC
+    data[BATCH_SIZE:BATCH_SIZE + 8] = (1).to_bytes(8, "big")  # baseOffset is outside the CRC
     path.write_bytes(bytes(data))
     log = reopen(directory)
     assert read_ranges(log) == [(0, 2)]
-    assert "expected 3" in log.recovery_report.cuts[0]
+    assert "expected at least 3" in log.recovery_report.cuts[0]
+    log.close()
+
+
+def test_a_gap_between_batches_is_kept_as_the_cleaner_leaves_them(directory):
+    crash(write_log(directory, 3))
+    path = segment_path(directory, 0)
+    data = bytearray(path.read_bytes())
+    data[BATCH_SIZE:BATCH_SIZE + 8] = (10).to_bytes(8, "big")
+    data[2 * BATCH_SIZE:2 * BATCH_SIZE + 8] = (20).to_bytes(8, "big")
+    path.write_bytes(bytes(data))
+    log = reopen(directory)
+    assert read_ranges(log) == [(0, 2), (10, 12), (20, 22)]
+    assert not log.recovery_report.cuts and log.log_end_offset == 23
     log.close()
 
 
