@@ -62,6 +62,7 @@ class Member:
     client_id: str
     client_host: str
     assignment: dict[str, list[int]] | None  # None: not the consumer protocol / unreadable
+    group_instance_id: str | None = None  # set for a static member (KIP-345)
 
 
 @dataclass
@@ -102,9 +103,10 @@ def render_group(desc: GroupDescription) -> str:
                                "CONSUMER-ID", "HOST", "CLIENT-ID"], rows, right=(1, 2, 3, 4)))
     if desc.members:
         lines.append("")
-        lines.append(format_table(["MEMBER-ID", "HOST", "CLIENT-ID", "ASSIGNMENT"], [
-            [m.member_id, m.client_host or None, m.client_id, _assignment_text(m.assignment)]
-            for m in desc.members]))
+        lines.append(format_table(
+            ["MEMBER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "ASSIGNMENT"], [
+                [m.member_id, m.group_instance_id, m.client_host or None, m.client_id,
+                 _assignment_text(m.assignment)] for m in desc.members]))
     return "\n".join(lines)
 
 
@@ -265,7 +267,8 @@ def cmd_groups_describe(args) -> int:
         raise GroupFailure(ErrorCode.GROUP_ID_NOT_FOUND, f"group {args.group}")
     consumer = described.protocol_type == "consumer"
     members = [Member(m.member_id, m.client_id, m.client_host,
-                      assigned_partitions(bytes(m.member_assignment)) if consumer else None)
+                      assigned_partitions(bytes(m.member_assignment)) if consumer else None,
+                      m.group_instance_id)
                for m in described.members]
     desc = GroupDescription(args.group, described.group_state, described.protocol_type,
                             described.protocol_data, coordinator, members, committed)

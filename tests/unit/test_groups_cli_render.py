@@ -9,7 +9,7 @@ def test_describe_shows_offsets_lag_and_owner_per_partition_then_the_members():
     desc = GroupDescription(
         "g", "Stable", "consumer", "range", (2, "127.0.0.1:9093"),
         members=[Member("m-1", "c1", "/127.0.0.1", {"t": [0, 1]}),
-                 Member("m-2", "c2", "/127.0.0.2", {"t": [2]})],
+                 Member("m-2", "c2", "/127.0.0.2", {"t": [2]}, "static-2")],
         committed={("t", 0): 5, ("t", 2): 9, ("old", 0): 3},
         log_end={("t", 0): 8, ("t", 1): 4, ("t", 2): 9, ("old", 0): None})
     lines = render_group(desc).splitlines()
@@ -25,15 +25,15 @@ def test_describe_shows_offsets_lag_and_owner_per_partition_then_the_members():
         ["t", "2", "9", "9", "0", "m-2", "/127.0.0.2", "c2"],
     ]
     assert [line.split() for line in lines[8:]] == [
-        ["MEMBER-ID", "HOST", "CLIENT-ID", "ASSIGNMENT"],
-        ["m-1", "/127.0.0.1", "c1", "t:0,1"],
-        ["m-2", "/127.0.0.2", "c2", "t:2"]]
+        ["MEMBER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "ASSIGNMENT"],
+        ["m-1", "-", "/127.0.0.1", "c1", "t:0,1"],  # dynamic
+        ["m-2", "static-2", "/127.0.0.2", "c2", "t:2"]]
 
 
 def test_an_unreadable_assignment_shows_a_question_mark():
     desc = GroupDescription("g", "Stable", "connect", "x", (1, "h:1"),
                             members=[Member("m", "c", "", None)])
-    assert render_group(desc).splitlines()[-1].split() == ["m", "-", "c", "?"]
+    assert render_group(desc).splitlines()[-1].split() == ["m", "-", "-", "c", "?"]
 
 
 def test_list_is_sorted_by_group():
