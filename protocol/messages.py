@@ -52,6 +52,7 @@ from kafka.protocol.sasl import (
     SaslHandshakeResponse,
 )
 
+from . import hot_requests
 from .errors import CorruptRequest, ErrorCode, UnsupportedVersion
 
 _PEEK = struct.Struct(">hhi")
@@ -140,6 +141,14 @@ class Request:
         return self.body.expect_response()
 
 
+# Produce (from v3, the first version served) and Fetch are decoded by hand: see
+# protocol/hot_requests.py.  Both produce bodies with kafka-python's attribute names.
+_HOT_DECODERS = {
+    ProduceRequest.API_KEY: (3, hot_requests.decode_produce),
+    FetchRequest.API_KEY: (4, hot_requests.decode_fetch),
+}
+
+
 def peek_header(frame: bytes) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id): the fixed prefix every header starts with."""
     if len(frame) < _PEEK.size:
@@ -157,8 +166,12 @@ def decode_request(frame: bytes) -> Request:
     spec = SERVED.get(api_key)
     if spec is None or not spec.serves(api_version):
         raise UnsupportedVersion(api_key, api_version, correlation_id)
+    hot_decoder = _HOT_DECODERS.get(api_key)
     try:
-        body, end = _decode_body(spec.request_class, frame, api_version)
+        if hot_decoder is not None and api_version >= hot_decoder[0]:
+            body, end = hot_decoder[1](frame, api_version)
+        else:
+            body, end = _decode_body(spec.request_class, frame, api_version)
     except _DECODE_ERRORS as exc:
         raise CorruptRequest(f"{spec.name} v{api_version} does not parse: {exc!r}") from exc
     if end > len(frame):

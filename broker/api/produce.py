@@ -6,8 +6,12 @@ import logging
 from kafka.protocol.producer import ProduceResponse
 
 from protocol.errors import ErrorCode
+from protocol.hot_requests import encode_produce_response
+from protocol.messages import Framed
 
+from ..replication.delayed import ProducePartitionStatus
 from ..replication.origin import AppendOrigin
+from ..security.acls import AclOperation
 from .outcome import CLOSE
 
 log = logging.getLogger(__name__)
@@ -46,16 +50,12 @@ def _response(statuses):
     by_topic: dict[str, list] = {}
     for (topic, index), status in statuses.items():
         ok = status.error == ErrorCode.NONE
-        by_topic.setdefault(topic, []).append(PartitionResponse(
-            index=index, error_code=status.error,
-            base_offset=status.base_offset if ok else -1,
-            log_append_time_ms=status.log_append_time_ms,
-            log_start_offset=status.log_start_offset, record_errors=[],
-            error_message=None if ok else status.error.name))
-    return ProduceResponse(
-        responses=[TopicResponse(name=name, partition_responses=parts)
-                   for name, parts in by_topic.items()],
-        throttle_time_ms=0)
+        by_topic.setdefault(topic, []).append((
+            index, status.error, status.base_offset if ok else -1,
+            status.log_append_time_ms, status.log_start_offset,
+            None if ok else status.error.name))
+    return Framed([encode_produce_response(request.api_version, request.correlation_id,
+                                           list(by_topic.items()))])
 
 
 def _uniform(body, code: ErrorCode):

@@ -1,0 +1,388 @@
+"""Produce and Fetch requests, decoded by hand (pure, the hot path).
+
+Every acknowledged record passes through a Produce request and, on its way to each
+follower and consumer, a Fetch request.  kafka-python's decoder builds a message object
+per topic and partition through generic field codecs; these decoders read the same bytes
+with ``struct`` into small slotted objects carrying kafka-python's attribute names, so the
+handlers cannot tell them apart.  Record sets are handed over as memoryviews of the frame,
+not copied.  Byte-for-byte equivalence with kafka-python (every served version, random
+requests, every truncation) is asserted by the unit tests.
+
+Layouts, from Kafka's ProduceRequest.json / FetchRequest.json (request header v1 up to the
+first flexible version, v2 from it: Produce v9+, Fetch v12+; flexible versions use compact
+strings/arrays/bytes and end every struct with tagged fields, which are skipped):
+
+    Produce v3+: transactional_id nullable string, acks int16, timeout_ms int32,
+      topic_data[]: name string, partition_data[]: index int32, records nullable bytes
+    Fetch v4-v12: replica_id int32, max_wait_ms int32, min_bytes int32, max_bytes int32,
+      isolation_level int8, session_id int32 (v7+), session_epoch int32 (v7+),
+      topics[]: topic string, partitions[]: partition int32,
+        current_leader_epoch int32 (v9+), fetch_offset int64, last_fetched_epoch int32
+        (v12+), log_start_offset int64 (v5+), partition_max_bytes int32
+      forgotten_topics_data[] (v7+): topic string, partitions[] int32
+      rack_id string (v11+)
+
+Errors: :class:`HotDecodeError` (a ValueError) for input that does not parse; the caller
+turns it into CorruptRequest.
+"""
+from __future__ import annotations
+
+import struct
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+
+PRODUCE_FLEXIBLE_FROM = 9
+FETCH_FLEXIBLE_FROM = 12
+
+
+class HotDecodeError(ValueError):
+    """The bytes do not hold the request they claim to."""
+
+
+class _Cursor:
+    """Reads Kafka's types from ``data`` (a memoryview) at ``pos``; raises HotDecodeError
+    on any underrun."""
+
+    __slots__ = ("data", "pos", "end")
+
+    def __init__(self, data: memoryview, pos: int = 0):
+        self.data = data
+        self.pos = pos
+        self.end = len(data)
+
+    def _fixed(self, codec: struct.Struct) -> int:
+        pos = self.pos
+        if pos + codec.size > self.end:
+            raise HotDecodeError(f"{codec.size} bytes wanted at {pos} of {self.end}")
+        self.pos = pos + codec.size
+        return codec.unpack_from(self.data, pos)[0]
+
+    def int8(self) -> int:
+        return self._fixed(_I8)
+
+    def int16(self) -> int:
+        return self._fixed(_I16)
+
+    def int32(self) -> int:
+        return self._fixed(_I32)
+
+    def int64(self) -> int:
+        return self._fixed(_I64)
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        data, pos, end = self.data, self.pos, self.end
+        while True:
+            if pos >= end:
+                raise HotDecodeError("varint runs past the end")
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                self.pos = pos
+                return value
+            shift += 7
+            if shift > 28:
+                raise HotDecodeError("varint longer than 5 bytes")
+
+    def _take(self, n: int) -> memoryview:
+        pos = self.pos
+        if n < 0 or pos + n > self.end:
+            raise HotDecodeError(f"{n} bytes wanted at {pos} of {self.end}")
+        self.pos = pos + n
+        return self.data[pos:pos + n]
+
+    def string(self, compact: bool) -> str | None:
+        n = self.uvarint() - 1 if compact else self.int16()
+        if n < 0:
+            if n == -1:
+                return None
+            raise HotDecodeError(f"string length {n}")
+        try:
+            return str(self._take(n), "utf-8")
+        except UnicodeDecodeError as exc:
+            raise HotDecodeError(f"string is not UTF-8: {exc}") from exc
+
+    def bytes_(self, compact: bool) -> memoryview | None:
+        n = self.uvarint() - 1 if compact else self.int32()
+        if n < 0:
+            if n == -1:
+                return None
+            raise HotDecodeError(f"bytes length {n}")
+        return self._take(n)
+
+    def array_length(self, compact: bool) -> int:
+        n = self.uvarint() - 1 if compact else self.int32()
+        if n < -1:
+            raise HotDecodeError(f"array length {n}")
+        if n > self.end - self.pos:  # every element takes at least one byte
+            raise HotDecodeError(f"array of {n} elements in {self.end - self.pos} bytes")
+        return max(n, 0)
+
+    def skip_tagged_fields(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self._take(self.uvarint())
+
+
+class RequestHeader:
+    __slots__ = ("request_api_key", "request_api_version", "correlation_id", "client_id")
+
+    def __init__(self, api_key, api_version, correlation_id, client_id):
+        self.request_api_key = api_key
+        self.request_api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+
+
+def _header(cursor: _Cursor, flexible: bool) -> RequestHeader:
+    api_key, api_version, correlation_id = (cursor.int16(), cursor.int16(), cursor.int32())
+    client_id = cursor.string(compact=False)  # the header's client_id is never compact
+    if flexible:
+        cursor.skip_tagged_fields()
+    return RequestHeader(api_key, api_version, correlation_id, client_id)
+
+
+# -- Produce ---------------------------------------------------------------------------
+
+
+class PartitionProduceData:
+    __slots__ = ("index", "records")
+
+    def __init__(self, index: int, records):
+        self.index = index
+        self.records = records
+
+
+class TopicProduceData:
+    __slots__ = ("name", "partition_data")
+
+    def __init__(self, name: str, partition_data: list[PartitionProduceData]):
+        self.name = name
+        self.partition_data = partition_data
+
+
+class ProduceRequestBody:
+    """A decoded Produce request (kafka-python's attribute names)."""
+
+    __slots__ = ("header", "API_VERSION", "transactional_id", "acks", "timeout_ms",
+                 "topic_data")
+
+    def expect_response(self) -> bool:
+        return self.acks != 0
+
+    def to_message(self):
+        """The same request as kafka-python's message object (tests, debugging)."""
+        from kafka.protocol.producer import ProduceRequest
+        data = ProduceRequest.TopicProduceData
+        return ProduceRequest[self.API_VERSION](
+            transactional_id=self.transactional_id, acks=self.acks, timeout_ms=self.timeout_ms,
+            topic_data=[data(name=t.name, partition_data=[data.PartitionProduceData(
+                index=p.index, records=None if p.records is None else bytes(p.records))
+                for p in t.partition_data]) for t in self.topic_data])
+
+
+def decode_produce(frame, version: int) -> tuple[ProduceRequestBody, int]:
+    """(body, position where it ended) of a Produce request v3+ frame (header included)."""
+    flexible = version >= PRODUCE_FLEXIBLE_FROM
+    cursor = _Cursor(memoryview(frame))
+    body = ProduceRequestBody()
+    body.header = _header(cursor, flexible)
+    body.API_VERSION = version
+    body.transactional_id = cursor.string(flexible)
+    body.acks = cursor.int16()
+    body.timeout_ms = cursor.int32()
+    topics = []
+    for _ in range(cursor.array_length(flexible)):
+        name = cursor.string(flexible)
+        partitions = []
+        for _ in range(cursor.array_length(flexible)):
+            index = cursor.int32()
+            records = cursor.bytes_(flexible)
+            if flexible:
+                cursor.skip_tagged_fields()
+            partitions.append(PartitionProduceData(index, records))
+        if flexible:
+            cursor.skip_tagged_fields()
+        topics.append(TopicProduceData(name, partitions))
+    body.topic_data = topics
+    if flexible:
+        cursor.skip_tagged_fields()
+    return body, cursor.pos
+
+
+# -- Fetch -----------------------------------------------------------------------------
+
+
+class FetchPartition:
+    __slots__ = ("partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch",
+                 "log_start_offset", "partition_max_bytes")
+
+    def __init__(self, partition, current_leader_epoch, fetch_offset, last_fetched_epoch,
+                 log_start_offset, partition_max_bytes):
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.fetch_offset = fetch_offset
+        self.last_fetched_epoch = last_fetched_epoch
+        self.log_start_offset = log_start_offset
+        self.partition_max_bytes = partition_max_bytes
+
+
+class FetchTopic:
+    __slots__ = ("topic", "partitions")
+
+    def __init__(self, topic: str, partitions: list[FetchPartition]):
+        self.topic = topic
+        self.partitions = partitions
+
+
+class ForgottenTopic:
+    __slots__ = ("topic", "partitions")
+
+    def __init__(self, topic: str, partitions: list[int]):
+        self.topic = topic
+        self.partitions = partitions
+
+
+class FetchRequestBody:
+    """A decoded Fetch request (kafka-python's attribute names and defaults for fields
+    the version lacks)."""
+
+    __slots__ = ("header", "API_VERSION", "replica_id", "max_wait_ms", "min_bytes",
+                 "max_bytes", "isolation_level", "session_id", "session_epoch", "topics",
+                 "forgotten_topics_data", "rack_id")
+
+    def expect_response(self) -> bool:
+        return True
+
+    def to_message(self):
+        """The same request as kafka-python's message object (tests, debugging)."""
+        from kafka.protocol.consumer import FetchRequest
+        topic, forgotten = FetchRequest.FetchTopic, FetchRequest.ForgottenTopic
+        return FetchRequest[self.API_VERSION](
+            replica_id=self.replica_id, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes, isolation_level=self.isolation_level,
+            session_id=self.session_id, session_epoch=self.session_epoch,
+            topics=[topic(topic=t.topic, partitions=[topic.FetchPartition(
+                partition=p.partition, current_leader_epoch=p.current_leader_epoch,
+                fetch_offset=p.fetch_offset, last_fetched_epoch=p.last_fetched_epoch,
+                log_start_offset=p.log_start_offset, partition_max_bytes=p.partition_max_bytes)
+                for p in t.partitions]) for t in self.topics],
+            forgotten_topics_data=[forgotten(topic=f.topic, partitions=f.partitions)
+                                   for f in self.forgotten_topics_data],
+            rack_id=self.rack_id)
+
+
+def decode_fetch(frame, version: int) -> tuple[FetchRequestBody, int]:
+    """(body, position where it ended) of a Fetch request v4-v12 frame (header included)."""
+    flexible = version >= FETCH_FLEXIBLE_FROM
+    cursor = _Cursor(memoryview(frame))
+    body = FetchRequestBody()
+    body.header = _header(cursor, flexible)
+    body.API_VERSION = version
+    body.replica_id = cursor.int32()
+    body.max_wait_ms = cursor.int32()
+    body.min_bytes = cursor.int32()
+    body.max_bytes = cursor.int32()
+    body.isolation_level = cursor.int8()
+    if version >= 7:
+        body.session_id, body.session_epoch = cursor.int32(), cursor.int32()
+    else:
+        body.session_id, body.session_epoch = 0, -1
+    topics = []
+    for _ in range(cursor.array_length(flexible)):
+        topic = cursor.string(flexible)
+        partitions = []
+        for _ in range(cursor.array_length(flexible)):
+            partition = cursor.int32()
+            current_leader_epoch = cursor.int32() if version >= 9 else -1
+            fetch_offset = cursor.int64()
+            last_fetched_epoch = cursor.int32() if version >= 12 else -1
+            log_start_offset = cursor.int64() if version >= 5 else -1
+            partition_max_bytes = cursor.int32()
+            if flexible:
+                cursor.skip_tagged_fields()
+            partitions.append(FetchPartition(partition, current_leader_epoch, fetch_offset,
+                                             last_fetched_epoch, log_start_offset,
+                                             partition_max_bytes))
+        if flexible:
+            cursor.skip_tagged_fields()
+        topics.append(FetchTopic(topic, partitions))
+    body.topics = topics
+    forgotten = []
+    if version >= 7:
+        for _ in range(cursor.array_length(flexible)):
+            topic = cursor.string(flexible)
+            forgotten.append(ForgottenTopic(topic, [
+                cursor.int32() for _ in range(cursor.array_length(flexible))]))
+            if flexible:
+                cursor.skip_tagged_fields()
+    body.forgotten_topics_data = forgotten
+    body.rack_id = cursor.string(flexible) if version >= 11 else ""
+    if flexible:
+        cursor.skip_tagged_fields()
+    return body, cursor.pos
+
+
+# -- the Produce response ----------------------------------------------------------------
+
+
+def encode_produce_response(version: int, correlation_id: int,
+                            topics: list[tuple[str, list[tuple]]],
+                            throttle_time_ms: int = 0) -> bytes:
+    """A framed Produce response v3+.  ``topics``: (name, [(index, error_code,
+    base_offset, log_append_time_ms, log_start_offset, error_message), ...]).
+    No record errors are ever sent (Raftwood rejects whole batches)."""
+    flexible = version >= PRODUCE_FLEXIBLE_FROM
+    out = bytearray(_I32.pack(correlation_id))
+    if flexible:
+        out += b"\x00"
+    out += _array_length(len(topics), flexible)
+    for name, partitions in topics:
+        out += _string(name, flexible)
+        out += _array_length(len(partitions), flexible)
+        for index, error_code, base_offset, append_time, log_start, message in partitions:
+            out += struct.pack(">ihq", index, error_code, base_offset)
+            if version >= 2:
+                out += _I64.pack(append_time)
+            if version >= 5:
+                out += _I64.pack(log_start)
+            if version >= 8:
+                out += _array_length(0, flexible)  # record_errors
+                out += _nullable_string(message, flexible)
+            if flexible:
+                out += b"\x00"
+        if flexible:
+            out += b"\x00"
+    out += _I32.pack(throttle_time_ms)
+    if flexible:
+        out += b"\x00"
+    return _I32.pack(len(out)) + bytes(out)
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _array_length(n: int, compact: bool) -> bytes:
+    return _uvarint(n + 1) if compact else _I32.pack(n)
+
+
+def _string(text: str, compact: bool) -> bytes:
+    raw = text.encode()
+    return (_uvarint(len(raw) + 1) if compact else _I16.pack(len(raw))) + raw
+
+
+def _nullable_string(text: str | None, compact: bool) -> bytes:
+    if text is None:
+        return b"\x00" if compact else _I16.pack(-1)
+    return _string(text, compact)

@@ -1,0 +1,137 @@
+"""The hand-written Produce/Fetch decoders and the Produce response encoder agree with
+kafka-python on every served version; any truncation is a CorruptRequest."""
+import random
+
+import pytest
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from protocol import hot_requests
+from protocol.errors import CorruptRequest
+from protocol.messages import _decode_body, decode_request
+
+TopicData = ProduceRequest.TopicProduceData
+PartitionData = TopicData.PartitionProduceData
+FetchTopic = FetchRequest.FetchTopic
+FetchPartition = FetchTopic.FetchPartition
+Forgotten = FetchRequest.ForgottenTopic
+
+
+def _frame(message, version, correlation_id, client_id):
+    message.API_VERSION = version
+    message.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(message.encode(header=True, framed=False))
+
+
+def _produce(rng):
+    return ProduceRequest(
+        transactional_id=rng.choice([None, "", "txn-1"]), acks=rng.choice([-1, 0, 1]),
+        timeout_ms=rng.randint(0, 60_000),
+        topic_data=[TopicData(name=f"topic-{t}" + "x" * rng.choice([0, 140]), partition_data=[
+            PartitionData(index=rng.randint(0, 50),
+                          records=rng.choice([None, b"", rng.randbytes(rng.randint(1, 300))]))
+            for _ in range(rng.randint(0, 3))]) for t in range(rng.randint(0, 3))])
+
+
+def _fetch(rng):
+    return FetchRequest(
+        replica_id=rng.choice([-1, 2]), max_wait_ms=500, min_bytes=rng.randint(0, 10),
+        max_bytes=rng.randint(0, 2 ** 31 - 1), isolation_level=rng.choice([0, 1]),
+        session_id=rng.choice([0, 77]), session_epoch=rng.choice([-1, 0, 5]),
+        topics=[FetchTopic(topic=f"t{t}", partitions=[FetchPartition(
+            partition=p, current_leader_epoch=rng.randint(-1, 9),
+            fetch_offset=rng.randint(0, 2 ** 40), last_fetched_epoch=rng.randint(-1, 9),
+            log_start_offset=rng.randint(-1, 99), partition_max_bytes=1 << 20)
+            for p in range(rng.randint(0, 4))]) for t in range(rng.randint(0, 3))],
+        forgotten_topics_data=[Forgotten(topic="gone", partitions=[1, 2])]
+        if rng.random() < 0.3 else [],
+        rack_id=rng.choice(["", "rack-a"]))
+
+
+def _same(ours, theirs, fields):
+    for name in fields:
+        a, b = getattr(ours, name), getattr(theirs, name)
+        if isinstance(a, memoryview):
+            a = bytes(a)
+        assert a == b, name
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+def test_produce_decoding_equals_kafka_python(version):
+    rng = random.Random(version)
+    for _ in range(40):
+        frame = _frame(_produce(rng), version, rng.randint(0, 2 ** 31 - 1), "client-x")
+        ours, end = hot_requests.decode_produce(frame, version)
+        theirs, their_end = _decode_body(ProduceRequest, frame, version)
+        assert end == their_end == len(frame)
+        _same(ours.header, theirs.header,
+              ["request_api_key", "request_api_version", "correlation_id", "client_id"])
+        _same(ours, theirs, ["transactional_id", "acks", "timeout_ms"])
+        assert ours.expect_response() == theirs.expect_response()
+        assert len(ours.topic_data) == len(theirs.topic_data)
+        for a, b in zip(ours.topic_data, theirs.topic_data):
+            _same(a, b, ["name"])
+            assert len(a.partition_data) == len(b.partition_data)
+            for pa, pb in zip(a.partition_data, b.partition_data):
+                _same(pa, pb, ["index", "records"])
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_fetch_decoding_equals_kafka_python(version):
+    rng = random.Random(100 + version)
+    for _ in range(40):
+        frame = _frame(_fetch(rng), version, 9, None)
+        ours, end = hot_requests.decode_fetch(frame, version)
+        theirs, their_end = _decode_body(FetchRequest, frame, version)
+        assert end == their_end == len(frame)
+        fields = ["replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level"]
+        if version >= 7:
+            fields += ["session_id", "session_epoch"]
+        if version >= 11:
+            fields += ["rack_id"]
+        _same(ours, theirs, fields)
+        assert ours.header.client_id == theirs.header.client_id
+        partition_fields = ["partition", "fetch_offset", "partition_max_bytes"]
+        partition_fields += ["current_leader_epoch"] if version >= 9 else []
+        partition_fields += ["last_fetched_epoch"] if version >= 12 else []
+        partition_fields += ["log_start_offset"] if version >= 5 else []
+        assert [t.topic for t in ours.topics] == [t.topic for t in theirs.topics]
+        for a, b in zip(ours.topics, theirs.topics):
+            assert len(a.partitions) == len(b.partitions)
+            for pa, pb in zip(a.partitions, b.partitions):
+                _same(pa, pb, partition_fields)
+        if version >= 7:
+            assert [(f.topic, list(f.partitions)) for f in ours.forgotten_topics_data] == \
+                [(f.topic, list(f.partitions)) for f in theirs.forgotten_topics_data]
+
+
+@pytest.mark.parametrize("make, version", [(_produce, 3), (_produce, 9), (_fetch, 4),
+                                           (_fetch, 12)])
+def test_every_truncation_is_a_corrupt_request(make, version):
+    rng = random.Random(5)
+    frame = b""
+    while len(frame) < 120:  # one with topics and partitions, so every field gets cut
+        frame = _frame(make(rng), version, 1, "c")
+    decode_request(frame)  # whole: fine
+    for cut in range(8, len(frame)):
+        with pytest.raises(CorruptRequest):
+            decode_request(frame[:cut])
+
+
+@pytest.mark.parametrize("version", range(3, 13))
+def test_produce_response_encoding_equals_kafka_python(version):
+    rng = random.Random(200 + version)
+    Topic = ProduceResponse.TopicProduceResponse
+    Partition = Topic.PartitionProduceResponse
+    for _ in range(30):
+        topics = [(f"t{t}", [(rng.randint(0, 9), rng.choice([0, 6, 19]), rng.randint(-1, 2 ** 40),
+                              -1, rng.randint(-1, 99), rng.choice([None, "NOT_LEADER"]))
+                             for _ in range(rng.randint(0, 3))]) for t in range(rng.randint(0, 3))]
+        ours = hot_requests.encode_produce_response(version, 42, topics, throttle_time_ms=3)
+        body = ProduceResponse(responses=[Topic(name=name, partition_responses=[Partition(
+            index=i, error_code=e, base_offset=b, log_append_time_ms=t, log_start_offset=s,
+            record_errors=[], error_message=m) for i, e, b, t, s, m in parts])
+            for name, parts in topics], throttle_time_ms=3)
+        body.API_VERSION = version
+        body.with_header(correlation_id=42)
+        assert ours == bytes(body.encode(header=True, framed=True))
