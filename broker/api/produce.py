@@ -9,9 +9,7 @@ from protocol.errors import ErrorCode
 from protocol.hot_requests import encode_produce_response
 from protocol.messages import Framed
 
-from ..replication.delayed import ProducePartitionStatus
 from ..replication.origin import AppendOrigin
-from ..security.acls import AclOperation
 from .outcome import CLOSE
 
 log = logging.getLogger(__name__)
@@ -43,10 +41,11 @@ async def handle_produce(ctx, request):
         return None
     if acks == -1:
         statuses = await ctx.replica_manager.wait_for_acks(statuses, body.timeout_ms)
-    return _response(statuses)
+    return _response(request, statuses)
 
 
-def _response(statuses):
+def _response(request, statuses) -> Framed:
+    """Encoded by hand (protocol/hot_requests.py): one per produce request, the hot path."""
     by_topic: dict[str, list] = {}
     for (topic, index), status in statuses.items():
         ok = status.error == ErrorCode.NONE
