@@ -129,17 +129,7 @@ class GroupCoordinator(StaticMembersMixin, OffsetsMixin, AdminMixin):
         new_member = (group_instance_id, client_id, client_host, rebalance_timeout_ms,
                       session_timeout_ms, protocol_type, protocols, future)
         if unknown and group_instance_id is not None:
-            # A static member never gets MEMBER_ID_REQUIRED: its instance id names it.
-            member_id = f"{group_instance_id}-{uuid.uuid4()}"
-            old_member_id = group.static_member_id(group_instance_id)
-            if old_member_id is None:
-                self._add_member_and_rebalance(group, member_id, *new_member)
-            else:
-                answer = self._replace_static_member(
-                    group, group_instance_id, old_member_id, member_id, protocols,
-                    rebalance_timeout_ms, session_timeout_ms, future, supports_skip_assignment)
-                if answer is not None:
-                    return answer
+            member_id = self._join_new_static_member(group, new_member, supports_skip_assignment)
         elif unknown:
             member_id = f"{client_id}-{uuid.uuid4()}"
             if require_known_member_id:  # KIP-394: hand out the id, expect a second join
@@ -153,14 +143,9 @@ class GroupCoordinator(StaticMembersMixin, OffsetsMixin, AdminMixin):
                 # over with an empty member id, which the static path above serves.
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             self._add_member_and_rebalance(group, member_id, *new_member)
-        elif group.is_static_member_fenced(group_instance_id, member_id):
-            log.info("%s JoinGroup of member %s of group %s is fenced: instance %s is member "
-                     "%s now", self._prefix, member_id, group_id, group_instance_id,
-                     group.static_member_id(group_instance_id))
-            return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id)
-        elif not group.has(member_id) or (group_instance_id is not None
-                                          and group.static_member_id(group_instance_id) is None):
-            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
+        elif (error := self._validate_member(group, member_id, group_instance_id,
+                                             "join-group")) != ErrorCode.NONE:
+            return JoinResult(error, member_id)  # unknown, or an older static incarnation
         else:
             answer = self._join_known_member(group, group.members[member_id], protocols,
                                              rebalance_timeout_ms, session_timeout_ms, future)

@@ -13,6 +13,7 @@ not rejoin a rebalance is kept (and assigned to) until its session expires.
 from __future__ import annotations
 
 import logging
+import uuid
 
 from protocol.errors import ErrorCode
 
@@ -25,10 +26,29 @@ log = logging.getLogger(__name__)
 class StaticMembersMixin:
     """Part of GroupCoordinator (uses its manager, tasks, timers and rebalance steps)."""
 
+    def _join_new_static_member(self, group: GroupMetadata, new_member,
+                                supports_skip_assignment: bool) -> str:
+        """A static member joins with an empty member id (Kafka's
+        doStaticNewMemberJoinGroup): it gets a member id at once — never
+        MEMBER_ID_REQUIRED, its instance id names it — and takes over the member of its
+        instance if the group has one.  ``new_member`` is ``_add_member_and_rebalance``'s
+        arguments; returns the new member id."""
+        (group_instance_id, _, _, rebalance_timeout_ms, session_timeout_ms, _, protocols,
+         future) = new_member
+        member_id = f"{group_instance_id}-{uuid.uuid4()}"
+        old_member_id = group.static_member_id(group_instance_id)
+        if old_member_id is None:
+            self._add_member_and_rebalance(group, member_id, *new_member)
+        else:
+            self._replace_static_member(group, group_instance_id, old_member_id, member_id,
+                                        protocols, rebalance_timeout_ms, session_timeout_ms,
+                                        future, supports_skip_assignment)
+        return member_id
+
     def _replace_static_member(self, group: GroupMetadata, group_instance_id: str,
                                old_member_id: str, new_member_id: str, protocols,
                                rebalance_timeout_ms: int, session_timeout_ms: int, future,
-                               supports_skip_assignment: bool) -> JoinResult | None:
+                               supports_skip_assignment: bool) -> None:
         """A known static member joined with an empty member id (it restarted): Kafka's
         updateStaticMemberAndRebalance.  The old incarnation's waiting requests get
         FENCED_INSTANCE_ID and the member goes on under ``new_member_id``; then by state:
@@ -41,7 +61,7 @@ class StaticMembersMixin:
                                              old member id)
           PreparingRebalance                 it counts as rejoined; the join phase answers
 
-        An immediate answer, or None: ``future`` will be answered."""
+        ``future`` (its JoinGroup) is answered by one of those."""
         member = group.members[old_member_id]
         self._invoke_join(member, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_member_id))
         self._invoke_sync(member, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
@@ -68,7 +88,6 @@ class StaticMembersMixin:
                 self._prepare_rebalance(group, f"{reason} with another protocol")
         elif group.is_state(GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, reason)
-        return None
 
     async def _store_static_member(self, group: GroupMetadata, member: MemberMetadata,
                                    group_instance_id: str, old_member_id: str, previous,

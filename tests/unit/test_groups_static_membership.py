@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.groups import GroupCoordinator
 from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.state import GroupState
 from protocol.errors import ErrorCode
 from tests.unit.test_groups_coordinator import (
     PROTOCOLS, REBALANCE_MS, SESSION_MS, FakeBroker, run, started, state, until,
 )
-from broker.groups import GroupCoordinator
 
 NONE = ErrorCode.NONE
 FENCED = ErrorCode.FENCED_INSTANCE_ID
