@@ -15,7 +15,8 @@ Timers and what they complete:
   * join timer (a rebalance's join phase): the initial delay
     ``group.initial.rebalance.delay.ms`` for a group that was Empty, extended while new
     members keep arriving, up to the rebalance timeout (Kafka's InitialDelayedJoin); else
-    the rebalance timeout, completed early once every member rejoined (DelayedJoin);
+    the rebalance timeout, completed early once every member rejoined (DelayedJoin), and
+    armed again when no member rejoined but absent static members are left;
   * sync timer: members that do not send SyncGroup within the rebalance timeout after
     the join phase are removed and the group rebalances;
   * heartbeat timer per member: the session timeout; a member awaiting a join or sync
@@ -29,9 +30,9 @@ member joining with an empty member id whose instance id the group knows takes o
 that member under a new member id (``_replace_static_member``) — no rebalance while the
 group is Stable and the chosen protocol stays, the same assignment on SyncGroup — and
 every request naming the instance id with an older member id gets FENCED_INSTANCE_ID
-(``_validate_member``).  Static members that do not rejoin a rebalance stay in the group
-until their session expires; nothing but LeaveGroup or a session timeout removes them.
-Event-loop only.
+(``_validate_member``); see static_members.py.  A static member that does not rejoin a
+rebalance stays in the next generation; LeaveGroup, its session timeout or a missed
+SyncGroup deadline removes it.  Event-loop only.
 """
 from __future__ import annotations
 
