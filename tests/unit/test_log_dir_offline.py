@@ -202,6 +202,10 @@ class Transport:
     def write(self, data):
         self.written += data
 
+    def writelines(self, buffers):
+        for data in buffers:
+            self.written += data
+
     def close(self):
         self.closed = True
 
