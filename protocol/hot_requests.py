@@ -1,4 +1,5 @@
-"""Produce and Fetch requests, decoded by hand (pure, the hot path).
+"""Produce and Fetch requests decoded by hand, and the follower's Fetch encoded and its
+response decoded by hand (pure, the hot path).
 
 Every acknowledged record passes through a Produce request and, on its way to each
 follower and consumer, a Fetch request.  kafka-python's decoder builds a message object
@@ -386,3 +387,141 @@ def _nullable_string(text: str | None, compact: bool) -> bytes:
     if text is None:
         return b"\x00" if compact else _I16.pack(-1)
     return _string(text, compact)
+
+
+# -- the follower's side of Fetch ----------------------------------------------------------
+
+
+class FetchRequestOut:
+    """A Fetch request a follower sends, encoded by hand.  Quacks like a kafka-python
+    request where the project's client needs it (``with_header``, ``encode``,
+    ``API_VERSION``); answered by :class:`FetchResponseIn`.  ``partitions`` is a list of
+    (topic, partition, current_leader_epoch, fetch_offset, log_start_offset,
+    partition_max_bytes), grouped by topic in order of first appearance."""
+
+    def __init__(self, version: int, replica_id: int, max_wait_ms: int, min_bytes: int,
+                 max_bytes: int, partitions: list[tuple]):
+        if not 4 <= version <= 12:
+            raise ValueError(f"Fetch v{version} is not encoded here")
+        self.API_VERSION = version
+        self.replica_id, self.max_wait_ms = replica_id, max_wait_ms
+        self.min_bytes, self.max_bytes = min_bytes, max_bytes
+        self.partitions = partitions
+        self._correlation_id, self._client_id = 0, None
+
+    def with_header(self, correlation_id: int, client_id: str | None = None) -> None:
+        self._correlation_id, self._client_id = correlation_id, client_id
+
+    def encode(self, header: bool = True, framed: bool = True) -> bytes:
+        assert header and framed, "only whole frames are encoded here"
+        version = self.API_VERSION
+        flexible = version >= FETCH_FLEXIBLE_FROM
+        out = bytearray(_HEADER.pack(1, version, self._correlation_id))
+        out += _nullable_string(self._client_id, compact=False)
+        if flexible:
+            out += b"\x00"
+        out += struct.pack(">iiiib", self.replica_id, self.max_wait_ms, self.min_bytes,
+                           self.max_bytes, 0)
+        if version >= 7:
+            out += struct.pack(">ii", 0, -1)  # no fetch session
+        by_topic: dict[str, list[tuple]] = {}
+        for entry in self.partitions:
+            by_topic.setdefault(entry[0], []).append(entry)
+        out += _array_length(len(by_topic), flexible)
+        for topic, entries in by_topic.items():
+            out += _string(topic, flexible)
+            out += _array_length(len(entries), flexible)
+            for _, partition, leader_epoch, fetch_offset, log_start, max_bytes in entries:
+                out += _I32.pack(partition)
+                if version >= 9:
+                    out += _I32.pack(leader_epoch)
+                out += _I64.pack(fetch_offset)
+                if version >= 12:
+                    out += _I32.pack(-1)  # last_fetched_epoch: divergence is found by
+                    #                       OffsetForLeaderEpoch, not in the fetch
+                if version >= 5:
+                    out += _I64.pack(log_start)
+                out += _I32.pack(max_bytes)
+                if flexible:
+                    out += b"\x00"
+            if flexible:
+                out += b"\x00"
+        if version >= 7:
+            out += _array_length(0, flexible)  # forgotten topics
+        if version >= 11:
+            out += _string("", flexible)  # rack_id
+        if flexible:
+            out += b"\x00"
+        return _I32.pack(len(out)) + bytes(out)
+
+
+class ResponseHeader:
+    __slots__ = ("correlation_id",)
+
+    def __init__(self, correlation_id: int):
+        self.correlation_id = correlation_id
+
+
+class FetchedPartitionIn:
+    __slots__ = ("partition_index", "error_code", "high_watermark", "last_stable_offset",
+                 "log_start_offset", "aborted_transactions", "preferred_read_replica",
+                 "records")
+
+
+class FetchedTopicIn:
+    __slots__ = ("topic", "partitions")
+
+    def __init__(self, topic, partitions):
+        self.topic, self.partitions = topic, partitions
+
+
+class FetchResponseIn:
+    """A Fetch response v4-v12 decoded by hand, kafka-python's attribute names; records
+    are views of the response frame.  ``decode`` has kafka-python's signature, so the
+    class serves as the ``response_class`` of a request."""
+
+    __slots__ = ("header", "throttle_time_ms", "error_code", "session_id", "responses")
+
+    @classmethod
+    def decode(cls, frame, version: int, header: bool = True) -> "FetchResponseIn":
+        assert header, "responses are decoded with their header"
+        flexible = version >= FETCH_FLEXIBLE_FROM
+        cursor = _Cursor(memoryview(frame))
+        response = cls()
+        response.header = ResponseHeader(cursor.int32())
+        if flexible:
+            cursor.skip_tagged_fields()
+        response.throttle_time_ms = cursor.int32()
+        if version >= 7:
+            response.error_code, response.session_id = cursor.int16(), cursor.int32()
+        else:
+            response.error_code, response.session_id = 0, 0
+        topics = []
+        for _ in range(cursor.array_length(flexible)):
+            topic = cursor.string(flexible)
+            partitions = []
+            for _ in range(cursor.array_length(flexible)):
+                p = FetchedPartitionIn()
+                p.partition_index = cursor.int32()
+                p.error_code = cursor.int16()
+                p.high_watermark = cursor.int64()
+                p.last_stable_offset = cursor.int64()
+                p.log_start_offset = cursor.int64() if version >= 5 else -1
+                aborted = []
+                for _ in range(cursor.array_length(flexible)):
+                    aborted.append((cursor.int64(), cursor.int64()))
+                    if flexible:
+                        cursor.skip_tagged_fields()
+                p.aborted_transactions = aborted
+                p.preferred_read_replica = cursor.int32() if version >= 11 else -1
+                p.records = cursor.bytes_(flexible)
+                if flexible:
+                    cursor.skip_tagged_fields()
+                partitions.append(p)
+            if flexible:
+                cursor.skip_tagged_fields()
+            topics.append(FetchedTopicIn(topic, partitions))
+        response.responses = topics
+        if flexible:
+            cursor.skip_tagged_fields()
+        return response

@@ -21,16 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from kafka.protocol.consumer import (
-    FetchRequest, FetchResponse, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
-)
+from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+
+from protocol.hot_requests import FetchRequestOut, FetchResponseIn
 
 from ..network.kafka_client import AsyncConnection, ConnectionFailed
 
 FETCH_VERSION = 11
 EPOCH_VERSION = 3
-FetchTopic = FetchRequest.FetchTopic
-FetchPartition = FetchTopic.FetchPartition
 EpochTopic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
 EpochPartition = EpochTopic.OffsetForLeaderPartition
 
@@ -143,18 +141,14 @@ class KafkaLeaderEndpoint:
         return self.broker_address(self.leader_id) is not None
 
     async def fetch(self, partitions: list[PartitionFetch]) -> FetchResult:
-        by_topic: dict[str, list] = {}
-        for p in partitions:
-            by_topic.setdefault(p.topic, []).append(FetchPartition(
-                partition=p.partition, current_leader_epoch=p.current_leader_epoch,
-                fetch_offset=p.fetch_offset, log_start_offset=p.log_start_offset,
-                partition_max_bytes=p.max_bytes))
-        request = FetchRequest[FETCH_VERSION](
-            replica_id=self.node_id, max_wait_ms=self.settings.wait_max_ms,
-            min_bytes=1, max_bytes=self.settings.response_max_bytes, isolation_level=0,
-            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
-            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
-        response = await self._request(request, FetchResponse)
+        # Encoded and decoded by hand (protocol/hot_requests.py): one round trip per
+        # acknowledged batch on every follower.
+        request = FetchRequestOut(
+            FETCH_VERSION, self.node_id, self.settings.wait_max_ms, 1,
+            self.settings.response_max_bytes,
+            [(p.topic, p.partition, p.current_leader_epoch, p.fetch_offset,
+              p.log_start_offset, p.max_bytes) for p in partitions])
+        response = await self._request(request, FetchResponseIn)
         if response.error_code != 0:
             return FetchResult(response.error_code, {})
         return FetchResult(0, {

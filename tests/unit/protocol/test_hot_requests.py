@@ -8,6 +8,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from protocol import hot_requests
 from protocol.errors import CorruptRequest
+from protocol.fetch_response import FetchPartitionResult, encode_fetch_response
 from protocol.messages import _decode_body, decode_request
 
 TopicData = ProduceRequest.TopicProduceData
@@ -135,3 +136,73 @@ def test_produce_response_encoding_equals_kafka_python(version):
         body.API_VERSION = version
         body.with_header(correlation_id=42)
         assert ours == bytes(body.encode(header=True, framed=True))
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_follower_fetch_request_encoding_equals_kafka_python(version):
+    rng = random.Random(300 + version)
+    for _ in range(30):
+        entries = [(f"t{rng.randint(0, 2)}", rng.randint(0, 9), rng.randint(-1, 9),
+                    rng.randint(0, 2 ** 40), rng.randint(-1, 99), 1 << 20)
+                   for _ in range(rng.randint(0, 5))]
+        ours = hot_requests.FetchRequestOut(version, 2, 500, 1, 10 << 20, entries)
+        ours.with_header(correlation_id=17, client_id="raftwood-fetcher-2")
+        by_topic = {}
+        for topic, partition, epoch, offset, start, max_bytes in entries:
+            by_topic.setdefault(topic, []).append(FetchPartition(
+                partition=partition, current_leader_epoch=epoch, fetch_offset=offset,
+                last_fetched_epoch=-1, log_start_offset=start, partition_max_bytes=max_bytes))
+        theirs = FetchRequest[version](
+            replica_id=2, max_wait_ms=500, min_bytes=1, max_bytes=10 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+            topics=[FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        theirs.with_header(correlation_id=17, client_id="raftwood-fetcher-2")
+        assert ours.encode(header=True, framed=True) == \
+            bytes(theirs.encode(header=True, framed=True))
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_follower_fetch_response_decoding_equals_kafka_python(version):
+    from kafka.protocol.consumer import FetchResponse
+    Topic = FetchResponse.FetchableTopicResponse
+    Data = Topic.PartitionData
+    rng = random.Random(400 + version)
+    for _ in range(30):
+        body = FetchResponse(
+            throttle_time_ms=rng.randint(0, 5), error_code=rng.choice([0, 70]),
+            session_id=rng.choice([0, 9]), responses=[Topic(topic=f"t{t}", partitions=[Data(
+                partition_index=p, error_code=rng.choice([0, 1, 6]),
+                high_watermark=rng.randint(-1, 2 ** 40), last_stable_offset=rng.randint(-1, 9),
+                log_start_offset=rng.randint(-1, 9),
+                aborted_transactions=[Data.AbortedTransaction(producer_id=5, first_offset=6)]
+                if rng.random() < 0.3 else [],
+                preferred_read_replica=rng.choice([-1, 3]),
+                records=rng.choice([b"", rng.randbytes(rng.randint(1, 200))]))
+                for p in range(rng.randint(0, 3))]) for t in range(rng.randint(0, 3))])
+        body.API_VERSION = version
+        body.with_header(correlation_id=23)
+        frame = bytes(body.encode(header=True, framed=False))
+        ours = hot_requests.FetchResponseIn.decode(frame, version=version, header=True)
+        theirs = FetchResponse.decode(frame, version=version, header=True)
+        assert ours.header.correlation_id == theirs.header.correlation_id == 23
+        if version >= 7:
+            assert (ours.error_code, ours.session_id) == (theirs.error_code, theirs.session_id)
+        assert [t.topic for t in ours.responses] == [t.topic for t in theirs.responses]
+        for a, b in zip(ours.responses, theirs.responses):
+            for pa, pb in zip(a.partitions, b.partitions, strict=True):
+                fields = ["partition_index", "error_code", "high_watermark",
+                          "last_stable_offset"] + (["log_start_offset"] if version >= 5 else [])
+                _same(pa, pb, fields + (["preferred_read_replica"] if version >= 11 else []))
+                assert bytes(pa.records) == (pb.records or b"")
+                assert pa.aborted_transactions == [
+                    (t.producer_id, t.first_offset) for t in pb.aborted_transactions or []]
+
+
+def test_a_truncated_fetch_response_does_not_decode():
+    parts = encode_fetch_response(11, 5, topics=[("t", [
+        FetchPartitionResult(0, 0, 9, 9, 0, b"r" * 50)])])
+    frame = b"".join(bytes(p) for p in parts)[4:]
+    hot_requests.FetchResponseIn.decode(frame, version=11)
+    for cut in range(len(frame)):
+        with pytest.raises(hot_requests.HotDecodeError):
+            hot_requests.FetchResponseIn.decode(frame[:cut], version=11)

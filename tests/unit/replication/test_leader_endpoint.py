@@ -2,8 +2,8 @@
 sends its leader (Fetch v11, OffsetForLeaderEpoch v3, replica_id = our node id), the
 answers turned into plain values, and an unreachable leader as LeaderUnavailable.
 
-The connection is a stub that records the request and returns a prepared response
-built from the same kafka-python classes the broker's handlers answer with.
+The connection is a stub that records the request and returns a prepared response built
+from kafka-python's classes (the hand-written FetchResponseIn has the same attributes).
 """
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import asyncio
 import socket
 
 import pytest
-from kafka.protocol.consumer import FetchResponse, OffsetForLeaderEpochResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse, OffsetForLeaderEpochResponse
+
+from protocol.hot_requests import FetchResponseIn
 
 from broker.network.kafka_client import ConnectionFailed
 from broker.replication.leader_endpoint import (
@@ -66,8 +68,12 @@ def test_fetch_sends_a_v11_follower_fetch_and_returns_each_partitions_answer():
         PartitionFetch("a", 0, 5, 6, 1, 1000), PartitionFetch("a", 1, 5, 9, 0, 1000),
         PartitionFetch("b", 0, 2, 2, 0, 1000)]))
 
-    request, response_class = endpoint.connection.sent[0]
-    assert response_class is FetchResponse and request.API_VERSION == 11
+    sent, response_class = endpoint.connection.sent[0]
+    assert response_class is FetchResponseIn and sent.API_VERSION == 11
+    # What goes on the wire, read back by kafka-python's decoder:
+    sent.with_header(correlation_id=1, client_id="raftwood-fetcher-3")
+    request = FetchRequest.decode(sent.encode(header=True, framed=True)[4:], version=11,
+                                  header=True)
     assert (request.replica_id, request.max_wait_ms, request.min_bytes, request.max_bytes,
             request.isolation_level, request.session_id, request.session_epoch) == \
         (3, 500, 1, 10 << 20, 0, 0, -1)
@@ -75,7 +81,6 @@ def test_fetch_sends_a_v11_follower_fetch_and_returns_each_partitions_answer():
                         p.log_start_offset, p.partition_max_bytes) for p in t.partitions])
             for t in request.topics] == [("a", [(0, 5, 6, 1, 1000), (1, 5, 9, 0, 1000)]),
                                          ("b", [(0, 2, 2, 0, 1000)])]
-    request.encode()                                   # every v11 field is set
     assert result.error_code == 0
     assert result.partitions == {("a", 0): FetchedData(0, 7, 1, b"xyz"),
                                  ("a", 1): FetchedData(1, -1, 4, b""),
