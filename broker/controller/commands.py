@@ -171,9 +171,29 @@ class AlterScramCredentials(Command):
     deletions: list
 
 
+@dataclass(frozen=True)
+class CreateAcls(Command):
+    """CreateAcls (KIP-140): ``bindings`` are [resource_type, resource_name,
+    pattern_type, principal, host, operation, permission] lists with Kafka's codes,
+    validated by the caller (broker/security/acls.py); present ones are kept once."""
+
+    method: ClassVar[str] = "create_acls"
+    bindings: list
+
+
+@dataclass(frozen=True)
+class DeleteAcls(Command):
+    """DeleteAcls: the exact bindings to remove (the caller matched its filters against
+    its image, so replaying the entry removes the same bindings and no others)."""
+
+    method: ClassVar[str] = "delete_acls"
+    bindings: list
+
+
 COMMANDS: dict[str, type[Command]] = {cls.method: cls for cls in (
     InitCluster, RegisterBroker, Heartbeat, FenceBrokers, ElectPreferred, CreateTopic,
-    DeleteTopic, AlterTopicConfigs, AlterPartition, AllocateProducerIds, AlterScramCredentials)}
+    DeleteTopic, AlterTopicConfigs, AlterPartition, AllocateProducerIds, AlterScramCredentials,
+    CreateAcls, DeleteAcls)}
 MEMBERSHIP_METHODS = frozenset({RegisterBroker.method, Heartbeat.method})
 
 

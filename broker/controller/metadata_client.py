@@ -25,8 +25,9 @@ import uuid
 from typing import Any
 
 from .commands import (
-    AllocateProducerIds, AlterPartition, AlterTopicConfigs, Command, CreateTopic, DeleteTopic,
-    AlterScramCredentials, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker,
+    AllocateProducerIds, AlterPartition, AlterScramCredentials, AlterTopicConfigs, Command,
+    CreateAcls, CreateTopic, DeleteAcls, DeleteTopic, ElectPreferred, FenceBrokers, Heartbeat,
+    InitCluster, RegisterBroker,
 )
 from .state import NO_LEADER, ApplyError, ClusterState, Election, assign_replicas
 from .store import MetadataUnavailable
@@ -151,6 +152,17 @@ class MetadataClient:
 
     async def alter_scram_credentials(self, upsertions: list, deletions: list) -> None:
         await self.submit(AlterScramCredentials(upsertions, deletions))
+
+    # -- ACLs ----------------------------------------------------------------------
+
+    async def create_acls(self, bindings: list[list]) -> int:
+        """Add ACL bindings (plain lists, ``AclBinding.to_wire``); returns how many were
+        new."""
+        return await self.submit(CreateAcls(bindings))
+
+    async def delete_acls(self, bindings: list[list]) -> list[list]:
+        """Remove exactly these bindings; returns those that were present."""
+        return await self.submit(DeleteAcls(bindings))
 
     async def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` producer ids unique in the cluster; returns the first."""

@@ -101,6 +101,7 @@ class ClusterState:
     applied_term = 0
     applied_index = 0
     scram_credentials: Mapping[str, dict] = MappingProxyType({})
+    acls: tuple = ()
 
     def __init__(self) -> None:
         self.version = 0
@@ -109,6 +110,10 @@ class ClusterState:
         # SCRAM credentials (KIP-554): user → mechanism → {salt, iterations, stored_key,
         # server_key} as base64 text; never a password.
         self.scram_credentials: dict[str, dict[str, dict]] = {}
+        # ACL bindings (KIP-140) as plain lists, in creation order: [resource_type,
+        # resource_name, pattern_type, principal, host, operation, permission] with
+        # Kafka's codes (broker/security/acls.py reads them).  No duplicates.
+        self.acls: list[list] = []
         self.topics: dict[str, TopicInfo] = {}
         self.next_producer_id = 0
 
@@ -128,6 +133,7 @@ class ClusterState:
             "next_producer_id": self.next_producer_id,
             "scram_credentials": {user: {m: dict(c) for m, c in by_mechanism.items()}
                                   for user, by_mechanism in self.scram_credentials.items()},
+            "acls": [list(binding) for binding in self.acls],
             "brokers": [vars(info).copy() for info in self.brokers.values()],
             "topics": [{"name": t.name, "topic_id": t.topic_id, "configs": dict(t.configs),
                         "partitions": [_partition_to_dict(index, p)
@@ -148,6 +154,7 @@ class ClusterState:
         state.scram_credentials = {
             str(user): {str(m): dict(c) for m, c in by_mechanism.items()}
             for user, by_mechanism in data.get("scram_credentials", {}).items()}
+        state.acls = [list(binding) for binding in data.get("acls", [])]
         for item in data["brokers"]:
             info = BrokerInfo(**item)
             state.brokers[info.broker_id] = info
@@ -418,6 +425,37 @@ class ClusterState:
         for user, mechanism, credential in upsertions:
             credentials.setdefault(user, {})[mechanism] = dict(credential)
         self.version += 1
+
+    # -- ACLs (KIP-140) ---------------------------------------------------------------
+
+    def apply_create_acls(self, bindings: list) -> int:
+        """Add ACL bindings (plain lists, see ``acls``); one already present is no change,
+        so a replayed or retried creation adds nothing twice.  Validation is the
+        caller's.  Returns how many were added."""
+        acls = self.__dict__.setdefault("acls", [])  # states from before ACLs
+        added = 0
+        for binding in bindings:
+            binding = list(binding)
+            if binding not in acls:
+                acls.append(binding)
+                added += 1
+        if added:
+            self.version += 1
+        return added
+
+    def apply_delete_acls(self, bindings: list) -> list:
+        """Remove exactly these bindings (the caller matched its filters against an
+        image); one already gone is no change.  Returns the bindings removed."""
+        acls = self.__dict__.setdefault("acls", [])
+        removed = []
+        for binding in bindings:
+            binding = list(binding)
+            if binding in acls:
+                acls.remove(binding)
+                removed.append(binding)
+        if removed:
+            self.version += 1
+        return removed
 
     # -- producer ids --------------------------------------------------------------
 

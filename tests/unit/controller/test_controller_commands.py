@@ -17,7 +17,7 @@ from pysyncobj.syncobj import _COMMAND_TYPE
 
 from broker.controller.commands import (
     COMMANDS, AllocateProducerIds, AlterPartition, AlterScramCredentials, AlterTopicConfigs, Command, CreateTopic,
-    DeleteTopic, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker, decode,
+    CreateAcls, DeleteAcls, DeleteTopic, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker, decode,
 )
 from broker.controller.raft import MetadataConsumer
 from broker.controller.state import ApplyError, ClusterState
@@ -44,6 +44,8 @@ EXAMPLES: list[Command] = [
     AlterScramCredentials([["alice", "SCRAM-SHA-256", {"salt": "c2FsdA==", "iterations": 4096,
                                                        "stored_key": "a2V5", "server_key": "a2V5"}]],
                           [["bob", "SCRAM-SHA-512"]]),
+    CreateAcls([[2, "orders", 3, "User:alice", "*", 3, 3], [3, "app-", 4, "User:*", "10.0.0.1", 2, 2]]),
+    DeleteAcls([[2, "orders", 3, "User:alice", "*", 3, 3]]),
 ]
 
 
