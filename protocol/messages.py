@@ -42,9 +42,11 @@ from kafka.protocol.consumer import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
-# Security (broker/security/): SASL (KIP-152) and SCRAM credentials (KIP-554).
+# Security (broker/security/): SASL (KIP-152), SCRAM credentials (KIP-554), ACLs (KIP-140).
 from kafka.protocol.admin import (
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    DescribeAclsRequest, DescribeAclsResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 )
 from kafka.protocol.sasl import (
@@ -118,6 +120,10 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
     _spec(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),
     _spec(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),
+    # ACLs start at v1 (v0 has no pattern type; Kafka 4 removed it too).
+    _spec(DescribeAclsRequest, DescribeAclsResponse, 1, 3),
+    _spec(CreateAclsRequest, CreateAclsResponse, 1, 3),
+    _spec(DeleteAclsRequest, DeleteAclsResponse, 1, 3),
 )}
 
 

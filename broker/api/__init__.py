@@ -13,8 +13,8 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 
 from . import admin, configs, fetch, log_offsets, metadata, produce, producer_ids
-from . import groups  # consumer groups (broker/groups/)
-from . import sasl, scram_users  # security (broker/security/)
+from . import group_acls  # consumer groups (broker/groups/) behind their authorization gate
+from . import acls, sasl, scram_users  # security (broker/security/)
 from .context import ApiContext
 from .outcome import CLOSE, Handler
 
@@ -33,18 +33,21 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DescribeConfigs: configs.handle_describe_configs,
     ApiKey.AlterConfigs: configs.handle_alter_configs,
     ApiKey.IncrementalAlterConfigs: configs.handle_incremental_alter_configs,
-    ApiKey.FindCoordinator: groups.handle_find_coordinator,
-    ApiKey.JoinGroup: groups.handle_join_group,
-    ApiKey.SyncGroup: groups.handle_sync_group,
-    ApiKey.Heartbeat: groups.handle_heartbeat,
-    ApiKey.LeaveGroup: groups.handle_leave_group,
-    ApiKey.OffsetCommit: groups.handle_offset_commit,
-    ApiKey.OffsetFetch: groups.handle_offset_fetch,
-    ApiKey.ListGroups: groups.handle_list_groups,
-    ApiKey.DescribeGroups: groups.handle_describe_groups,
-    ApiKey.DeleteGroups: groups.handle_delete_groups,
+    ApiKey.FindCoordinator: group_acls.handle_find_coordinator,
+    ApiKey.JoinGroup: group_acls.handle_join_group,
+    ApiKey.SyncGroup: group_acls.handle_sync_group,
+    ApiKey.Heartbeat: group_acls.handle_heartbeat,
+    ApiKey.LeaveGroup: group_acls.handle_leave_group,
+    ApiKey.OffsetCommit: group_acls.handle_offset_commit,
+    ApiKey.OffsetFetch: group_acls.handle_offset_fetch,
+    ApiKey.ListGroups: group_acls.handle_list_groups,
+    ApiKey.DescribeGroups: group_acls.handle_describe_groups,
+    ApiKey.DeleteGroups: group_acls.handle_delete_groups,
     ApiKey.SaslHandshake: sasl.handle_sasl_handshake,
     ApiKey.SaslAuthenticate: sasl.handle_sasl_authenticate,
     ApiKey.DescribeUserScramCredentials: scram_users.handle_describe_user_scram_credentials,
     ApiKey.AlterUserScramCredentials: scram_users.handle_alter_user_scram_credentials,
+    ApiKey.DescribeAcls: acls.handle_describe_acls,
+    ApiKey.CreateAcls: acls.handle_create_acls,
+    ApiKey.DeleteAcls: acls.handle_delete_acls,
 }

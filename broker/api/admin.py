@@ -4,6 +4,10 @@ Assignment spreads replicas over the live brokers with leaders balanced
 (``assign_replicas``); a replication factor above the live brokers answers
 INVALID_REPLICATION_FACTOR, as Kafka does.  Changes go through the broker's
 MetadataClient (``ctx.metadata``); handlers run on the event loop.
+
+Authorization (Kafka's): CreateTopics needs Create on the cluster or on the topic,
+DeleteTopics Delete on the topic; a refused topic gets TOPIC_AUTHORIZATION_FAILED (by
+id: UNKNOWN_TOPIC_ID unless Describe is allowed, so existence is not revealed).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable, assign_replicas
+from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal, topic_name_problem
 
 log = logging.getLogger(__name__)
@@ -55,11 +60,17 @@ async def handle_create_topics(ctx, request):
     body = request.body
     results = []
     seen: set[str] = set()
+    authorizer = ctx.authorizer
+    may_create_any = authorizer.allows_cluster(request, AclOperation.CREATE, log_denial=False)
     for topic in body.topics:
         try:
             if topic.name in seen:
                 raise TopicRefused(ErrorCode.INVALID_REQUEST, "topic named twice in one request")
             seen.add(topic.name)
+            if not may_create_any and not authorizer.allows(
+                    request, AclOperation.CREATE, ResourceType.TOPIC, topic.name):
+                raise TopicRefused(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                   "Create on the cluster or on the topic is required")
             partitions, replication, configs, assignment = _validate(ctx, topic)
             topic_id = None
             if not body.validate_only:
@@ -142,6 +153,24 @@ def _created(ctx, name, topic_id, partitions, replication, configs):
                  for k, v in sorted(effective.items())])
 
 
+def _delete_refusal(ctx, request, name: str | None, record) -> ErrorCode | None:
+    """Kafka's order: a name without Delete is refused before its existence is looked
+    at; an id that is unknown, or whose topic may be neither deleted nor described, is
+    UNKNOWN_TOPIC_ID."""
+    authorizer = ctx.authorizer
+    if name is not None and not authorizer.allows(request, AclOperation.DELETE,
+                                                  ResourceType.TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if record is None:
+        return ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if name is None and not authorizer.allows(request, AclOperation.DELETE, ResourceType.TOPIC,
+                                              record.name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED if authorizer.allows(
+            request, AclOperation.DESCRIBE, ResourceType.TOPIC, record.name,
+            log_denial=False) else ErrorCode.UNKNOWN_TOPIC_ID
+    return None
+
+
 async def handle_delete_topics(ctx, request):
     body = request.body
     if request.api_version >= 6:
@@ -154,8 +183,8 @@ async def handle_delete_topics(ctx, request):
         record = image.topics.get(name) if name else None
         if record is None and topic_id is not None:
             record = image.topic_by_id(str(topic_id))
-        if record is None:
-            code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        code = _delete_refusal(ctx, request, name, record)
+        if code is not None:
             results.append(Deleted(name=name, topic_id=topic_id, error_code=code,
                                    error_message=code.name))
             continue

@@ -5,6 +5,10 @@ through the broker's MetadataClient); every broker follows them (the replica man
 re-reads them from each new image).
 Broker configs are static here: they can be described, not altered (INVALID_REQUEST
 says so), where Kafka would also accept dynamic broker configs.
+
+Authorization (Kafka's): DescribeConfigs on the topic or the cluster (for a broker
+resource) to describe, AlterConfigs to alter; refused: TOPIC_AUTHORIZATION_FAILED or
+CLUSTER_AUTHORIZATION_FAILED for that resource, before its existence is looked at.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from protocol.errors import ErrorCode
 from storage.config import LogConfig
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
+from ..security.acls import AclOperation, ResourceType
 
 TOPIC = 2
 BROKER = 4
@@ -50,6 +55,7 @@ async def handle_describe_configs(ctx, request):
     for resource in request.body.resources:
         keys = resource.configuration_keys
         try:
+            _authorize(ctx, request, AclOperation.DESCRIBE_CONFIGS, resource)
             values = _describe(ctx, resource.resource_type, resource.resource_name)
             configs = [_entry(name, value, source, request.api_version)
                        for name, (value, source) in sorted(values.items())
@@ -79,6 +85,18 @@ def _describe(ctx, resource_type: int, name: str) -> dict[str, tuple[str, int]]:
     raise ConfigRefused(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} not served")
 
 
+def _authorize(ctx, request, operation: AclOperation, resource) -> None:
+    """ConfigRefused unless the request may ``operation`` the topic or (broker) cluster."""
+    if resource.resource_type == TOPIC:
+        if not ctx.authorizer.allows(request, operation, ResourceType.TOPIC,
+                                     resource.resource_name):
+            raise ConfigRefused(ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                f"{operation.name} on topic {resource.resource_name!r} is required")
+    elif not ctx.authorizer.allows_cluster(request, operation):
+        raise ConfigRefused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            f"{operation.name} on the cluster is required")
+
+
 def _text(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
@@ -94,6 +112,7 @@ async def handle_incremental_alter_configs(ctx, request):
     responses = []
     for resource in body.resources:
         try:
+            _authorize(ctx, request, AclOperation.ALTER_CONFIGS, resource)
             changes = {}
             for c in resource.configs:
                 if c.config_operation == SET:
@@ -120,6 +139,7 @@ async def handle_alter_configs(ctx, request):
     responses = []
     for resource in body.resources:
         try:
+            _authorize(ctx, request, AclOperation.ALTER_CONFIGS, resource)
             changes = {c.name: c.value for c in resource.configs}
             await _alter_topic(ctx, resource.resource_type, resource.resource_name, changes,
                                body.validate_only, replace=True)

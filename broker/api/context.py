@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..security.authorizer import ALLOW_ALL, Authorizer
+
 if TYPE_CHECKING:
     from ..config import BrokerConfig
     from ..controller.metadata_client import ClusterState, MetadataClient
@@ -31,6 +33,10 @@ class ApiContext:
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
     sasl: SaslMechanisms
+    # ACLs (authorizer.class.name); its ``allows*`` / ``refused`` say what a request's
+    # principal may do.  Off (the default, and the Broker's without the setting):
+    # everything is allowed.
+    authorizer: Authorizer = ALLOW_ALL
 
     @property
     def image(self) -> ClusterState:

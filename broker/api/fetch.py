@@ -10,6 +10,10 @@ from protocol.fetch_response import FetchPartitionResult, encode_fetch_response
 from protocol.messages import Framed
 
 from ..replication.delayed import FetchPartitionStatus
+from ..replication.replica_manager import FetchedPartition
+from ..security.acls import AclOperation
+
+DENIED = FetchedPartition(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
 async def handle_fetch(ctx, request):
@@ -21,20 +25,36 @@ async def handle_fetch(ctx, request):
     replica_id = body.replica_id
     rm = ctx.replica_manager
     statuses, order = [], []
+    denied = _denied_topics(ctx, request, replica_id)
     for topic in body.topics:
         for p in topic.partitions:
+            if topic.topic in denied:
+                order.append((topic.topic, p.partition))
+                continue
             statuses.append(FetchPartitionStatus(
                 (topic.topic, p.partition), rm.get_partition(topic.topic, p.partition),
                 p.fetch_offset,
                 p.partition_max_bytes, p.current_leader_epoch))
             order.append((topic.topic, p.partition))
     max_bytes = body.max_bytes if request.api_version >= 3 else 2 ** 31 - 1
-    results = await rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes, max_bytes)
+    results = iter(await rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes,
+                                  max_bytes) if statuses or not denied else [])
     by_topic: dict[str, list[FetchPartitionResult]] = {}
-    for (topic, index), result in zip(order, results):
+    for topic, index in order:
+        result = DENIED if topic in denied else next(results)
         by_topic.setdefault(topic, []).append(FetchPartitionResult(
             index, result.error, result.high_watermark, result.high_watermark,
             result.log_start_offset, result.records))
     # Encoded here rather than through kafka-python: the records are not copied.
     return Framed(encode_fetch_response(request.api_version, request.correlation_id,
                                         topics=list(by_topic.items())))
+
+
+def _denied_topics(ctx, request, replica_id: int) -> set[str]:
+    """Topics answered TOPIC_AUTHORIZATION_FAILED without reading: a follower (replica
+    id set) needs ClusterAction on the cluster, a consumer Read on each topic."""
+    names = (t.topic for t in request.body.topics)
+    if replica_id >= 0:
+        return set() if ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION) \
+            else set(names)
+    return ctx.authorizer.refused(request, AclOperation.READ, names)

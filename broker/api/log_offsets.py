@@ -1,4 +1,9 @@
-"""ListOffsets (earliest, latest, max timestamp, by timestamp) and OffsetForLeaderEpoch."""
+"""ListOffsets (earliest, latest, max timestamp, by timestamp) and OffsetForLeaderEpoch.
+
+Authorization (Kafka's): ListOffsets needs Describe on each topic; OffsetForLeaderEpoch
+ClusterAction on the cluster (followers) or else Describe on each topic (consumers
+checking for truncation, KIP-320).  Refused topics: TOPIC_AUTHORIZATION_FAILED.
+"""
 from __future__ import annotations
 
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
@@ -8,6 +13,7 @@ from storage.errors import StorageError
 
 from ..replication.partition import PartitionError
 from ..replication.replica_manager import storage_error_code
+from ..security.acls import AclOperation
 
 ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 ListPartition = ListTopic.ListOffsetsPartitionResponse
@@ -17,12 +23,16 @@ EpochPartition = EpochTopic.EpochEndOffset
 
 async def handle_list_offsets(ctx, request):
     rm = ctx.replica_manager
+    denied = ctx.authorizer.refused(request, AclOperation.DESCRIBE,
+                                    (t.name for t in request.body.topics))
     topics = []
     for topic in request.body.topics:
         answers = []
         for p in topic.partitions:
             partition = rm.get_partition(topic.name, p.partition_index)
             try:
+                if topic.name in denied:
+                    raise PartitionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if partition is None:
                     raise PartitionError(rm.missing_partition_error(topic.name, p.partition_index))
                 partition.check_leader_epoch(p.current_leader_epoch)
@@ -42,12 +52,17 @@ async def handle_list_offsets(ctx, request):
 
 async def handle_offset_for_leader_epoch(ctx, request):
     rm = ctx.replica_manager
+    denied = set() if ctx.authorizer.allows_cluster(
+        request, AclOperation.CLUSTER_ACTION, log_denial=False) else ctx.authorizer.refused(
+        request, AclOperation.DESCRIBE, (t.topic for t in request.body.topics))
     topics = []
     for topic in request.body.topics:
         answers = []
         for p in topic.partitions:
             partition = rm.get_partition(topic.topic, p.partition)
             try:
+                if topic.topic in denied:
+                    raise PartitionError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if partition is None:
                     raise PartitionError(rm.missing_partition_error(topic.topic, p.partition))
                 partition.check_online()

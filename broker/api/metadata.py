@@ -1,4 +1,11 @@
-"""ApiVersions and Metadata (with auto.create.topics.enable)."""
+"""ApiVersions and Metadata (with auto.create.topics.enable).
+
+With an authorizer (Kafka's rules): a listing of all topics leaves out those the
+principal may not Describe; a topic asked for by name without Describe is answered
+TOPIC_AUTHORIZATION_FAILED whether it exists or not (by id: UNKNOWN_TOPIC_ID, so
+existence is not revealed); auto-creation also needs Create on the cluster or on the
+topic, else TOPIC_AUTHORIZATION_FAILED.
+"""
 from __future__ import annotations
 
 import uuid
@@ -10,6 +17,7 @@ from protocol.messages import api_versions_body
 
 from ..controller.metadata_client import NO_LEADER, ApplyError, MetadataUnavailable
 from ..topics import is_internal, topic_name_problem
+from ..security.acls import AclOperation, ResourceType
 from .admin import create_topic_now
 
 # Metadata v8+ asks whether to include authorized operations; we have no ACLs.
@@ -28,10 +36,12 @@ async def handle_metadata(ctx, request):
     requested = body.topics
     if requested is None or (request.api_version == 0 and not requested):
         image = ctx.image
-        topics = [_describe_topic(image, name) for name in sorted(image.topics)]
+        topics = [_describe_topic(image, name) for name in sorted(image.topics)
+                  if ctx.authorizer.allows(request, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                           name, log_denial=False)]
     else:
         allow_create = body.allow_auto_topic_creation if request.api_version >= 4 else True
-        topics = [await _requested_topic(ctx, t, allow_create) for t in requested]
+        topics = [await _requested_topic(ctx, request, t, allow_create) for t in requested]
     image = ctx.image
     # Kafka answers with each broker's endpoint of the listener the request came in on,
     # and leaves out brokers without that listener.
@@ -48,15 +58,19 @@ async def handle_metadata(ctx, request):
         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-async def _requested_topic(ctx, requested, allow_create: bool):
+async def _requested_topic(ctx, request, requested, allow_create: bool):
     name = requested.name
+    authorizer = ctx.authorizer
     if name is None and requested.topic_id is not None:
         record = ctx.image.topic_by_id(str(requested.topic_id))
-        if record is None:
+        if record is None or not authorizer.allows(request, AclOperation.DESCRIBE,
+                                                   ResourceType.TOPIC, record.name):
             return Topic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                          topic_id=requested.topic_id, is_internal=False, partitions=[],
                          authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
         name = record.name
+    elif not authorizer.allows(request, AclOperation.DESCRIBE, ResourceType.TOPIC, name or ""):
+        return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if name not in ctx.image.topics:
         if topic_name_problem(name) is not None:
             return _error_topic(name, ErrorCode.INVALID_TOPIC_EXCEPTION)
@@ -65,6 +79,10 @@ async def _requested_topic(ctx, requested, allow_create: bool):
             # Internal topics (__consumer_offsets) are created by their coordinator with
             # their own partition count and configs, never by a client's Metadata.
             return _error_topic(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not (authorizer.allows_cluster(request, AclOperation.CREATE, log_denial=False)
+                or authorizer.allows(
+                request, AclOperation.CREATE, ResourceType.TOPIC, name)):
+            return _error_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         try:
             await create_topic_now(ctx, name, ctx.config["num.partitions"],
                                    ctx.config["default.replication.factor"], {})

@@ -9,13 +9,16 @@ from protocol.errors import ErrorCode
 from protocol.hot_requests import encode_produce_response
 from protocol.messages import Framed
 
+from ..replication.delayed import ProducePartitionStatus
 from ..replication.origin import AppendOrigin
+from ..security.acls import AclOperation
 from .outcome import CLOSE
 
 log = logging.getLogger(__name__)
 
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = TopicResponse.PartitionProduceResponse
+WRITE = AclOperation.WRITE
 
 
 async def handle_produce(ctx, request):
@@ -28,8 +31,13 @@ async def handle_produce(ctx, request):
         return _uniform(body, ErrorCode.INVALID_REQUIRED_ACKS)
     statuses = {}
     max_batch = ctx.config["message.max.bytes"]
+    denied = ctx.authorizer.refused(request, WRITE, (t.name for t in body.topic_data))
     for topic in body.topic_data:
         for data in topic.partition_data:
+            if topic.name in denied:  # Write on the topic (checked before any append)
+                statuses[(topic.name, data.index)] = ProducePartitionStatus(
+                    None, -1, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             statuses[(topic.name, data.index)] = ctx.replica_manager.append_one(
                 topic.name, data.index, data.records, acks, max_batch,
                 origin=AppendOrigin.CLIENT)

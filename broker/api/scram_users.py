@@ -8,7 +8,8 @@ salt or salted password UNACCEPTABLE_CREDENTIAL; deleting a credential that does
 exist RESOURCE_NOT_FOUND; a user named twice for one mechanism DUPLICATE_RESOURCE.  A
 user with any refused operation has none of them applied.
 
-There is no authorizer yet: any client that may send requests may manage credentials.
+Authorization (Kafka's): Describe on the cluster to describe (else the request's error
+CLUSTER_AUTHORIZATION_FAILED), Alter on the cluster to alter (else every user's).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..security import scram
+from ..security.acls import AclOperation
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,10 @@ Altered = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
 async def handle_describe_user_scram_credentials(ctx, request):
+    if not ctx.authorizer.allows_cluster(request, AclOperation.DESCRIBE):
+        return DescribeUserScramCredentialsResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            error_message="Describe on the cluster is required", results=[])
     stored = ctx.image.scram_credentials
     requested = [u.name for u in request.body.users] if request.body.users else None
     names = sorted(stored) if requested is None else requested
@@ -56,6 +62,12 @@ async def handle_describe_user_scram_credentials(ctx, request):
 
 async def handle_alter_user_scram_credentials(ctx, request):
     body = request.body
+    if not ctx.authorizer.allows_cluster(request, AclOperation.ALTER):
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            Altered(user=name, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                    error_message="Alter on the cluster is required")
+            for name in dict.fromkeys(op.name for op in list(body.deletions)
+                                      + list(body.upsertions))])
     stored = ctx.image.scram_credentials
     errors: dict[str, tuple[ErrorCode, str]] = {}
     seen: dict[tuple[str, int], int] = {}

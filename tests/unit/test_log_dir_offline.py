@@ -32,6 +32,7 @@ from protocol.records import assign_offset_and_epoch
 from storage.config import LogConfig
 from storage.errors import StorageIOError
 from storage.log import PartitionLog
+from broker.security.authorizer import ALLOW_ALL
 
 STORAGE_ERROR = ErrorCode.KAFKA_STORAGE_ERROR
 MAX_BATCH = 1 << 20
@@ -227,6 +228,7 @@ class StubBroker:
         self.replica_manager = rm
         self.connections = set()
         self.api_context = self
+        self.authorizer = ALLOW_ALL
 
 
 def frames(data: bytearray) -> list[bytes]:

@@ -19,7 +19,8 @@ from kafka.protocol.consumer import (
     HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
     OffsetFetchRequest, SyncGroupRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest
-from kafka.protocol.admin import (AlterUserScramCredentialsRequest,
+from kafka.protocol.admin import (AlterUserScramCredentialsRequest, CreateAclsRequest,
+                                  DeleteAclsRequest, DescribeAclsRequest,
                                   DescribeUserScramCredentialsRequest)
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -197,6 +198,26 @@ def _alter_scram(v):
                                                        salt=b"salt", salted_password=b"x" * 64)])
 
 
+def _describe_acls(v):
+    return DescribeAclsRequest[v](resource_type_filter=2, resource_name_filter="orders",
+                                  pattern_type_filter=2, principal_filter=None,
+                                  host_filter=None, operation=1, permission_type=1)
+
+
+def _create_acls(v):
+    C = CreateAclsRequest.AclCreation
+    return CreateAclsRequest[v](creations=[C(resource_type=2, resource_name="orders",
+                                             resource_pattern_type=3, principal="User:alice",
+                                             host="*", operation=3, permission_type=3)])
+
+
+def _delete_acls(v):
+    F = DeleteAclsRequest.DeleteAclsFilter
+    return DeleteAclsRequest[v](filters=[F(resource_type_filter=1, resource_name_filter=None,
+                                           pattern_type_filter=1, principal_filter="User:bob",
+                                           host_filter=None, operation=1, permission_type=1)])
+
+
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
     "Fetch": (_fetch, [4, 11, 12]),
@@ -224,6 +245,9 @@ CORPUS_BUILDERS = {
     "SaslAuthenticate": (_sasl_authenticate, [0, 1, 2]),
     "DescribeUserScramCredentials": (_describe_scram, [0]),
     "AlterUserScramCredentials": (_alter_scram, [0]),
+    "DescribeAcls": (_describe_acls, [1, 2, 3]),
+    "CreateAcls": (_create_acls, [1, 2, 3]),
+    "DeleteAcls": (_delete_acls, [1, 2, 3]),
 }
 
 

@@ -14,6 +14,8 @@ import uuid
 
 from kafka.protocol.admin import (
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    DescribeAclsRequest, DescribeAclsResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 )
 from kafka.protocol.sasl import (
@@ -84,13 +86,18 @@ EXPECTED_RANGES = {
     36: (0, 2),   # SaslAuthenticate
     50: (0, 0),   # DescribeUserScramCredentials
     51: (0, 0),   # AlterUserScramCredentials
+    # ACLs (issue 13) from v1, where the pattern type starts (Kafka 4 dropped v0 too).
+    29: (1, 3),   # DescribeAcls
+    30: (1, 3),   # CreateAcls
+    31: (1, 3),   # DeleteAcls
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
 # except ApiVersions, whose response header is always v0.
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 44: 1,
                   8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2,
-                  17: 99, 36: 2, 50: 0, 51: 0}  # SaslHandshake is never flexible
+                  17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
+                  29: 2, 30: 2, 31: 2}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -699,6 +706,11 @@ _REQUESTS = {
     36: lambda v: SaslAuthenticateRequest[v](auth_bytes=b"\x00u\x00p"),
     50: lambda v: DescribeUserScramCredentialsRequest[v](users=None),
     51: lambda v: AlterUserScramCredentialsRequest[v](deletions=[], upsertions=[]),
+    29: lambda v: DescribeAclsRequest[v](resource_type_filter=1, resource_name_filter=None,
+                                         pattern_type_filter=1, principal_filter=None,
+                                         host_filter=None, operation=1, permission_type=1),
+    30: lambda v: CreateAclsRequest[v](creations=[]),
+    31: lambda v: DeleteAclsRequest[v](filters=[]),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -735,6 +747,14 @@ _RESPONSES = {
          DescribeUserScramCredentialsResponse),
     51: (lambda v: AlterUserScramCredentialsResponse[v](throttle_time_ms=0, results=[]),
          lambda resp, v: None, AlterUserScramCredentialsResponse),
+    29: (_error_only_response(DescribeAclsResponse, 31, error_message="no", resources=[]),
+         _check_error_code(31), DescribeAclsResponse),
+    30: (lambda v: CreateAclsResponse[v](throttle_time_ms=0, results=[
+            CreateAclsResponse.AclCreationResult(error_code=31, error_message=None)]),
+         lambda resp, v: resp.results[0].error_code == 31 or pytest.fail("CreateAcls result"),
+         CreateAclsResponse),
+    31: (lambda v: DeleteAclsResponse[v](throttle_time_ms=0, filter_results=[]),
+         lambda resp, v: None, DeleteAclsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
