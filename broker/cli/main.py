@@ -7,6 +7,9 @@
     raftwood cluster [--bootstrap-server HOST:PORT]       brokers, controller, problems
     raftwood groups list|describe GROUP [--bootstrap-server HOST:PORT]
                                                           consumer groups, offsets, lag
+    raftwood users add|list|delete NAME ...               SCRAM users
+    raftwood acls add|list|remove [--allow-principal User:x] [--operation read] [--topic T]
+                                                          ACLs (kafka-acls.sh's options)
     raftwood verify [--brokers 3] [--duration S] [--seed N] [--faults LIST]
                                                           fault injection + invariant checks
 """
@@ -17,7 +20,7 @@ import asyncio
 import logging
 import sys
 
-from . import admin, dev, groups, users, verify
+from . import acls, admin, dev, groups, users, verify
 from .. import config as config_module
 
 
@@ -84,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin.add_commands(commands)
     groups.add_commands(commands)
     users.add_commands(commands)
+    acls.add_commands(commands)
     verify.add_command(commands)
     return parser
 
