@@ -392,6 +392,9 @@ class Partition:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.check_leader_epoch(current_leader_epoch)
         upper_bound = self.log.log_end_offset if replica_id >= 0 else self.log.high_watermark
+        if fetch_offset == upper_bound:  # caught up: the common case of an idle partition
+            return ReadResult(b"", self.log.high_watermark, self.log.log_start_offset,
+                              self.log.log_end_offset)
         try:
             if fetch_offset > upper_bound and fetch_offset <= self.log.log_end_offset:
                 records = b""  # between HW and LEO: nothing visible yet, not an error
