@@ -181,14 +181,15 @@ class Authorizer:
 
 def image_bindings(image_of: Callable[[], object]) -> Callable[[], tuple[AclBinding, ...]]:
     """``bindings()`` for an Authorizer: the ACLs of the current image (``image_of()``),
-    parsed once per image rather than at every request."""
-    cache: list = [None, ()]
+    parsed once per image (and version) rather than at every request."""
+    cache: list = [None, -1, ()]
 
     def bindings() -> tuple[AclBinding, ...]:
         image = image_of()
-        if cache[0] is not image:
-            cache[:] = [image, tuple(AclBinding.from_wire(b) for b in image.acls)]
-        return cache[1]
+        if cache[0] is not image or cache[1] != image.version:
+            cache[:] = [image, image.version,
+                        tuple(AclBinding.from_wire(b) for b in image.acls)]
+        return cache[2]
 
     return bindings
 

@@ -20,7 +20,7 @@ from broker.api.producer_ids import handle_init_producer_id
 from broker.controller.state import ClusterState
 from broker.security.acls import (AclBinding, AclOperation as Op, AclPermissionType as Perm,
                                   PatternType, ResourceType as Res)
-from broker.security.authorizer import Authorizer
+from broker.security.authorizer import Authorizer, image_bindings
 from broker.testing import build_batch
 from protocol.errors import ErrorCode
 from protocol.messages import Framed, decode_request
@@ -129,3 +129,74 @@ def test_init_producer_id_needs_idempotent_write_or_write_on_some_topic():
                 "User:alice") == ErrorCode.NONE
     assert init(context(allow("orders", Op.READ)), "User:alice") == \
         ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+# -- the ACL APIs ----------------------------------------------------------------------------------
+
+class AppliedMetadata:
+    """Applies ACL commands to an image at once, as a one-node store would."""
+
+    def __init__(self, image: ClusterState):
+        self.image, self.controller_id = image, 1
+
+    async def create_acls(self, bindings):
+        return self.image.apply_create_acls(bindings)
+
+    async def delete_acls(self, bindings):
+        return self.image.apply_delete_acls(bindings)
+
+
+def test_acl_apis_create_describe_and_delete_through_the_metadata():
+    from kafka.protocol.admin import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
+
+    from broker.api.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
+
+    ctx = context()
+    ctx.metadata = AppliedMetadata(ctx.image)
+    ctx.authorizer = Authorizer(SETTINGS, image_bindings(lambda: ctx.image))
+    C = CreateAclsRequest.AclCreation
+    created = asyncio.run(handle_create_acls(ctx, request(CreateAclsRequest[3](creations=[
+        C(resource_type=2, resource_name="pay-", resource_pattern_type=4, principal="User:bob",
+          host="*", operation=4, permission_type=3),
+        C(resource_type=4, resource_name="my-cluster", resource_pattern_type=3,
+          principal="User:bob", host="*", operation=7, permission_type=3)]), "User:admin")))
+    assert [r.error_code for r in created.results] == [ErrorCode.NONE, ErrorCode.INVALID_REQUEST]
+    assert ctx.image.acls == [[2, "pay-", 4, "User:bob", "*", 4, 3]]
+
+    def describe(principal, name):
+        return asyncio.run(handle_describe_acls(ctx, request(DescribeAclsRequest[3](
+            resource_type_filter=2, resource_name_filter=name, pattern_type_filter=2,
+            principal_filter=None, host_filter=None, operation=1, permission_type=1),
+            principal)))
+
+    found = describe("User:admin", "pay-eu")
+    assert [(r.resource_name, r.pattern_type, [a.principal for a in r.acls])
+            for r in found.resources] == [("pay-", 4, ["User:bob"])]
+    assert describe("User:bob", "pay-eu").error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    bob = request(CreateAclsRequest[3](creations=[]), "User:bob")
+    assert ctx.authorizer.allows(bob, Op.WRITE, Res.TOPIC, "pay-eu"), "the image's ACLs apply"
+
+    F = DeleteAclsRequest.DeleteAclsFilter
+    deleted = asyncio.run(handle_delete_acls(ctx, request(DeleteAclsRequest[3](filters=[
+        F(resource_type_filter=2, resource_name_filter="pay-eu", pattern_type_filter=2,
+          principal_filter="User:bob", host_filter=None, operation=1, permission_type=1)]),
+        "User:admin")))
+    [result] = deleted.filter_results
+    assert [(m.resource_name, m.operation) for m in result.matching_acls] == [("pay-", 4)]
+    assert ctx.image.acls == []
+
+
+def test_acl_apis_answer_security_disabled_without_an_authorizer():
+    from kafka.protocol.admin import CreateAclsRequest
+
+    from broker.api.acls import handle_create_acls
+    from broker.security.authorizer import ALLOW_ALL
+
+    ctx = context()
+    ctx.authorizer = ALLOW_ALL
+    answer_ = asyncio.run(handle_create_acls(ctx, request(CreateAclsRequest[1](creations=[
+        CreateAclsRequest.AclCreation(resource_type=2, resource_name="t",
+                                      resource_pattern_type=3, principal="User:a", host="*",
+                                      operation=3, permission_type=3)]), "User:a")))
+    assert [r.error_code for r in answer_.results] == [ErrorCode.SECURITY_DISABLED]
+    assert ctx.image.acls == []
