@@ -7,7 +7,8 @@ describe-configs, alter-configs, idempotent-write, all), one kind of resource
 (``--topic``, ``--group``, ``--transactional-id``, repeatable; or ``--cluster``) and
 ``--resource-pattern-type`` (literal or prefixed to add; any, match, literal or prefixed
 to list and remove).  ``add`` creates every principal × operation × resource binding;
-``list`` and ``remove`` take the options as a filter (left out: any).
+``list`` and ``remove`` take the options as a filter (left out: any), except that
+``remove`` needs a resource, as kafka-acls.sh does (no accidental "remove everything").
 
 The connection is PLAINTEXT to ``--bootstrap-server`` and its principal is
 ``User:ANONYMOUS``: give a loopback PLAINTEXT listener whose principal may manage ACLs
@@ -18,6 +19,7 @@ CLUSTER_AUTHORIZATION_FAILED, SECURITY_DISABLED when the broker has no authorize
 from __future__ import annotations
 
 import itertools
+import sys
 
 from kafka.protocol.admin import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
@@ -26,7 +28,7 @@ from protocol.errors import ErrorCode
 from ..security.acls import (CLUSTER_NAME, WILDCARD, AclBinding, AclOperation,
                              AclPermissionType, PatternType, ResourceType, parse_enum)
 from .admin import KafkaFailure, _client_options
-from .client import EXIT_OK, Connection, guarded
+from .client import EXIT_OK, EXIT_UNAVAILABLE, Connection, guarded
 
 ACL_VERSION = 3   # served 1-3
 CREATE, DESCRIBE, DELETE = (CreateAclsRequest[ACL_VERSION], DescribeAclsRequest[ACL_VERSION],
@@ -68,6 +70,12 @@ def _binding_options(parser, for_filter: bool) -> None:
                         type=lambda t: parse_enum(PatternType, t))
 
 
+def _usage(message: str) -> None:
+    """Bad usage: one line on stderr, exit code 2 (as argparse's own errors)."""
+    print(f"raftwood acls: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_UNAVAILABLE)
+
+
 def _resources(args, required: bool) -> list[tuple[ResourceType, str | None]]:
     resources = [(rtype, name) for option, rtype in RESOURCE_OPTIONS
                  for name in getattr(args, option)]
@@ -75,8 +83,7 @@ def _resources(args, required: bool) -> list[tuple[ResourceType, str | None]]:
         resources.append((ResourceType.CLUSTER, CLUSTER_NAME))
     if not resources:
         if required:
-            raise SystemExit("raftwood acls: name a resource: --topic, --group, "
-                             "--transactional-id or --cluster")
+            _usage("name a resource: --topic, --group, --transactional-id or --cluster")
         resources.append((ResourceType.ANY, None))
     return resources
 
@@ -89,7 +96,7 @@ def _principals(args, for_filter: bool) -> list[tuple[str | None, AclPermissionT
     found += [(p, either, args.allow_host if not for_filter else None) for p in args.principal]
     if not found:
         if not for_filter:
-            raise SystemExit("raftwood acls add: give --allow-principal or --deny-principal")
+            _usage("give --allow-principal or --deny-principal")
         found.append((None, AclPermissionType.ANY, None))
     return found
 
@@ -116,7 +123,7 @@ def cmd_acls_add(args) -> int:
     return EXIT_OK
 
 
-def _filters(args):
+def _filters(args, require_resource: bool = False):
     return [dict(resource_type_filter=int(rtype), resource_name_filter=name,
                  pattern_type_filter=int(args.resource_pattern_type if rtype != ResourceType.CLUSTER
                                          or args.resource_pattern_type == PatternType.ANY
@@ -124,15 +131,16 @@ def _filters(args):
                  principal_filter=principal, host_filter=host, operation=int(operation),
                  permission_type=int(permission))
             for (rtype, name), (principal, permission, host), operation in itertools.product(
-                _resources(args, False), _principals(args, True),
+                _resources(args, require_resource), _principals(args, True),
                 args.operation or [AclOperation.ANY])]
 
 
 @guarded
 def cmd_acls_list(args) -> int:
     seen: list[AclBinding] = []
+    filters = _filters(args)
     with Connection(args.bootstrap_server, args.timeout) as conn:
-        for wanted in _filters(args):
+        for wanted in filters:
             response = conn.request(DESCRIBE(**wanted))
             if response.error_code != ErrorCode.NONE:
                 raise KafkaFailure(response.error_code, response.error_message,
@@ -151,9 +159,9 @@ def cmd_acls_list(args) -> int:
 
 @guarded
 def cmd_acls_remove(args) -> int:
+    filters = [DELETE.DeleteAclsFilter(**f) for f in _filters(args, True)]
     with Connection(args.bootstrap_server, args.timeout) as conn:
-        response = conn.request(DELETE(filters=[DELETE.DeleteAclsFilter(**f)
-                                                for f in _filters(args)]))
+        response = conn.request(DELETE(filters=filters))
     removed = 0
     for result in response.filter_results:
         if result.error_code != ErrorCode.NONE:
