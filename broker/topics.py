@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from storage.config import LogConfig
+from storage.config import CLEANUP_POLICIES, LogConfig
 
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
@@ -31,10 +31,10 @@ def topic_name_problem(name: str | None) -> str | None:
 
 
 # Topic-level config names Raftwood acts on; CreateTopics and the config APIs refuse
-# any other name with INVALID_CONFIG (a typo must not pass silently).
+# any other name with INVALID_CONFIG (a typo must not pass silently).  cleanup.policy
+# and the compaction settings are LogConfig's (the log cleaner serves them).
 TOPIC_CONFIG_KEYS = frozenset(LogConfig().to_properties()) | {
-    "min.insync.replicas", "unclean.leader.election.enable", "cleanup.policy"}
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
+    "min.insync.replicas", "unclean.leader.election.enable"}
 
 
 def topic_config_problem(configs: dict[str, str]) -> str | None:

@@ -19,9 +19,11 @@ changes meanwhile.
 Writes have acks=all semantics: the batch is appended as leader, then the caller waits
 until the high watermark passes it (``offsets.commit.timeout.ms``).  In-memory state
 changes only after the write is acknowledged, and only while the ownership that issued
-it is still current.  The topic is never compacted (Raftwood has no log cleaner yet), so
-it is created with ``cleanup.policy=compact`` for the record and with time and size
-retention off: deleting old segments would delete live commits.
+it is still current.  The topic is compacted (``cleanup.policy=compact``, so retention
+never deletes its segments): the log cleaner keeps the latest record per group and per
+committed partition, and removes tombstones (deleted groups, expired offsets) after
+``delete.retention.ms``; a loading coordinator reads only what survives, through the
+gaps compaction leaves.
 
 Event-loop only.
 """
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from protocol.errors import ErrorCode
+from protocol.records import iter_headers
 
 from ..replication.origin import AppendOrigin
 from . import records
@@ -377,8 +380,11 @@ class _Loader:
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
 
     def apply(self, chunk: bytes, position: int) -> int:
-        """Apply the records at or after ``position``; returns the next position."""
+        """Apply the records at or after ``position``; returns the next position: past
+        the chunk's last batch, even one compaction left without records."""
         next_position = position
+        for header in iter_headers(chunk):
+            next_position = max(next_position, header.next_offset)
         for offset, key, value in records.iter_records(chunk):
             next_position = max(next_position, offset + 1)
             if offset < position or key is None:
