@@ -250,3 +250,62 @@ def test_each_replica_compacts_and_a_follower_fetching_below_the_compacted_range
                     assert leader_by_offset[offset] == (key, value)
     consumed = read_all(cluster.bootstrap, topic)
     assert_latest_wins(consumed, latest)
+
+
+def offsets_keys_of(partition_dir: Path, group: bytes) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of every __consumer_offsets record whose key names ``group``."""
+    rows, _ = segment_records(partition_dir)
+    return [(offset, value) for offset, key, value in rows if key and group in key]
+
+
+def test_consumer_offsets_is_compacted_and_deleted_groups_vanish_after_their_retention(
+        raftwood_broker_factory, new_topic):
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource)
+
+    broker = raftwood_broker_factory(**CLEANER, **{"offsets.topic.num.partitions": "1",
+                                                   "offsets.topic.replication.factor": "1"})
+    topic = new_topic(broker)
+    tp = confluent_kafka.TopicPartition
+
+    def committer(group: str):
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap,
+                                             "group.id": group, "enable.auto.commit": False})
+        consumer.assign([tp(topic, 0, 0)])
+        return consumer
+
+    kept, doomed = committer("kept-group"), committer("doomed-group")
+    kept.commit(offsets=[tp(topic, 0, 1)], asynchronous=False)  # creates the offsets topic
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+               for name, value in (("segment.bytes", "8192"), ("delete.retention.ms", "1000"),
+                                   ("min.cleanable.dirty.ratio", "0.01"))]
+    resource = ConfigResource("TOPIC", "__consumer_offsets", incremental_configs=entries)
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=10)
+    for n in range(2, 1_500):
+        kept.commit(offsets=[tp(topic, 0, n)], asynchronous=False)
+        if n < 300:
+            doomed.commit(offsets=[tp(topic, 0, n)], asynchronous=False)
+    doomed.close()
+    offsets_dir = broker.data_dir / "__consumer_offsets-0"
+    wait_compacted(offsets_dir)
+    assert len(offsets_keys_of(offsets_dir, b"kept-group")) < 1_500 // 4
+    for future in admin.delete_consumer_groups(["doomed-group"]).values():
+        future.result(timeout=10)
+    deadline = time.monotonic() + WAIT_S
+    n = 1_500
+    while offsets_keys_of(offsets_dir, b"doomed-group"):  # values, then tombstones, then none
+        assert time.monotonic() < deadline, "the deleted group's records outlived retention"
+        for _ in range(100):
+            kept.commit(offsets=[tp(topic, 0, n)], asynchronous=False)
+            n += 1
+        time.sleep(0.2)
+    kept.close()
+    broker.stop()
+    broker.start()  # the coordinator loads what survived
+    reader = committer("kept-group")
+    assert reader.committed([tp(topic, 0)], timeout=10)[0].offset == n - 1
+    reader.close()
+    groups = [g.group_id for g in admin.list_consumer_groups().result(timeout=10).valid]
+    assert "doomed-group" not in groups and "kept-group" in groups
