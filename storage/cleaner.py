@@ -93,7 +93,13 @@ class SourceSegment:
     base_offset: int
     next_offset: int
     size_bytes: int
-    last_modified_ms: int
+
+    def last_modified_ms(self) -> int:
+        """The file's modification time (read in the cleaner thread)."""
+        try:
+            return os.stat(self.log_path).st_mtime_ns // 1_000_000
+        except FileNotFoundError as exc:
+            raise CleaningAborted(f"{self.log_path} disappeared while cleaning") from exc
 
 
 @dataclass
@@ -160,13 +166,13 @@ def plan_cleaning(log, now_ms: int) -> CleaningPlan | None:
     clean_end = segments[-1].base_offset
     high_watermark = log.high_watermark
     for segment in segments[:-1]:
-        too_young = segment.next_offset > first_dirty and segment.size_bytes \
+        too_young = config.min_compaction_lag_ms > 0 and segment.next_offset > first_dirty \
+            and segment.size_bytes \
             and now_ms - segment.retention_timestamp_ms() < config.min_compaction_lag_ms
         if segment.next_offset > high_watermark or too_young:
             clean_end = segment.base_offset
             break
-    sources = [SourceSegment(s, s.log_path, s.base_offset, s.next_offset, s.size_bytes,
-                             s.last_modified_ms)
+    sources = [SourceSegment(s, s.log_path, s.base_offset, s.next_offset, s.size_bytes)
                for s in segments[:-1] if s.base_offset < clean_end]
     dirty = [s for s in sources if s.next_offset > first_dirty]
     if not dirty or not any(s.size_bytes for s in dirty):
@@ -292,12 +298,13 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offsets: dict[b
                  stats: CleanerStats) -> CleanedGroup:
     new = LogSegment.create(plan.directory, group[0].base_offset, plan.index_interval_bytes,
                             CLEANED_SUFFIX)
-    newest_write_ms = max(s.last_modified_ms for s in group)
+    last_modified = [s.last_modified_ms() for s in group]
+    newest_write_ms = max(last_modified)
     last_header = None
     try:
-        for source in group:
+        for source, modified_ms in zip(group, last_modified):
             cleaned_before = source.base_offset < plan.first_dirty_offset
-            drop_tombstones = cleaned_before and source.last_modified_ms < plan.delete_horizon_ms
+            drop_tombstones = cleaned_before and modified_ms < plan.delete_horizon_ms
             for header, data in _batches(source.log_path, source.size_bytes):
                 stats.bytes_read += header.size
                 last_header = header
