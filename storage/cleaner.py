@@ -302,10 +302,10 @@ def clean(plan: CleaningPlan, max_keys: int = MAX_MAP_KEYS) -> CleaningResult:
 
 def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offsets: dict[bytes, int],
                  stats: CleanerStats) -> CleanedGroup:
-    new = LogSegment.create(plan.directory, group[0].base_offset, plan.index_interval_bytes,
-                            CLEANED_SUFFIX)
     last_modified = [s.last_modified_ms() for s in group]
     newest_write_ms = max(last_modified)
+    new = LogSegment.create(plan.directory, group[0].base_offset, plan.index_interval_bytes,
+                            CLEANED_SUFFIX)
     last_header = None
     try:
         for source, modified_ms in zip(group, last_modified):
