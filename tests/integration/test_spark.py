@@ -160,3 +160,46 @@ def test_streaming_counts_and_batch_read_through_the_kafka_connector(
     ranges = check_dense(read_topic(spark, bootstrap, "events"))
     assert {p: (first, last + 1) for p, (first, last, _) in ranges.items()} == \
         {0: (0, 120), 1: (0, 120), 2: (0, 120)}
+
+
+def test_batch_read_of_a_compacted_topic_sees_every_surviving_record(
+        spark_env, raftwood_broker_factory):
+    """Spark's batch read with failOnDataLoss=false over the gaps compaction leaves: every
+    record still in the log, once, with the latest value of every key."""
+    spark, missing = spark_env
+    if missing is not None:
+        pytest.skip(missing)
+    import time
+
+    from broker.testing import read_records
+
+    broker = raftwood_broker_factory(**{"log.cleaner.backoff.ms": "100"})
+    bootstrap = broker.bootstrap
+    with KafkaConnection(bootstrap) as conn:
+        assert conn.create_topic("compacted", 1, {
+            "cleanup.policy": "compact", "segment.bytes": "4096",
+            "min.cleanable.dirty.ratio": "0.01"}) == 0
+        latest = {}
+        for n in range(60):
+            records = [(f"k{(n * 20 + i) % 30}".encode(), f"v{n * 20 + i}".encode(), None, [])
+                       for i in range(20)]
+            assert conn.produce("compacted", 0, build_batch(records)).error_code == 0
+            latest.update({key: value for key, value, _, _ in records})
+        deadline = time.monotonic() + 30
+        while True:  # until the cleaner has run: fewer records than were produced
+            data = conn.fetch("compacted", 0, 0)
+            survivors = len(read_records(data.records))
+            if survivors < 1_200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert survivors < 1_200, "the cleaner never ran"
+    rows = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", "compacted").option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest").option("failOnDataLoss", "false")
+            .load().select("key", "value", "offset").orderBy("offset").collect())
+    offsets = [r["offset"] for r in rows]
+    assert offsets == sorted(set(offsets))
+    seen = {}
+    for r in rows:
+        seen[bytes(r["key"])] = bytes(r["value"])
+    assert seen == latest
