@@ -96,6 +96,9 @@ class LogConfig:
                                  f", got {value!r}")
             if not low <= value <= high:
                 raise ValueError(f"{key}: {value} is outside [{low}, {high}]")
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:  # Kafka's check too
+            raise ValueError(f"min.compaction.lag.ms: {self.min_compaction_lag_ms} is above "
+                             f"max.compaction.lag.ms {self.max_compaction_lag_ms}")
 
     @property
     def compact(self) -> bool:
