@@ -14,6 +14,8 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from storage.config import LogConfig
+
 from .security import listeners as listener_settings
 from .security import sasl, tls
 
@@ -70,6 +72,20 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("log.retention.ms", int, 7 * DAY_MS, "Delete segments older than this (-1: never)"),
     Setting("log.retention.bytes", int, -1, "Keep at most this much per partition (-1: no cap)"),
     Setting("log.retention.check.interval.ms", int, 300_000, "How often retention runs"),
+    Setting("log.cleanup.policy", _str, "delete",
+            "delete, compact or compact,delete: what topics do with old data by default"),
+    Setting("log.cleaner.enable", _bool, True, "Run the log cleaner (compacted topics)"),
+    Setting("log.cleaner.threads", int, 1, "Log cleaner threads (Raftwood serves 1)"),
+    Setting("log.cleaner.backoff.ms", int, 15_000,
+            "How long the cleaner sleeps when no log needs cleaning"),
+    Setting("log.cleaner.delete.retention.ms", int, DAY_MS,
+            "How long tombstones stay after they were cleaned (delete.retention.ms)"),
+    Setting("log.cleaner.min.cleanable.ratio", float, 0.5,
+            "Dirty share of a log above which it is cleaned (min.cleanable.dirty.ratio)"),
+    Setting("log.cleaner.min.compaction.lag.ms", int, 0,
+            "Records younger than this are not compacted (min.compaction.lag.ms)"),
+    Setting("log.cleaner.max.compaction.lag.ms", int, 2 ** 63 - 1,
+            "Records older than this are compacted whatever the ratio (max.compaction.lag.ms)"),
     Setting("log.flush.interval.messages", int, 2 ** 63 - 1, "fsync after this many messages"),
     Setting("log.flush.interval.ms", int, 2 ** 63 - 1, "fsync at least this often"),
     Setting("log.flush.offset.checkpoint.interval.ms", int, 60_000,
@@ -128,6 +144,11 @@ TOPIC_DEFAULTS = {
     "log.retention.bytes": "retention.bytes",
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
 }
@@ -273,4 +294,18 @@ def build(raw: Mapping[str, str]) -> BrokerConfig:
         # As in Kafka: a follower long-polling longer than the lag time would drop out
         # of the ISR of every idle partition and rejoin, over and over.
         raise ConfigError("replica.fetch.wait.max.ms must be less than replica.lag.time.max.ms")
+    _check_log_defaults(config)
     return config
+
+
+def _check_log_defaults(config: BrokerConfig) -> None:
+    """The log.* topic defaults must make a valid LogConfig; one cleaner thread only."""
+    if config["log.cleaner.threads"] != 1:
+        raise ConfigError(f"log.cleaner.threads={config['log.cleaner.threads']}: Raftwood "
+                          f"runs exactly one log cleaner thread (set 1)")
+    if config["log.cleaner.backoff.ms"] < 0:
+        raise ConfigError("log.cleaner.backoff.ms must be >= 0")
+    try:
+        LogConfig.from_properties(config.topic_defaults())
+    except ValueError as exc:
+        raise ConfigError(f"bad log default: {exc}") from exc

@@ -34,6 +34,7 @@ from ..controller.commands import AlterPartition
 from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
                       ProducePartitionStatus)
 from .fetcher import ReplicaFetcherManager
+from .log_cleaner import LogCleanerManager
 from .origin import AppendOrigin
 from .partition import Partition, PartitionError, PartitionSettings, PendingIsrChange
 from ..topics import is_internal, topic_config_problem
@@ -79,6 +80,7 @@ class ReplicaManager:
         self.fetchers = ReplicaFetcherManager(self.node_id, config, self._broker_address)
         self._leadership_listeners: list = []
         self.lag_time_max_ms = config["replica.lag.time.max.ms"]
+        self.cleaner = LogCleanerManager(self, config)
         # This process's registration id (BrokerLifecycle's), set by the Broker; None
         # (tests driving a ReplicaManager alone) applies every image.
         self.incarnation: str | None = None
@@ -94,7 +96,8 @@ class ReplicaManager:
         * offset-checkpoint, every ``log.flush.offset.checkpoint.interval.ms``: flushes
           when due and writes HW / recovery point / log start offset;
         * isr-shrink, every half ``replica.lag.time.max.ms``: proposes removing lagging
-          ISR followers.
+          ISR followers;
+        * log-cleaner (``LogCleanerManager``): compacts the logs of compacted topics.
         A disk failure in the first two takes the log directory offline (see the module).
         """
         config = self.config
@@ -105,10 +108,12 @@ class ReplicaManager:
                             self._checkpoint_once)
         self.tasks.periodic("isr-shrink", max(0.05, self.lag_time_max_ms / 2000.0),
                             self._shrink_isr_once)
+        self.cleaner.start()
 
     async def shutdown(self) -> None:
         await self.fetchers.shutdown()
         await self.tasks.shutdown()
+        self.cleaner.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         for partition in list(self.partitions.values()):
@@ -387,7 +392,9 @@ class ReplicaManager:
         if problem:
             raise ValueError(problem)
         props = self._topic_props(configs)
-        LogConfig.from_properties(props)
+        if LogConfig.from_properties(props).compact and not self.config["log.cleaner.enable"]:
+            raise ValueError("cleanup.policy=compact needs the log cleaner, and this broker "
+                             "runs with log.cleaner.enable=false")
         if int(props["min.insync.replicas"]) < 1:
             raise ValueError("min.insync.replicas must be at least 1")
 
