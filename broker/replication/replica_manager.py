@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 from protocol.errors import ErrorCode, RecordError
+from protocol.record_filter import RecordFilterError, decode_records
 from protocol.records import validate_produce_records
 from storage.config import LogConfig
 from storage.errors import CorruptLog, InvalidAppend, StorageError, StorageIOError
@@ -432,6 +433,8 @@ class ReplicaManager:
                 raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
                                   f"batch of {len(records)} bytes exceeds message.max.bytes")
             batch, header = validate_produce_records(records)
+            if partition.log.config.compact:
+                _check_keys(batch)
             high_watermark = partition.high_watermark
             info, duplicate = partition.append_as_leader(batch, header, acks)
         except RecordError as exc:
@@ -544,6 +547,18 @@ class ReplicaManager:
         finally:
             operation.force_complete()
         return self.read_partitions(statuses, replica_id, max_bytes)
+
+
+def _check_keys(batch: bytearray) -> None:
+    """Kafka's rule for compacted topics: every record has a key (INVALID_RECORD
+    otherwise).  Decodes the batch: a cost only compacted topics pay."""
+    try:
+        records = decode_records(batch)
+    except RecordFilterError as exc:
+        raise RecordError(ErrorCode.CORRUPT_MESSAGE, str(exc)) from exc
+    if any(record.key is None for record in records):
+        raise RecordError(ErrorCode.INVALID_RECORD,
+                          "Compacted topic cannot accept message without key")
 
 
 def storage_error_code(exc: StorageError) -> ErrorCode:

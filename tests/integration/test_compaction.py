@@ -9,7 +9,8 @@
   has;
 * a broker killed at each step of the cleaner's swap (RAFTWOOD_TEST_CLEANER_CRASH_AT)
   restarts with the old or the new segments and every latest value;
-* cleanup.policy=compact is refused when the broker runs without its cleaner.
+* cleanup.policy=compact is refused when the broker runs without its cleaner, and a
+  compacted topic refuses records without a key (INVALID_RECORD), as Kafka does.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 
 from broker.harness.process import BrokerProcess
-from broker.testing import KafkaConnection
+from broker.testing import KafkaConnection, build_batch
 from protocol.records import valid_prefix
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -187,6 +188,17 @@ def test_cleanup_policy_compact_is_refused_without_the_cleaner(raftwood_broker_f
     with KafkaConnection(broker.bootstrap) as conn:
         assert conn.create_topic("refused", 1, {"cleanup.policy": "compact"}) == 40
         assert conn.create_topic("accepted", 1, {"cleanup.policy": "delete"}) == 0
+
+
+def test_a_record_without_a_key_is_refused_by_a_compacted_topic(raftwood_broker_factory,
+                                                                 new_topic):
+    broker = raftwood_broker_factory()
+    compacted, plain = new_topic(broker, configs=COMPACT), new_topic(broker)
+    keyless = build_batch([(b"k", b"v", None, []), (None, b"no key", None, [])])
+    with KafkaConnection(broker.bootstrap) as conn:
+        assert conn.produce(compacted, 0, keyless).error_code == 87  # INVALID_RECORD
+        assert conn.produce(compacted, 0, build_batch([(b"k", b"v", None, [])])).error_code == 0
+        assert conn.produce(plain, 0, keyless).error_code == 0
 
 
 @pytest.mark.parametrize("step", ["cleaned", "swap", "deleted", "renamed"])
