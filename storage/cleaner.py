@@ -109,6 +109,10 @@ class SourceSegment:
 
 @dataclass
 class CleaningPlan:
+    """What one pass cleans, fixed on the event loop (``plan_cleaning``); the cleaner
+    thread only reads it.  Offsets: ``first_dirty_offset`` inclusive, ``clean_end_offset``
+    exclusive, both segment base offsets."""
+
     directory: str
     log_prefix: str
     sources: list[SourceSegment]       # log start .. clean_end, in offset order
@@ -150,6 +154,9 @@ class CleanerStats:
 
 @dataclass
 class CleaningResult:
+    """A finished pass: the ``.cleaned`` segments (fsynced, not yet in the log) and the
+    offset the next pass starts at.  ``commit`` swaps them in or ``discard`` deletes them."""
+
     plan: CleaningPlan
     first_dirty_offset: int            # where the next pass starts
     groups: list[CleanedGroup] = field(default_factory=list)
