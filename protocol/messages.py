@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (
-    AlterConfigsRequest, AlterConfigsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 )
@@ -95,6 +96,7 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
     _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
+    _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
     _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),

@@ -19,6 +19,7 @@ from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable, assign_replicas
+from .partitions import Deadline, unknown_after_wait
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal, topic_name_problem
 
@@ -58,7 +59,9 @@ async def create_topic_now(ctx, name: str, partitions: int, replication: int,
 
 async def handle_create_topics(ctx, request):
     body = request.body
+    deadline = Deadline(body.timeout_ms)
     results = []
+    positions: dict[str, tuple] = {}  # created topic -> the image position that holds it
     seen: set[str] = set()
     authorizer = ctx.authorizer
     may_create_any = authorizer.allows_cluster(request, AclOperation.CREATE, log_denial=False)
@@ -76,6 +79,7 @@ async def handle_create_topics(ctx, request):
             if not body.validate_only:
                 topic_id = await create_topic_now(ctx, topic.name, partitions, replication,
                                                   configs, assignment)
+                positions[topic.name] = ctx.image.position()
             results.append(_created(ctx, topic.name, topic_id, partitions, replication,
                                     configs))
         except TopicRefused as exc:
@@ -84,6 +88,9 @@ async def handle_create_topics(ctx, request):
             results.append(_refused(topic.name, ErrorCode[exc.code], str(exc)))
         except MetadataUnavailable as exc:
             results.append(_refused(topic.name, ErrorCode.REQUEST_TIMED_OUT, str(exc)))
+    unknown = await unknown_after_wait(ctx, positions, deadline)  # partitions.py
+    results = [_refused(r.name, ErrorCode.REQUEST_TIMED_OUT, "created, but not yet known to "
+                        "every live broker") if r.name in unknown else r for r in results]
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 

@@ -86,13 +86,17 @@ class RegisterBroker(Command):
 @dataclass(frozen=True)
 class Heartbeat(Command):
     """``log_end_offsets`` ("topic:partition" → LEO) is not stored: the controller
-    reads it as election hints."""
+    reads it as election hints.  ``metadata_position`` ([term, index, version], the
+    ``ClusterState.position()`` of the newest image the sender has applied; None in
+    entries written before it) is not stored either: every broker reads it to learn
+    which images the others know (``propagation.py``)."""
 
     method: ClassVar[str] = "heartbeat"
     broker_id: int
     broker_epoch: int
     unclean_default: bool = False
     log_end_offsets: dict | None = None
+    metadata_position: list | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,19 @@ class CreateTopic(Command):
     topic_id: str
     assignment: list
     configs: dict
+
+
+@dataclass(frozen=True)
+class CreatePartitions(Command):
+    """Grow a topic to ``count`` partitions; ``assignment`` lists the new partitions'
+    replicas (chosen by the caller, re-validated when applied).  ``topic_id`` keeps a
+    request from growing a topic deleted and recreated under the same name meanwhile."""
+
+    method: ClassVar[str] = "create_partitions"
+    name: str
+    topic_id: str
+    count: int
+    assignment: list
 
 
 @dataclass(frozen=True)
@@ -192,7 +209,7 @@ class DeleteAcls(Command):
 
 COMMANDS: dict[str, type[Command]] = {cls.method: cls for cls in (
     InitCluster, RegisterBroker, Heartbeat, FenceBrokers, ElectPreferred, CreateTopic,
-    DeleteTopic, AlterTopicConfigs, AlterPartition, AllocateProducerIds, AlterScramCredentials,
+    CreatePartitions, DeleteTopic, AlterTopicConfigs, AlterPartition, AllocateProducerIds, AlterScramCredentials,
     CreateAcls, DeleteAcls)}
 MEMBERSHIP_METHODS = frozenset({RegisterBroker.method, Heartbeat.method})
 

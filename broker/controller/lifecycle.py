@@ -1,9 +1,11 @@
 """Each broker's side of membership: register, heartbeat, controlled shutdown.
 
-The heartbeat loop reacts to its timer (``broker.heartbeat.interval.ms``); it sends
-this broker's epoch and the log end offset of every replica it hosts (the
-controller's election hints), re-registers when the cluster no longer knows its
-epoch, and exits on cancellation.  Every metadata write goes through the
+The heartbeat loop reacts to its timer (``broker.heartbeat.interval.ms``) and to an
+image that brings a new topic or partition (a heartbeat then goes at once: the broker
+that created it waits for every live broker to report it, ``propagation.py``); it
+sends this broker's epoch, the log end offset of every replica it hosts (the
+controller's election hints) and the position of the newest image it applied,
+re-registers when the cluster no longer knows its epoch, and exits on cancellation.  Every metadata write goes through the
 MetadataClient (register_broker, heartbeat, fence_self).
 
 Invariant: once ``controlled_shutdown`` has taken the heartbeat lock no heartbeat is
@@ -39,6 +41,17 @@ class BrokerLifecycle:
         # first, so none can be ordered after our fencing and unfence us again.
         self._heartbeat_lock = asyncio.Lock()
         self.shutting_down = False
+        # Set by an image with a topic or partition the previous one lacked.
+        self._new_partitions = asyncio.Event()
+        self._partition_counts: dict[str, int] = {}
+        self.metadata.add_listener(self._on_image)
+
+    def _on_image(self, image) -> None:
+        """Listener: wake the heartbeat loop when a topic appeared or grew."""
+        counts = {t.topic_id: len(t.partitions) for t in image.topics.values()}
+        if any(n > self._partition_counts.get(topic_id, 0) for topic_id, n in counts.items()):
+            self._new_partitions.set()
+        self._partition_counts = counts
 
     async def register(self, deadline_s: float = 120.0) -> int:
         """Register with the cluster, retrying until a quorum answers."""
@@ -62,7 +75,7 @@ class BrokerLifecycle:
 
     async def heartbeat_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.interval_s)
+            await self._until_next_heartbeat()
             async with self._heartbeat_lock:
                 if self.shutting_down:
                     return
@@ -72,12 +85,23 @@ class BrokerLifecycle:
                             self.node_id, self.broker_epoch)
                 await self.register()
 
+    async def _until_next_heartbeat(self) -> None:
+        """One interval, or less when an image brings new partitions.  Not
+        ``asyncio.wait_for``: on Python 3.11 it can swallow a cancellation (gh-86296)."""
+        waiter = asyncio.ensure_future(self._new_partitions.wait())
+        try:
+            await asyncio.wait({waiter}, timeout=self.interval_s)
+        finally:
+            waiter.cancel()
+        self._new_partitions.clear()
+
     async def _heartbeat(self) -> bool:
         """One heartbeat; False when the cluster no longer knows our broker epoch."""
         try:
             return await self.metadata.heartbeat(
                 self.node_id, self.broker_epoch, self.config["unclean.leader.election.enable"],
-                self.replica_manager.log_end_offsets(), timeout_s=self.interval_s * 2)
+                self.replica_manager.log_end_offsets(), timeout_s=self.interval_s * 2,
+                metadata_position=self.metadata.image.position())
         except (MetadataUnavailable, ApplyError) as exc:
             log.info("[Broker %d] heartbeat not applied: %s", self.node_id, exc)
             return True

@@ -26,9 +26,10 @@ from typing import Any
 
 from .commands import (
     AllocateProducerIds, AlterPartition, AlterScramCredentials, AlterTopicConfigs, Command,
-    CreateAcls, CreateTopic, DeleteAcls, DeleteTopic, ElectPreferred, FenceBrokers, Heartbeat,
+    CreateAcls, CreatePartitions, CreateTopic, DeleteAcls, DeleteTopic, ElectPreferred, FenceBrokers, Heartbeat,
     InitCluster, RegisterBroker,
 )
+from .propagation import MetadataPropagation
 from .state import NO_LEADER, ApplyError, ClusterState, Election, assign_replicas
 from .store import MetadataUnavailable
 
@@ -45,6 +46,8 @@ class MetadataClient:
 
     def __init__(self, store):
         self.store = store
+        # What the other brokers have applied, from their heartbeats (propagation.py).
+        self.propagation = MetadataPropagation(store)
 
     @classmethod
     def wrap(cls, store_or_client) -> MetadataClient:
@@ -82,6 +85,17 @@ class MetadataClient:
         """``observer(command)`` for every applied RegisterBroker / Heartbeat."""
         self.store.add_membership_observer(observer)
 
+    async def wait_until_brokers_know(self, position: tuple, node_id: int,
+                                      timeout_s: float) -> list[int]:
+        """Wait (at most ``timeout_s``) until every live broker but ``node_id`` has
+        applied the image at ``position`` (``image.position()``); returns the brokers
+        still lagging (empty: every live broker knows it)."""
+        return await self.propagation.wait_until_known(position, node_id, timeout_s)
+
+    def brokers_lacking(self, position: tuple, node_id: int) -> list[int]:
+        """Live brokers but ``node_id`` not known to have applied ``position``."""
+        return self.propagation.lagging(position, node_id)
+
     async def submit(self, command: Command, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
         """Any typed command (the methods below are the ones to call)."""
         return await self.store.submit(command, timeout_s=timeout_s)
@@ -100,11 +114,14 @@ class MetadataClient:
                                                 unclean_default, endpoints))
 
     async def heartbeat(self, broker_id: int, broker_epoch: int, unclean_default: bool,
-                        log_end_offsets: dict, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+                        log_end_offsets: dict, timeout_s: float = DEFAULT_TIMEOUT_S,
+                        metadata_position: tuple | None = None) -> bool:
         """False when the cluster no longer knows ``broker_epoch`` (register again).
-        ``log_end_offsets`` ("topic:partition" → LEO) are the controller's hints."""
+        ``log_end_offsets`` ("topic:partition" → LEO) are the controller's hints;
+        ``metadata_position`` the position of the newest image this broker applied."""
+        position = list(metadata_position) if metadata_position is not None else None
         return await self.submit(Heartbeat(broker_id, broker_epoch, unclean_default,
-                                           log_end_offsets), timeout_s)
+                                           log_end_offsets, position), timeout_s)
 
     async def fence_self(self, broker_id: int, unclean_default: bool,
                          timeout_s: float = DEFAULT_TIMEOUT_S) -> list[Election]:
@@ -132,6 +149,12 @@ class MetadataClient:
         unless given: ids are chosen here, never in the replicated apply)."""
         topic_id = topic_id or str(uuid.uuid4())
         return await self.submit(CreateTopic(name, topic_id, assignment, configs))
+
+    async def create_partitions(self, name: str, topic_id: str, count: int,
+                                assignment: list[list[int]]) -> int:
+        """Grow a topic to ``count`` partitions with these replica lists for the new
+        ones; returns the new count."""
+        return await self.submit(CreatePartitions(name, topic_id, count, assignment))
 
     async def delete_topic(self, name: str) -> str:
         """Delete a topic; returns its id."""

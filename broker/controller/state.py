@@ -221,10 +221,13 @@ class ClusterState:
         return self.version
 
     def apply_heartbeat(self, broker_id: int, broker_epoch: int,
-                        unclean_default: bool = False, log_end_offsets: dict | None = None) -> bool:
+                        unclean_default: bool = False, log_end_offsets: dict | None = None,
+                        metadata_position: list | None = None) -> bool:
         """A live broker's heartbeat. Unfences a fenced broker of the same epoch
         (it came back from a pause); True when the broker is known and current.
-        ``log_end_offsets`` is not stored: the controller reads it as election hints."""
+        ``log_end_offsets`` and ``metadata_position`` are not stored: the controller
+        reads the first as election hints, every broker the second (what the sender
+        has applied)."""
         info = self.brokers.get(broker_id)
         if info is None or info.broker_epoch != broker_epoch:
             return False
@@ -340,19 +343,49 @@ class ClusterState:
         each partition leads, the ISR starts as all replicas. Returns the topic id."""
         if name in self.topics:
             raise ApplyError("TOPIC_ALREADY_EXISTS", f"topic {name!r} already exists")
-        partitions = {}
-        for index, replicas in enumerate(assignment):
-            live = [r for r in replicas if self.is_live(r)]
-            partition = PartitionInfo(list(replicas), live[0] if live else NO_LEADER, 0, 0,
-                                      list(replicas))
-            for replica in replicas:
-                self._move_replica(partition, replica, ReplicaState.NEW)
-                self._move_replica(partition, replica, ReplicaState.ONLINE
-                                   if self.is_live(replica) else ReplicaState.OFFLINE)
-            partitions[index] = partition
+        partitions = {index: self._new_partition(replicas)
+                      for index, replicas in enumerate(assignment)}
         self.topics[name] = TopicInfo(name, topic_id, dict(configs), partitions)
         self.version += 1
         return topic_id
+
+    def _new_partition(self, replicas: list[int]) -> PartitionInfo:
+        """A new partition: the first live replica leads, the ISR is every replica, each
+        replica NewReplica → Online (Offline when its broker is fenced)."""
+        live = [r for r in replicas if self.is_live(r)]
+        partition = PartitionInfo(list(replicas), live[0] if live else NO_LEADER, 0, 0,
+                                  list(replicas))
+        for replica in replicas:
+            self._move_replica(partition, replica, ReplicaState.NEW)
+            self._move_replica(partition, replica, ReplicaState.ONLINE
+                               if self.is_live(replica) else ReplicaState.OFFLINE)
+        return partition
+
+    def apply_create_partitions(self, name: str, topic_id: str, count: int,
+                                assignment: list[list[int]]) -> int:
+        """Grow topic ``name`` (of id ``topic_id``) to ``count`` partitions; ``assignment``
+        holds the replicas of each new one, in index order, as many as the partitions
+        added.  New partitions start as CreateTopic's do.  Refused, changing nothing, when
+        the topic is gone or recreated (UNKNOWN_TOPIC_OR_PARTITION), when it no longer has
+        ``count - len(assignment)`` partitions (INVALID_PARTITIONS: another request grew it
+        first), or when a replica list is empty, repeats a broker or names an unregistered
+        one (INVALID_REPLICA_ASSIGNMENT).  Returns the new partition count."""
+        topic = self.topics.get(name)
+        if topic is None or topic.topic_id != topic_id:
+            raise ApplyError("UNKNOWN_TOPIC_OR_PARTITION", f"no topic {name!r} of id {topic_id}")
+        current = len(topic.partitions)
+        if current + len(assignment) != count or not assignment:
+            raise ApplyError("INVALID_PARTITIONS",
+                             f"topic {name!r} has {current} partition(s); adding "
+                             f"{len(assignment)} does not make {count}")
+        for replicas in assignment:
+            if not replicas or len(set(replicas)) != len(replicas) \
+                    or any(r not in self.brokers for r in replicas):
+                raise ApplyError("INVALID_REPLICA_ASSIGNMENT", f"bad replica list {replicas}")
+        for offset, replicas in enumerate(assignment):
+            topic.partitions[current + offset] = self._new_partition(replicas)
+        self.version += 1
+        return count
 
     def apply_delete_topic(self, name: str) -> str:
         """Delete a topic: every replica walks Offline → DeletionStarted →

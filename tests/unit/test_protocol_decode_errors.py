@@ -23,6 +23,7 @@ from kafka.protocol.admin import (AlterUserScramCredentialsRequest, CreateAclsRe
                                   DeleteAclsRequest, DescribeAclsRequest,
                                   DescribeUserScramCredentialsRequest)
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from kafka.protocol.admin import CreatePartitionsRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.errors import CorruptRequest, UnsupportedVersion
@@ -218,6 +219,14 @@ def _delete_acls(v):
                                            host_filter=None, operation=1, permission_type=1)])
 
 
+def _create_partitions(v):
+    T = CreatePartitionsRequest.CreatePartitionsTopic
+    return CreatePartitionsRequest[v](
+        topics=[T(name="orders", count=4, assignments=[T.CreatePartitionsAssignment(
+            broker_ids=[1, 2])]), T(name="events", count=6, assignments=None)],
+        timeout_ms=5000, validate_only=False)
+
+
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
     "Fetch": (_fetch, [4, 11, 12]),
@@ -248,6 +257,7 @@ CORPUS_BUILDERS = {
     "DescribeAcls": (_describe_acls, [1, 2, 3]),
     "CreateAcls": (_create_acls, [1, 2, 3]),
     "DeleteAcls": (_delete_acls, [1, 2, 3]),
+    "CreatePartitions": (_create_partitions, [0, 1, 2, 3]),
 }
 
 

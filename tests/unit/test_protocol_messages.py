@@ -14,8 +14,8 @@ import uuid
 
 from kafka.protocol.admin import (
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
-    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
-    DescribeAclsRequest, DescribeAclsResponse,
+    CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 )
 from kafka.protocol.sasl import (
@@ -90,6 +90,8 @@ EXPECTED_RANGES = {
     29: (1, 3),   # DescribeAcls
     30: (1, 3),   # CreateAcls
     31: (1, 3),   # DeleteAcls
+    # Operating a cluster (issue 16).
+    37: (0, 3),   # CreatePartitions
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -97,7 +99,7 @@ EXPECTED_RANGES = {
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 44: 1,
                   8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2,
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
-                  29: 2, 30: 2, 31: 2}
+                  29: 2, 30: 2, 31: 2, 37: 2}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -711,6 +713,7 @@ _REQUESTS = {
                                          host_filter=None, operation=1, permission_type=1),
     30: lambda v: CreateAclsRequest[v](creations=[]),
     31: lambda v: DeleteAclsRequest[v](filters=[]),
+    37: lambda v: CreatePartitionsRequest[v](topics=[], timeout_ms=1, validate_only=False),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -755,6 +758,11 @@ _RESPONSES = {
          CreateAclsResponse),
     31: (lambda v: DeleteAclsResponse[v](throttle_time_ms=0, filter_results=[]),
          lambda resp, v: None, DeleteAclsResponse),
+    37: (lambda v: CreatePartitionsResponse[v](throttle_time_ms=0, results=[
+            CreatePartitionsResponse.CreatePartitionsTopicResult(name="t", error_code=37,
+                                                                 error_message="no")]),
+         lambda resp, v: resp.results[0].error_code == 37 or pytest.fail("CreatePartitions"),
+         CreatePartitionsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]

@@ -17,7 +17,7 @@ from pysyncobj.syncobj import _COMMAND_TYPE
 
 from broker.controller.commands import (
     COMMANDS, AllocateProducerIds, AlterPartition, AlterScramCredentials, AlterTopicConfigs, Command, CreateTopic,
-    CreateAcls, DeleteAcls, DeleteTopic, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker, decode,
+    CreateAcls, CreatePartitions, DeleteAcls, DeleteTopic, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker, decode,
 )
 from broker.controller.raft import MetadataConsumer
 from broker.controller.state import ApplyError, ClusterState
@@ -36,6 +36,8 @@ EXAMPLES: list[Command] = [
     ElectPreferred([("t", 0), ("t", 1)]),
     ElectPreferred([("t", 0)], controller_term=4),
     CreateTopic("t", "id-t", [[1, 2], [2, 1]], {"retention.ms": "10"}),
+    CreatePartitions("t", "id-t", 3, [[1, 2]]),
+    Heartbeat(1, 3, False, {"t:0": 12}, [2, 40, 17]),
     DeleteTopic("t"),
     AlterTopicConfigs("t", {"retention.ms": None, "min.insync.replicas": "2"}),
     AlterPartition("t", 0, 1, 2, 3, [1, 2]),

@@ -1,0 +1,146 @@
+"""Admin APIs that change partitions, on three real broker processes (issue #16).
+
+CreateTopics answers once every live broker's metadata knows the new partitions, so a
+client asking any broker right after the answer finds them; the wait is bounded by the
+request's timeout (REQUEST_TIMED_OUT then, the topic created all the same).
+"""
+from __future__ import annotations
+
+import time
+
+from kafka.protocol.admin import CreateTopicsRequest
+
+from broker.testing import build_batch
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+REQUEST_TIMED_OUT = 7
+
+
+def _create_topics(conn, names: list[str], partitions: int, replication_factor: int,
+                   timeout_ms: int = 15_000):
+    topic_class = CreateTopicsRequest.CreatableTopic
+    topics = [topic_class(name=name, num_partitions=partitions,
+                          replication_factor=replication_factor, assignments=[], configs=[])
+              for name in names]
+    return conn.request(CreateTopicsRequest[5](topics=topics, timeout_ms=timeout_ms,
+                                               validate_only=False))
+
+
+def test_every_broker_knows_a_topic_created_through_the_controller_when_it_answers(
+        raftwood_cluster, topic_name):
+    """The controller applies a command first, the others a moment later: that moment is
+    the race of the issue (without the wait, about half of these Metadata requests to the
+    other brokers answered UNKNOWN_TOPIC_OR_PARTITION).  20 topics, each created by its
+    own request and looked up on the other brokers on connections opened beforehand;
+    then every partition's leader takes a produce."""
+    cluster = raftwood_cluster
+    names = [topic_name(f"t{i:02d}") for i in range(20)]
+    via = cluster.controller_id()
+    connections = {node: cluster.connect(node) for node in cluster.node_ids}
+    try:
+        leaders = {}
+        for name in names:
+            response = _create_topics(connections[via], [name], partitions=2,
+                                      replication_factor=3)
+            assert response.topics[0].error_code == NONE, response.topics[0]
+            for node in [n for n in connections if n != via] + [via]:
+                topic = connections[node].metadata([name]).topics[0]
+                assert topic.error_code == NONE, f"broker {node}: {name} error {topic.error_code}"
+                assert sorted(p.partition_index for p in topic.partitions) == [0, 1]
+                for p in topic.partitions:
+                    assert p.leader_id >= 0, f"broker {node}: {name}-{p.partition_index}"
+                    leaders[(name, p.partition_index)] = p.leader_id
+        batch = build_batch([(None, b"v", int(time.time() * 1000), [])])
+        for (name, index), leader in leaders.items():
+            answer = connections[leader].produce(name, index, batch, acks=1)
+            assert answer.error_code == NONE, (name, index, leader, answer.error_code)
+    finally:
+        for conn in connections.values():
+            conn.close()
+
+
+def test_twenty_topics_created_in_one_request_are_known_everywhere_when_it_answers(
+        raftwood_cluster, topic_name):
+    cluster = raftwood_cluster
+    names = [topic_name(f"b{i:02d}") for i in range(20)]
+    connections = {node: cluster.connect(node) for node in cluster.node_ids}
+    try:
+        response = _create_topics(connections[1], names, partitions=1, replication_factor=3)
+        assert [(t.name, t.error_code) for t in response.topics] == [(n, NONE) for n in names]
+        for node in (2, 3, 1):
+            topics = connections[node].metadata(names).topics
+            assert {t.name: t.error_code for t in topics} == {n: NONE for n in names}, node
+    finally:
+        for conn in connections.values():
+            conn.close()
+
+
+def test_a_broker_that_cannot_learn_the_topic_in_time_makes_create_topics_time_out(
+        raftwood_cluster, topic_name):
+    cluster = raftwood_cluster
+    name = topic_name()
+    via = cluster.controller_id()         # Raft keeps its quorum: the pause is not its leader
+    paused = next(n for n in cluster.node_ids if n != via)
+    cluster.pause(paused)                 # live (its session lasts 3 s) but applying nothing
+    try:
+        started = time.monotonic()
+        with cluster.connect(via) as conn:
+            response = _create_topics(conn, [name], partitions=1, replication_factor=1,
+                                      timeout_ms=1000)
+        elapsed = time.monotonic() - started
+    finally:
+        cluster.resume(paused)
+    assert response.topics[0].error_code == REQUEST_TIMED_OUT, response.topics[0]
+    assert 0.9 <= elapsed < 2.5, (elapsed, response.topics[0])
+    with cluster.connect(via) as conn:    # created all the same, as Kafka does
+        assert conn.metadata([name]).topics[0].error_code == NONE
+
+
+def test_create_partitions_from_confluent_kafka_grows_a_topic_a_producer_then_writes_to(
+        raftwood_cluster, topic_name):
+    """AdminClient.create_partitions (librdkafka) with a computed and a given assignment,
+    then a confluent-kafka producer writes to every partition, old and new; a count not
+    above the current one is INVALID_PARTITIONS, an internal topic refused."""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    cluster = raftwood_cluster
+    name = topic_name()
+    cluster.create_topic(name, partitions=2, replication_factor=2)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_partitions([NewPartitions(name, 4)], operation_timeout=15)[name].result(20)
+    admin.create_partitions([NewPartitions(name, 5, replica_assignment=[[3, 1]])],
+                            operation_timeout=15)[name].result(20)
+    with cluster.connect(1) as conn:      # every broker knew them when the answers came
+        for node in cluster.node_ids:
+            with cluster.connect(node) as other:
+                topic = other.metadata([name]).topics[0]
+                assert sorted(p.partition_index for p in topic.partitions) == list(range(5))
+        topic = conn.metadata([name]).topics[0]
+        by_index = {p.partition_index: p for p in topic.partitions}
+        assert by_index[4].replica_nodes == [3, 1]
+        assert all(len(p.replica_nodes) == 2 for p in topic.partitions)
+
+    delivered = {}
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for index in range(5):
+        producer.produce(name, value=f"v{index}".encode(), partition=index,
+                         on_delivery=lambda err, msg: delivered.__setitem__(
+                             msg.partition(), (err, msg.offset())))
+    assert producer.flush(30) == 0
+    assert delivered == {index: (None, 0) for index in range(5)}
+
+    for new_parts, code in (([NewPartitions(name, 5)], KafkaError.INVALID_PARTITIONS),
+                            ([NewPartitions(name, 3)], KafkaError.INVALID_PARTITIONS),
+                            ([NewPartitions(name, 6, replica_assignment=[[1, 9]])],
+                             KafkaError.INVALID_REPLICA_ASSIGNMENT),
+                            ([NewPartitions(topic_name("missing"), 2)],
+                             KafkaError.UNKNOWN_TOPIC_OR_PART)):
+        future = admin.create_partitions(new_parts, operation_timeout=15)[new_parts[0].topic]
+        try:
+            future.result(20)
+        except KafkaException as exc:
+            assert exc.args[0].code() == code, exc
+        else:
+            raise AssertionError(f"{new_parts} was accepted")
