@@ -537,6 +537,36 @@ class PartitionLog:
         self.checkpoint()
         return len(doomed)
 
+    @_converts_os_errors
+    def maybe_increment_log_start_offset(self, offset: int, reason: str) -> bool:
+        """Move log_start_offset up to ``offset`` (Kafka's maybeIncrementLogStartOffset:
+        DeleteRecords on a leader, a follower taking its leader's log_start_offset).
+
+        Raises OffsetOutOfRange when ``offset`` is above the high watermark (nothing
+        uncommitted is deleted); returns False, changing nothing, when it is not above
+        the current log_start_offset.  Whole segments entirely below ``offset`` are
+        deleted (the active one rolled first when every record goes); the segment
+        holding ``offset`` stays and reads from ``offset`` answer the batch containing
+        it.  Recovery point, epoch cache and producer state follow as for retention,
+        and the checkpoint is written, so a restart keeps the new start.
+        """
+        self._check_open()
+        if offset > self._high_watermark:
+            raise OffsetOutOfRange(offset, self._log_start_offset, self._high_watermark)
+        if offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = offset
+        self.first_dirty_offset = max(self.first_dirty_offset, offset)
+        if not self._delete_old_segments(lambda segment: segment.next_offset <= offset,
+                                         reason):
+            # Nothing deleted: what _delete_old_segments does after a deletion, here.
+            self._recovery_point = max(self._recovery_point, offset)
+            self.epoch_cache.truncate_from_start(offset)
+            self.producer_state.truncate_before(offset)
+            self.checkpoint()
+        logger.info("%s log_start_offset moved to %d: %s", self._prefix, offset, reason)
+        return True
+
     # -- the log cleaner's swap --------------------------------------------------------
 
     @_converts_os_errors
