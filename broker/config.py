@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 from storage.config import LogConfig
 
 from .security import listeners as listener_settings
-from .security import sasl, tls
+from .security import authorizer, sasl, tls
 
 DAY_MS = 24 * 60 * 60 * 1000
 
@@ -132,6 +132,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
       for name, default in sasl.SASL_LISTENER_SETTINGS.items()),
     Setting("sasl.mechanism.inter.broker.protocol", _str, "GSSAPI",
             "SASL mechanism of replica fetchers on a SASL inter-broker listener"),
+    Setting("authorizer.class.name", _str, "",
+            "ACLs on when Kafka's StandardAuthorizer or AclAuthorizer; empty: none"),
+    Setting("super.users", _str, "", "Principals allowed everything: User:a;User:b"),
+    Setting("allow.everyone.if.no.acl.found", _bool, False,
+            "A resource without any ACL is open to everyone (true) or to super users only"),
 )}
 # Settings a listener may override with Kafka's prefix ``listener.name.<lower-case name>.``.
 LISTENER_SETTINGS = frozenset(tls.TLS_SETTINGS) | frozenset(sasl.SASL_LISTENER_SETTINGS)
@@ -217,7 +222,8 @@ def _check_listeners(config: BrokerConfig) -> None:
                 tls.check_settings(lambda name: config.listener_setting(listener.name, name),
                                    listener.name)
         sasl.check_settings(config)
-    except ValueError as exc:  # ListenerError, tls.SettingError, SaslSettingError
+        authorizer.check_settings(lambda name: config[name])
+    except ValueError as exc:  # ListenerError, tls.SettingError, SaslSettingError, authorizer
         raise ConfigError(str(exc)) from exc
 
 

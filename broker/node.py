@@ -31,6 +31,7 @@ from .groups import GroupCoordinator
 from .replication.replica_manager import ReplicaManager
 from .network.connection import Connection
 from .security import tls
+from .security.authorizer import Authorizer, image_bindings
 from .security.sasl import SaslMechanisms, scram_lookup
 from .tasks import TaskSupervisor
 
@@ -67,7 +68,8 @@ class Broker:
         self.api_context = ApiContext(
             config=config, node_id=self.node_id, metadata=self.metadata,
             replica_manager=self.replica_manager, groups=self.groups,
-            producer_ids=self.producer_ids, sasl=self.sasl)
+            producer_ids=self.producer_ids, sasl=self.sasl,
+            authorizer=Authorizer(config, image_bindings(lambda: self.metadata.image)))
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self._stopped = asyncio.Event()
