@@ -31,6 +31,15 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
 
 
+def _last_offset_in(data) -> int:
+    """Last offset of the batch ``data`` starts with; a large number when ``data`` is
+    too short to tell (the caller then reads the header)."""
+    if len(data) < _LAST_OFFSET_DELTA_AT + 4:
+        return 2**63
+    return _PREFIX.unpack_from(data)[0] + _LAST_OFFSET_DELTA.unpack_from(
+        data, _LAST_OFFSET_DELTA_AT)[0]
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
@@ -268,13 +277,17 @@ class LogSegment:
         if offset >= self._next_offset:
             return b"", True  # in a gap the cleaner left at the end: the next segment
         position = self.find_position(offset)
-        if self._last_offset_at(position) < offset:
-            # ``offset`` lies in a gap the cleaner left: start at the next batch.
+        remaining = self._size_bytes - position
+        data = self._pread(min(max(max_bytes, 0), remaining), position)
+        if _last_offset_in(data) < offset or (len(data) < _LAST_OFFSET_DELTA_AT + 4
+                                              and self._last_offset_at(position) < offset):
+            # ``offset`` lies in a gap the cleaner left (rare: compacted logs only):
+            # start at the next batch.
             position += self._prefix_at(position)[1]
             if position == self._size_bytes:
                 return b"", True
-        remaining = self._size_bytes - position
-        data = self._pread(min(max(max_bytes, 0), remaining), position)
+            remaining = self._size_bytes - position
+            data = self._pread(min(max(max_bytes, 0), remaining), position)
         used = 0
         exhausted = False
         while True:

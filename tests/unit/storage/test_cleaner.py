@@ -122,6 +122,21 @@ def test_reads_from_any_offset_start_at_the_first_kept_record_at_or_after_it(tmp
     log.close()
 
 
+def test_a_read_in_a_gap_with_a_tiny_max_bytes_returns_the_next_batch(tmp_path):
+    log = open_log(tmp_path / "t-0", segment_bytes=1024)
+    fill(log, 400, 10)
+    clean(log)
+    spans = [(h.base_offset, h.next_offset) for h in iter_headers(log.read(0, 1 << 30))]
+    assert any(base > end for (_, end), (base, _) in zip(spans, spans[1:]))
+    for (_, end), (base, next_end) in zip(spans, spans[1:]):
+        for start in {end, (end + base) // 2, base - 1} - {base}:
+            if start < end:
+                continue
+            got = [(h.base_offset, h.next_offset) for h in iter_headers(log.read(start, 10))]
+            assert got == [(base, next_end)], f"read at {start} (gap {end}..{base})"
+    log.close()
+
+
 def test_tombstones_stay_until_delete_retention_ms_after_they_were_cleaned(tmp_path):
     log = open_log(tmp_path / "t-0", segment_bytes=1024, delete_retention_ms=DAY_MS)
     fill(log, 100, 10)
