@@ -16,7 +16,7 @@ from typing import Any
 
 from kafka.protocol.admin import (
     AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    CreateTopicsRequest, CreateTopicsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 )
@@ -97,6 +97,7 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
     _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
     _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+    _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
     _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 
 from . import admin, configs, fetch, log_offsets, metadata, produce, producer_ids
-from . import partitions  # CreatePartitions (issue #16)
+from . import partitions, records  # CreatePartitions, DeleteRecords (issue #16)
 from . import group_acls  # consumer groups (broker/groups/) behind their authorization gate
 from . import acls, sasl, scram_users  # security (broker/security/)
 from .context import ApiContext
@@ -30,6 +30,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CreateTopics: admin.handle_create_topics,
     ApiKey.DeleteTopics: admin.handle_delete_topics,
     ApiKey.CreatePartitions: partitions.handle_create_partitions,
+    ApiKey.DeleteRecords: records.handle_delete_records,
     ApiKey.OffsetForLeaderEpoch: log_offsets.handle_offset_for_leader_epoch,
     ApiKey.InitProducerId: producer_ids.handle_init_producer_id,
     ApiKey.DescribeConfigs: configs.handle_describe_configs,

@@ -34,7 +34,7 @@ async def handle_fetch(ctx, request):
             statuses.append(FetchPartitionStatus(
                 (topic.topic, p.partition), rm.get_partition(topic.topic, p.partition),
                 p.fetch_offset,
-                p.partition_max_bytes, p.current_leader_epoch))
+                p.partition_max_bytes, p.current_leader_epoch, p.log_start_offset))
             order.append((topic.topic, p.partition))
     max_bytes = body.max_bytes if request.api_version >= 3 else 2 ** 31 - 1
     results = iter(await rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes,

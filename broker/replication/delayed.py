@@ -112,6 +112,7 @@ class FetchPartitionStatus:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int
+    log_start_offset: int = -1  # a follower's, from its request (-1: not said)
 
 
 class DelayedFetch(DelayedOperation):

@@ -204,7 +204,9 @@ class ReplicaFetcher:
             self._back_off(followed, ErrorCode(code).name)
             return False
         try:
-            return partition.append_as_follower(data.records or b"", data.high_watermark) > 0
+            appended = partition.append_as_follower(data.records or b"", data.high_watermark)
+            partition.maybe_follow_leader_log_start_offset(data.log_start_offset)  # DeleteRecords
+            return appended > 0
         except StorageError as exc:
             if partition.offline:  # a disk failure: the replica manager took its log dir offline
                 return False

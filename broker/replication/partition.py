@@ -58,6 +58,9 @@ class FollowerState:
     last_fetch_ms: int = 0
     last_caught_up_ms: int = 0
     leader_leo_at_last_fetch: int = -1
+    # What its last fetch said its log starts at (-1: not known yet); DeleteRecords'
+    # low watermark.
+    log_start_offset: int = -1
 
     def on_fetch(self, fetch_offset: int, leader_leo: int, now_ms: int) -> None:
         if fetch_offset >= leader_leo:
@@ -260,14 +263,64 @@ class Partition:
 
     # -- leader: followers ------------------------------------------------------------
 
-    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """A follower fetched at ``fetch_offset`` (its LEO). Returns True when that is a
-        replica of ours (the caller then tries ISR expansion and the HW)."""
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int,
+                              log_start_offset: int = -1) -> bool:
+        """A follower fetched at ``fetch_offset`` (its LEO), its log starting at
+        ``log_start_offset`` (-1 from fetches that do not say). Returns True when that is
+        a replica of ours (the caller then tries ISR expansion and the HW)."""
         state = self.followers.get(replica_id)
         if state is None:
             return False
         state.on_fetch(fetch_offset, self.log.log_end_offset, now_ms)
+        if log_start_offset >= 0:
+            state.log_start_offset = log_start_offset
         return True
+
+    # -- DeleteRecords (Kafka's deleteRecordsOnLeader, lowWatermarkIfLeader) -------------
+
+    def delete_records_on_leader(self, offset: int) -> int:
+        """Move the log start to ``offset`` (-1: the high watermark); returns it.
+
+        PartitionError: NOT_LEADER_OR_FOLLOWER; POLICY_VIOLATION when cleanup.policy has
+        no ``delete``; OFFSET_OUT_OF_RANGE for an offset below -1 or above the HW.  An
+        offset at or below the current start changes nothing and succeeds.  Followers
+        take the new start from their next fetch answer."""
+        self.check_online()
+        if not self.is_leader:
+            raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if not self.log.config.delete:
+            raise PartitionError(ErrorCode.POLICY_VIOLATION,
+                                 f"Records of partition {self.name} can not be deleted due to "
+                                 f"the configured policy")
+        target = self.log.high_watermark if offset == -1 else offset
+        if target < 0:
+            raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, f"offset {offset} is not valid")
+        try:
+            with self._storage_guard("deleting records"):
+                self.log.maybe_increment_log_start_offset(target, "records deleted by a client")
+        except OffsetOutOfRange as exc:
+            raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, str(exc)) from exc
+        return target
+
+    def low_watermark(self, is_live: Callable[[int], bool]) -> int:
+        """The lowest log start offset among this leader and its live followers (-1 for
+        one that has not reported it since this leadership began)."""
+        low = self.log.log_start_offset
+        for replica_id, state in self.followers.items():
+            if is_live(replica_id):
+                low = min(low, state.log_start_offset)
+        return low
+
+    def maybe_follow_leader_log_start_offset(self, leader_log_start_offset: int) -> bool:
+        """Follower: take the leader's log start (from a fetch answer), never beyond our
+        own high watermark (Kafka's follower maybeIncrementLogStartOffset).  True when it
+        moved."""
+        target = min(leader_log_start_offset, self.log.high_watermark)
+        if self.offline or target <= self.log.log_start_offset:
+            return False
+        with self._storage_guard("following the leader's log start"):
+            return self.log.maybe_increment_log_start_offset(
+                target, f"leader {self.leader_id} moved its log start")
 
     def can_join_isr(self, replica_id: int) -> bool:
         """Kafka's expansion rule: caught up to the HW and into the current epoch (and

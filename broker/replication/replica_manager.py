@@ -74,6 +74,7 @@ class ReplicaManager:
         self.partitions: dict[Key, Partition] = {}
         self.produce_purgatory = Purgatory("produce")
         self.fetch_purgatory = Purgatory("fetch")
+        self.delete_records_purgatory = Purgatory("delete-records")  # delete_records.py
         self._prefix = f"[ReplicaManager broker={self.node_id}]"
         self.tasks = TaskSupervisor(self._prefix, on_fatal)
         self.log_dir_failure: str | None = None
@@ -117,6 +118,7 @@ class ReplicaManager:
         self.cleaner.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
+        self.delete_records_purgatory.shutdown()
         for partition in list(self.partitions.values()):
             try:
                 partition.close()  # offline ones: only the files are closed
@@ -238,6 +240,7 @@ class ReplicaManager:
         """Waiting produces and fetches on this partition must hear about it now."""
         self.produce_purgatory.check_and_complete(partition.key)
         self.fetch_purgatory.complete_all(partition.key)
+        self.delete_records_purgatory.check_and_complete(partition.key)
         for listener in self._leadership_listeners:
             try:
                 listener(partition)
@@ -300,8 +303,10 @@ class ReplicaManager:
             partition = status.partition
             if partition is None or not partition.is_leader:
                 continue
-            if not partition.update_follower_fetch(replica_id, status.fetch_offset, now_ms):
+            if not partition.update_follower_fetch(replica_id, status.fetch_offset, now_ms,
+                                                   status.log_start_offset):
                 continue
+            self.delete_records_purgatory.check_and_complete(partition.key)
             if self.store is not None and self._isr_eligible(replica_id):
                 change = partition.maybe_expand_isr(replica_id)
                 if change is not None:

@@ -144,3 +144,86 @@ def test_create_partitions_from_confluent_kafka_grows_a_topic_a_producer_then_wr
             assert exc.args[0].code() == code, exc
         else:
             raise AssertionError(f"{new_parts} was accepted")
+
+
+OFFSET_OUT_OF_RANGE = 1
+EARLIEST = -2
+
+
+def _log_starts(cluster, topic: str) -> dict[int, int]:
+    return {node: cluster.hosted(node, topic, 0)["log_start_offset"]
+            for node in cluster.running()}
+
+
+def test_delete_records_moves_every_replicas_log_start_and_survives_leader_changes(
+        raftwood_cluster, topic_name):
+    """AdminClient.delete_records (librdkafka): the answer's low watermark is the new
+    start, every replica already has it when the answer comes (small segments, so whole
+    segments go); a consumer at 0 gets OFFSET_OUT_OF_RANGE and resets to the new start;
+    an offset above the HW is OFFSET_OUT_OF_RANGE; after two leader changes ListOffsets
+    earliest still answers the new start; OFFSET_END (-1) deletes up to the HW."""
+    from confluent_kafka import (OFFSET_END, Consumer, KafkaError, KafkaException, Producer,
+                                 TopicPartition)
+    from confluent_kafka.admin import AdminClient
+
+    cluster = raftwood_cluster
+    name = topic_name()
+    cluster.create_topic(name, partitions=1, replication_factor=3,
+                         configs={"segment.bytes": "1024", "min.insync.replicas": "2"})
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "linger.ms": 0, "batch.num.messages": 5})
+    for i in range(100):
+        producer.produce(name, value=f"value-{i:04d}".encode() * 4, partition=0)
+    assert producer.flush(30) == 0
+    leader = cluster.leader_of(name, 0)
+    segments_before = len(list(cluster.partition_dir(leader, name, 0).glob("*.log")))
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    deleted = admin.delete_records([TopicPartition(name, 0, 40)], operation_timeout=15)
+    result = list(deleted.values())[0].result(20)
+    assert result.low_watermark == 40
+    assert _log_starts(cluster, name) == {1: 40, 2: 40, 3: 40}
+    assert len(list(cluster.partition_dir(leader, name, 0).glob("*.log"))) < segments_before
+
+    with cluster.connect(leader) as conn:
+        assert conn.fetch(name, 0, 0).error_code == OFFSET_OUT_OF_RANGE
+        assert conn.list_offsets(name, 0, EARLIEST).offset == 40
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": name,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(name, 0, 0)])
+        message = None
+        deadline = time.monotonic() + 20
+        while message is None and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error():
+                message = None
+        assert message is not None and message.offset() == 40
+    finally:
+        consumer.close()
+
+    beyond = admin.delete_records([TopicPartition(name, 0, 1000)], operation_timeout=15)
+    try:
+        list(beyond.values())[0].result(20)
+    except KafkaException as exc:
+        assert exc.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE, exc
+    else:
+        raise AssertionError("deleting beyond the high watermark was accepted")
+
+    for _ in range(2):                     # two leader changes: the start stays
+        old = cluster.leader_of(name, 0)
+        cluster.stop(old)
+        new = cluster.wait_for_leader(name, 0, not_in=(old,))
+        with cluster.connect(new) as conn:
+            assert conn.list_offsets(name, 0, EARLIEST).offset == 40
+        cluster.start(old)
+    cluster.wait_for(lambda s: set(_log_starts(cluster, name).values()) == {40}, 30,
+                     "every replica, restarted ones included, starting at 40")
+
+    cluster.wait_for_isr(name, 0, [1, 2, 3])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})   # fresh leader lookups
+    everything = admin.delete_records([TopicPartition(name, 0, OFFSET_END)],
+                                      operation_timeout=15)
+    assert list(everything.values())[0].result(20).low_watermark == 100
+    with cluster.connect(cluster.leader_of(name, 0)) as conn:
+        assert conn.list_offsets(name, 0, EARLIEST).offset == 100

@@ -23,7 +23,7 @@ from kafka.protocol.admin import (AlterUserScramCredentialsRequest, CreateAclsRe
                                   DeleteAclsRequest, DescribeAclsRequest,
                                   DescribeUserScramCredentialsRequest)
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from kafka.protocol.admin import CreatePartitionsRequest
+from kafka.protocol.admin import CreatePartitionsRequest, DeleteRecordsRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.errors import CorruptRequest, UnsupportedVersion
@@ -227,6 +227,13 @@ def _create_partitions(v):
         timeout_ms=5000, validate_only=False)
 
 
+def _delete_records(v):
+    T = DeleteRecordsRequest.DeleteRecordsTopic
+    return DeleteRecordsRequest[v](topics=[T(name="orders", partitions=[
+        T.DeleteRecordsPartition(partition_index=0, offset=12),
+        T.DeleteRecordsPartition(partition_index=3, offset=-1)])], timeout_ms=5000)
+
+
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
     "Fetch": (_fetch, [4, 11, 12]),
@@ -258,6 +265,7 @@ CORPUS_BUILDERS = {
     "CreateAcls": (_create_acls, [1, 2, 3]),
     "DeleteAcls": (_delete_acls, [1, 2, 3]),
     "CreatePartitions": (_create_partitions, [0, 1, 2, 3]),
+    "DeleteRecords": (_delete_records, [0, 1, 2]),
 }
 
 

@@ -15,6 +15,7 @@ import uuid
 from kafka.protocol.admin import (
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
     CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    DeleteRecordsRequest, DeleteRecordsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 )
@@ -92,6 +93,7 @@ EXPECTED_RANGES = {
     31: (1, 3),   # DeleteAcls
     # Operating a cluster (issue 16).
     37: (0, 3),   # CreatePartitions
+    21: (0, 2),   # DeleteRecords
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -99,7 +101,7 @@ EXPECTED_RANGES = {
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 44: 1,
                   8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2,
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
-                  29: 2, 30: 2, 31: 2, 37: 2}
+                  29: 2, 30: 2, 31: 2, 37: 2, 21: 2}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -714,6 +716,7 @@ _REQUESTS = {
     30: lambda v: CreateAclsRequest[v](creations=[]),
     31: lambda v: DeleteAclsRequest[v](filters=[]),
     37: lambda v: CreatePartitionsRequest[v](topics=[], timeout_ms=1, validate_only=False),
+    21: lambda v: DeleteRecordsRequest[v](topics=[], timeout_ms=1),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -763,6 +766,13 @@ _RESPONSES = {
                                                                  error_message="no")]),
          lambda resp, v: resp.results[0].error_code == 37 or pytest.fail("CreatePartitions"),
          CreatePartitionsResponse),
+    21: (lambda v: DeleteRecordsResponse[v](throttle_time_ms=0, topics=[
+            DeleteRecordsResponse.DeleteRecordsTopicResult(name="t", partitions=[
+                DeleteRecordsResponse.DeleteRecordsTopicResult.DeleteRecordsPartitionResult(
+                    partition_index=0, low_watermark=5, error_code=1)])]),
+         lambda resp, v: (resp.topics[0].partitions[0].low_watermark == 5
+                          and resp.topics[0].partitions[0].error_code == 1)
+         or pytest.fail("DeleteRecords"), DeleteRecordsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
