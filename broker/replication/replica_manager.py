@@ -29,9 +29,7 @@ from storage.log import PartitionLog
 
 from ..config import BrokerConfig
 from ..controller.state import ClusterState, TopicInfo
-from ..controller.state import ApplyError
-from ..controller.store import MetadataUnavailable
-from ..controller.commands import AlterPartition
+from ..controller.metadata_client import ApplyError, MetadataClient, MetadataUnavailable
 from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
                       ProducePartitionStatus)
 from .fetcher import ReplicaFetcherManager
@@ -63,11 +61,17 @@ class ReplicaManager:
     Invariant: once ``log_dir_failure`` is set (never unset) every hosted partition is
     offline and no partition log is opened or written again in this process.
     ``on_fatal`` (the Broker's stop callback) is called when that happens.
+
+    ``metadata`` is the broker's MetadataClient (a bare store is wrapped in one): ISR
+    proposals reach Raft through it alone.  None (tests driving a ReplicaManager alone)
+    proposes no ISR change.
     """
 
-    def __init__(self, config: BrokerConfig, store=None, on_fatal: StopCallback | None = None):
+    def __init__(self, config: BrokerConfig, metadata=None,
+                 on_fatal: StopCallback | None = None):
         self.config = config
-        self.store = store
+        self.metadata: MetadataClient | None = (
+            MetadataClient.wrap(metadata) if metadata is not None else None)
         self.image = ClusterState()
         self.node_id = config.node_id
         self.log_dir = config["log.dirs"]
@@ -307,7 +311,7 @@ class ReplicaManager:
                                                    status.log_start_offset):
                 continue
             self.delete_records_purgatory.check_and_complete(partition.key)
-            if self.store is not None and self._isr_eligible(replica_id):
+            if self.metadata is not None and self._isr_eligible(replica_id):
                 change = partition.maybe_expand_isr(replica_id)
                 if change is not None:
                     self._propose_isr(partition, change)
@@ -357,13 +361,14 @@ class ReplicaManager:
         ApplyError (refused) or MetadataUnavailable (outcome unknown)."""
         epochs = (change.leader_epoch, change.partition_epoch)
         new_isr = list(change.proposed_isr)
-        return await self.store.submit(AlterPartition(partition.topic, partition.index,
-                                    self.node_id, epochs[0], epochs[1], sorted(new_isr)))
+        return await self.metadata.alter_partition(partition.topic, partition.index,
+                                                   self.node_id, epochs[0], epochs[1],
+                                                   sorted(new_isr))
 
     def _shrink_isr_once(self) -> None:
         """Propose removing ISR followers that have not caught up within the lag time
         (the partition decides, ``maybe_shrink_isr``; one change in flight at a time)."""
-        if self.store is None:
+        if self.metadata is None:
             return
         now_ms = int(time.time() * 1000)
         for partition in list(self.partitions.values()):

@@ -17,6 +17,7 @@ import asyncio
 import pytest
 
 from broker import config as config_module
+from broker.controller.metadata_client import MetadataClient
 from broker.controller.state import ApplyError, ClusterState
 from broker.replication.isr import CommittedIsr, PendingExpandIsr, PendingShrinkIsr
 from broker.replication.replica_manager import ReplicaManager
@@ -218,7 +219,8 @@ def three_replica_leader(tmp_path) -> tuple[ReplicaManager, FakeStore, ClusterSt
         state.apply_register_broker(node, "127.0.0.1", 19090 + node, f"i-{node}")
     state.apply_create_topic("t", "topic-id", [[1, 2, 3]], {})
     rm = ReplicaManager(config_module.build({"node.id": 1, "log.dirs": str(tmp_path)}))
-    store = rm.store = FakeStore(rm, state)
+    store = FakeStore(rm, state)
+    rm.metadata = MetadataClient(store)   # ISR proposals go through the metadata client
     rm.apply_image(state)
     return rm, store, state
 
@@ -272,10 +274,10 @@ def test_a_refused_proposal_leaves_the_partition_free_to_propose_again(tmp_path)
     asyncio.run(main())
 
 
-def test_without_a_store_nothing_is_proposed(tmp_path):
+def test_without_a_metadata_client_nothing_is_proposed(tmp_path):
     async def main():
         rm, _, _ = three_replica_leader(tmp_path)
-        rm.store = None
+        rm.metadata = None
         partition = rm.partitions[("t", 0)]
         partition.followers[3].last_caught_up_ms = 0
         rm._shrink_isr_once()
