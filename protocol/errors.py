@@ -104,6 +104,7 @@ class ErrorCode(enum.IntEnum):
     INELIGIBLE_REPLICA = 107
     FENCED_MEMBER_EPOCH = 110
     STALE_MEMBER_EPOCH = 113
+    UNSUPPORTED_ENDPOINT_TYPE = 119
 
     @property
     def retriable(self) -> bool:

@@ -19,6 +19,8 @@ from kafka.protocol.admin import (
     CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    DescribeClusterRequest, DescribeClusterResponse, DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
@@ -98,6 +100,9 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
     _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
     _spec(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2),
+    # DescribeLogDirs from v1: Kafka 4 removed v0, and kafka-python has no v0 schema.
+    _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
+    _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 4),
     _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),

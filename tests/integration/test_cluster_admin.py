@@ -227,3 +227,49 @@ def test_delete_records_moves_every_replicas_log_start_and_survives_leader_chang
     assert list(everything.values())[0].result(20).low_watermark == 100
     with cluster.connect(cluster.leader_of(name, 0)) as conn:
         assert conn.list_offsets(name, 0, EARLIEST).offset == 100
+
+
+def test_describe_cluster_and_describe_log_dirs_from_kafka_pythons_admin(raftwood_cluster,
+                                                                         topic_name):
+    """kafka-python's describe_cluster sends DescribeCluster (KIP-700; librdkafka's uses
+    Metadata): every broker at its advertised address, unfenced, the Raft leader as
+    controller, every cluster operation authorized without an authorizer.  Its
+    describe_log_dirs asks every broker: one directory each, with the size of every
+    replica it hosts."""
+    from kafka import KafkaAdminClient
+
+    cluster = raftwood_cluster
+    name = topic_name()
+    cluster.create_topic(name, partitions=2, replication_factor=2)
+    batch = build_batch([(None, b"x" * 100, int(time.time() * 1000), [])])
+    for index in (0, 1):
+        with cluster.connect(cluster.leader_of(name, index)) as leader:
+            assert leader.produce(name, index, batch).error_code == NONE
+    with cluster.connect(1) as conn:
+        cluster_id = conn.metadata([]).cluster_id
+    replicas = {index: cluster.partition_state(name, index)["replicas"] for index in (0, 1)}
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        described = admin.describe_cluster()
+        log_dirs = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    assert described["cluster_id"] == cluster_id
+    assert described["controller_id"] == cluster.controller_id()
+    assert sorted((b["broker_id"], b["host"], b["port"], b["is_fenced"])
+                  for b in described["brokers"]) == sorted(
+        (b.node_id, "127.0.0.1", int(b.bootstrap.rsplit(":", 1)[1]), False)
+        for b in cluster.brokers)
+    assert described["authorized_operations"]
+
+    assert sorted(answer["broker"] for answer in log_dirs) == [1, 2, 3]
+    for answer in log_dirs:
+        [directory] = answer["log_dirs"]
+        assert directory["error_code"] == NONE and directory["total_bytes"] > 0
+        sizes = {(t["name"], p["partition_index"]): p["partition_size"]
+                 for t in directory["topics"] for p in t["partitions"]}
+        mine = {(name, index) for index, nodes in replicas.items()
+                if answer["broker"] in nodes}
+        assert {key for key in sizes if key[0] == name} == mine, (answer["broker"], sizes)
+        assert all(sizes[key] > 100 for key in mine)

@@ -23,7 +23,8 @@ from kafka.protocol.admin import (AlterUserScramCredentialsRequest, CreateAclsRe
                                   DeleteAclsRequest, DescribeAclsRequest,
                                   DescribeUserScramCredentialsRequest)
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from kafka.protocol.admin import CreatePartitionsRequest, DeleteRecordsRequest
+from kafka.protocol.admin import (CreatePartitionsRequest, DeleteRecordsRequest,
+                                  DescribeClusterRequest, DescribeLogDirsRequest)
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.errors import CorruptRequest, UnsupportedVersion
@@ -234,6 +235,16 @@ def _delete_records(v):
         T.DeleteRecordsPartition(partition_index=3, offset=-1)])], timeout_ms=5000)
 
 
+def _describe_cluster(v):
+    return DescribeClusterRequest[v](include_cluster_authorized_operations=True,
+                                     endpoint_type=1, include_fenced_brokers=True)
+
+
+def _describe_log_dirs(v):
+    T = DescribeLogDirsRequest.DescribableLogDirTopic
+    return DescribeLogDirsRequest[v](topics=[T(topic="orders", partitions=[0, 3])])
+
+
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
     "Fetch": (_fetch, [4, 11, 12]),
@@ -266,6 +277,8 @@ CORPUS_BUILDERS = {
     "DeleteAcls": (_delete_acls, [1, 2, 3]),
     "CreatePartitions": (_create_partitions, [0, 1, 2, 3]),
     "DeleteRecords": (_delete_records, [0, 1, 2]),
+    "DescribeCluster": (_describe_cluster, [0, 1, 2]),
+    "DescribeLogDirs": (_describe_log_dirs, [1, 2, 3, 4]),
 }
 
 

@@ -15,7 +15,8 @@ import uuid
 from kafka.protocol.admin import (
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
     CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    DeleteRecordsRequest, DeleteRecordsResponse,
+    DeleteRecordsRequest, DeleteRecordsResponse, DescribeClusterRequest, DescribeClusterResponse,
+    DescribeLogDirsRequest, DescribeLogDirsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 )
@@ -94,6 +95,8 @@ EXPECTED_RANGES = {
     # Operating a cluster (issue 16).
     37: (0, 3),   # CreatePartitions
     21: (0, 2),   # DeleteRecords
+    60: (0, 2),   # DescribeCluster
+    35: (1, 4),   # DescribeLogDirs (v0 is gone from Kafka 4 and kafka-python)
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -101,7 +104,7 @@ EXPECTED_RANGES = {
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 44: 1,
                   8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2,
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
-                  29: 2, 30: 2, 31: 2, 37: 2, 21: 2}
+                  29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -717,6 +720,8 @@ _REQUESTS = {
     31: lambda v: DeleteAclsRequest[v](filters=[]),
     37: lambda v: CreatePartitionsRequest[v](topics=[], timeout_ms=1, validate_only=False),
     21: lambda v: DeleteRecordsRequest[v](topics=[], timeout_ms=1),
+    60: lambda v: DescribeClusterRequest[v](include_cluster_authorized_operations=False),
+    35: lambda v: DescribeLogDirsRequest[v](topics=None),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -773,6 +778,22 @@ _RESPONSES = {
          lambda resp, v: (resp.topics[0].partitions[0].low_watermark == 5
                           and resp.topics[0].partitions[0].error_code == 1)
          or pytest.fail("DeleteRecords"), DeleteRecordsResponse),
+    60: (lambda v: DescribeClusterResponse[v](
+            throttle_time_ms=0, error_code=0, error_message=None, cluster_id="c",
+            controller_id=2, authorized_operations=None, brokers=[
+                DescribeClusterResponse.DescribeClusterBroker(broker_id=2, host="h", port=9,
+                                                              rack=None)]),
+         lambda resp, v: (resp.controller_id == 2 and resp.brokers[0].port == 9)
+         or pytest.fail("DescribeCluster"), DescribeClusterResponse),
+    35: (lambda v: DescribeLogDirsResponse[v](throttle_time_ms=0, error_code=0, results=[
+            DescribeLogDirsResponse.DescribeLogDirsResult(error_code=0, log_dir="/d", topics=[
+                DescribeLogDirsResponse.DescribeLogDirsResult.DescribeLogDirsTopic(
+                    name="t", partitions=[DescribeLogDirsResponse.DescribeLogDirsResult
+                                          .DescribeLogDirsTopic.DescribeLogDirsPartition(
+                                              partition_index=0, partition_size=77,
+                                              offset_lag=0, is_future_key=False)])])]),
+         lambda resp, v: resp.results[0].topics[0].partitions[0].partition_size == 77
+         or pytest.fail("DescribeLogDirs"), DescribeLogDirsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
