@@ -131,9 +131,20 @@ def test_create_partitions_from_confluent_kafka_grows_a_topic_a_producer_then_wr
     assert producer.flush(30) == 0
     assert delivered == {index: (None, 0) for index in range(5)}
 
-    for new_parts, code in (([NewPartitions(name, 5)], KafkaError.INVALID_PARTITIONS),
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewPartitions as KafkaPythonNewPartitions
+    python_admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:                                  # kafka-python's admin too: 5 -> 6
+        python_admin.create_partitions({name: KafkaPythonNewPartitions(total_count=6)})
+    finally:
+        python_admin.close()
+    for node in cluster.node_ids:
+        with cluster.connect(node) as conn:
+            assert len(conn.metadata([name]).topics[0].partitions) == 6
+
+    for new_parts, code in (([NewPartitions(name, 6)], KafkaError.INVALID_PARTITIONS),
                             ([NewPartitions(name, 3)], KafkaError.INVALID_PARTITIONS),
-                            ([NewPartitions(name, 6, replica_assignment=[[1, 9]])],
+                            ([NewPartitions(name, 7, replica_assignment=[[1, 9]])],
                              KafkaError.INVALID_REPLICA_ASSIGNMENT),
                             ([NewPartitions(topic_name("missing"), 2)],
                              KafkaError.UNKNOWN_TOPIC_OR_PART)):
