@@ -22,8 +22,8 @@ from broker.controller.commands import (
 from broker.controller.raft import MetadataConsumer
 from broker.controller.state import ApplyError, ClusterState
 from broker.testing import free_ports
-from tests.unit.test_controller_state import COMMANDS as OLD_FORM_LOG
-from tests.unit.test_controller_state import replay
+from tests.unit.controller.test_controller_state import COMMANDS as OLD_FORM_LOG
+from tests.unit.controller.test_controller_state import replay
 
 EXAMPLES: list[Command] = [
     InitCluster("c1"),

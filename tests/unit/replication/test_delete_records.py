@@ -13,7 +13,7 @@ from broker.replication.purgatory import Purgatory
 from protocol.errors import ErrorCode
 from storage.config import LogConfig
 from storage.log import PartitionLog
-from tests.unit.test_partition_hw import append, fetch, leader
+from tests.unit.replication.test_partition_hw import append, fetch, leader
 
 
 def committed_leader(tmp_path, records: int = 30) -> Partition:

@@ -22,7 +22,7 @@ from broker.controller.state import ApplyError, ClusterState
 from broker.replication.isr import CommittedIsr, PendingExpandIsr, PendingShrinkIsr
 from broker.replication.replica_manager import ReplicaManager
 from broker.replication.delayed import FetchPartitionStatus
-from tests.unit.test_partition_hw import append, fetch, leader, new_partition
+from tests.unit.replication.test_partition_hw import append, fetch, leader, new_partition
 
 LAG_MS = 10_000
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from storage import LogConfig, OffsetOutOfRange, PartitionLog
-from tests.unit.test_storage_log import batch_ranges, make_batch
+from tests.unit.storage.test_storage_log import batch_ranges, make_batch
 
 
 def filled(tmp_path, batches: int = 10) -> PartitionLog:

@@ -14,7 +14,7 @@ from broker.groups import GroupCoordinator
 from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.state import GroupState
 from protocol.errors import ErrorCode
-from tests.unit.test_groups_coordinator import (
+from tests.unit.groups.test_groups_coordinator import (
     PROTOCOLS, REBALANCE_MS, SESSION_MS, FakeBroker, run, started, state, until,
 )
 

@@ -18,8 +18,8 @@ from broker.controller.store import LocalStore
 from broker.replication.delayed import DelayedProduce, ProducePartitionStatus
 from broker.replication.fetcher import FollowedPartition, ReplicaFetcher
 from protocol.errors import ErrorCode
-from tests.unit.test_partition_hw import append, fetch, leader, new_partition
-from tests.unit.test_partition_truncation import leader_batch
+from tests.unit.replication.test_partition_hw import append, fetch, leader, new_partition
+from tests.unit.replication.test_partition_truncation import leader_batch
 
 
 def waiting_produce(partition, required_offset):
