@@ -25,7 +25,7 @@ What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
   majority compacted its journal), so applies its own never-committed entries.
   ``_install_commit_index_fix`` makes such messages unable to raise the commit index:
   only an append whose previous entry matched the leader's (Raft's consistency
-  check) moves it.  ``tests/unit/test_raft_safety.py`` shows the unpatched method
+  check) moves it.  ``tests/unit/controller/test_raft_safety.py`` shows the unpatched method
   applying an uncommitted entry and the patched one refusing.
 * **A healed link reconnects within a connection timeout.**  pysyncobj checks a
   connection's timeout only when its socket has an event, and a connection attempt
