@@ -10,8 +10,9 @@ to list and remove).  ``add`` creates every principal × operation × resource b
 ``list`` and ``remove`` take the options as a filter (left out: any), except that
 ``remove`` needs a resource, as kafka-acls.sh does (no accidental "remove everything").
 
-The connection is PLAINTEXT to ``--bootstrap-server`` and its principal is
-``User:ANONYMOUS``: give a loopback PLAINTEXT listener whose principal may manage ACLs
+The connection goes to ``--bootstrap-server``; its principal is the user
+``--command-config`` names (SASL), the client certificate's subject (mutual TLS), or
+``User:ANONYMOUS`` on PLAINTEXT.  That principal must be allowed to manage ACLs
 (``super.users`` or an Alter/Describe ACL on the cluster), as for ``raftwood users``.
 Exit codes as ``raftwood topics``: 1 with the Kafka error's name (e.g.
 CLUSTER_AUTHORIZATION_FAILED, SECURITY_DISABLED when the broker has no authorizer).
@@ -109,7 +110,7 @@ def cmd_acls_add(args) -> int:
                            else pattern, principal, host, operation, permission)
                 for (rtype, name), (principal, permission, host), operation in itertools.product(
                     _resources(args, True), _principals(args, False), operations)]
-    with Connection(args.bootstrap_server, args.timeout) as conn:
+    with Connection(args.bootstrap_server, args.timeout, args.security) as conn:
         response = conn.request(CREATE(creations=[CREATE.AclCreation(
             resource_type=int(b.resource_type), resource_name=b.resource_name,
             resource_pattern_type=int(b.pattern_type), principal=b.principal, host=b.host,
@@ -139,7 +140,7 @@ def _filters(args, require_resource: bool = False):
 def cmd_acls_list(args) -> int:
     seen: list[AclBinding] = []
     filters = _filters(args)
-    with Connection(args.bootstrap_server, args.timeout) as conn:
+    with Connection(args.bootstrap_server, args.timeout, args.security) as conn:
         for wanted in filters:
             response = conn.request(DESCRIBE(**wanted))
             if response.error_code != ErrorCode.NONE:
@@ -160,7 +161,7 @@ def cmd_acls_list(args) -> int:
 @guarded
 def cmd_acls_remove(args) -> int:
     filters = [DELETE.DeleteAclsFilter(**f) for f in _filters(args, True)]
-    with Connection(args.bootstrap_server, args.timeout) as conn:
+    with Connection(args.bootstrap_server, args.timeout, args.security) as conn:
         response = conn.request(DELETE(filters=filters))
     removed = 0
     for result in response.filter_results:

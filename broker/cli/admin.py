@@ -21,6 +21,8 @@ from kafka.protocol.metadata import MetadataRequest
 
 from protocol.errors import ErrorCode
 
+from ..security.client import ClientSecurity
+from . import command_config
 from . import status as cli_status
 from .client import (DEFAULT_TIMEOUT_S, EXIT_KAFKA_ERROR, EXIT_OK, Address, ClientError,
                          CommandFailure, Connection, error_name, fetch_status, fetch_statuses,
@@ -59,13 +61,26 @@ def _config_arg(text: str) -> tuple[str, str]:
     return key.strip(), value.strip()
 
 
+def _command_config_arg(path: str) -> ClientSecurity:
+    try:
+        return command_config.load(path)
+    except command_config.CommandConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _client_options() -> argparse.ArgumentParser:
+    """The options of every command that talks to brokers (topics, cluster, groups,
+    users, acls)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap-server", type=_address_arg,
                         default=parse_address(DEFAULT_BOOTSTRAP), metavar="HOST:PORT",
                         help=f"any broker of the cluster (default {DEFAULT_BOOTSTRAP})")
     common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help=f"per request and for retries (default {DEFAULT_TIMEOUT_S:g})")
+    common.add_argument("--command-config", type=_command_config_arg, dest="security",
+                        default=None, metavar="FILE",
+                        help="client properties for a TLS or SASL listener (security.protocol, "
+                             "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)")
     return common
 
 
@@ -114,9 +129,9 @@ def _metadata(conn: Connection, topics: list[str] | None):
         include_topic_authorized_operations=False))
 
 
-def _controller_connection(bootstrap: Address, timeout_s: float) -> Connection:
+def _controller_connection(bootstrap: Address, timeout_s: float, security) -> Connection:
     """A connection to the controller per Metadata, else to the bootstrap broker."""
-    conn = Connection(bootstrap, timeout_s)
+    conn = Connection(bootstrap, timeout_s, security)
     try:
         metadata = _metadata(conn, [])
     except ClientError:
@@ -126,7 +141,7 @@ def _controller_connection(bootstrap: Address, timeout_s: float) -> Connection:
     if controller is None or (controller.host, controller.port) == bootstrap:
         return conn
     try:
-        other = Connection((controller.host, controller.port), timeout_s)
+        other = Connection((controller.host, controller.port), timeout_s, security)
     except ClientError:
         return conn  # advertised address not reachable from here (e.g. inside Docker)
     conn.close()
@@ -140,7 +155,7 @@ def _admin_call(args, build_request, result_of) -> tuple[int, str | None]:
     """
     deadline = time.monotonic() + args.timeout
     while True:
-        with _controller_connection(args.bootstrap_server, args.timeout) as conn:
+        with _controller_connection(args.bootstrap_server, args.timeout, args.security) as conn:
             code, message = result_of(conn.request(build_request()))
         if code != ErrorCode.NOT_CONTROLLER or time.monotonic() + RETRY_BACKOFF_S > deadline:
             return code, message
@@ -204,23 +219,23 @@ def cmd_topics_delete(args) -> int:
 
 @guarded
 def cmd_topics_list(args) -> int:
-    with Connection(args.bootstrap_server, args.timeout) as conn:
+    with Connection(args.bootstrap_server, args.timeout, args.security) as conn:
         metadata = _metadata(conn, None)
     for name in sorted(t.name for t in metadata.topics if t.name):
         print(name)
     return EXIT_OK
 
 
-def collect_view(bootstrap: Address, timeout_s: float) -> cli_status.ClusterView:
+def collect_view(bootstrap: Address, timeout_s: float, security=None) -> cli_status.ClusterView:
     """The bootstrap broker's image, then every broker's hosted view (asked in parallel)."""
-    image = fetch_status(bootstrap, timeout_s)
+    image = fetch_status(bootstrap, timeout_s, security)
     view = cli_status.ClusterView(image=image)
     self_id = image.get("broker_id")
     if self_id is not None:
         view.hosted[self_id] = image.get("hosted") or []
     others = [b for b in view.brokers if b.get("id") != self_id]
     addresses = [(b.get("host"), b.get("port")) for b in others]
-    for broker, result in zip(others, fetch_statuses(addresses, timeout_s)):
+    for broker, result in zip(others, fetch_statuses(addresses, timeout_s, security)):
         if isinstance(result, ClientError):
             view.unreachable[broker.get("id")] = str(result)
         else:
@@ -230,7 +245,7 @@ def collect_view(bootstrap: Address, timeout_s: float) -> cli_status.ClusterView
 
 @guarded
 def cmd_topics_describe(args) -> int:
-    view = collect_view(args.bootstrap_server, args.timeout)
+    view = collect_view(args.bootstrap_server, args.timeout, args.security)
     topics = view.topics(args.names)
     missing = sorted(set(args.names) - {t["name"] for t in topics})
     fenced = {b.get("id") for b in view.brokers if b.get("fenced")}
@@ -249,7 +264,7 @@ def cmd_topics_describe(args) -> int:
 
 @guarded
 def cmd_cluster(args) -> int:
-    image = fetch_status(args.bootstrap_server, args.timeout)
+    image = fetch_status(args.bootstrap_server, args.timeout, args.security)
     print(f"bootstrap: {format_address(args.bootstrap_server)} "
           f"(broker {image.get('broker_id', cli_status.UNKNOWN)})")
     print(cli_status.render_cluster(cli_status.ClusterView(image=image)))

@@ -22,6 +22,7 @@ from protocol.errors import ErrorCode
 
 from ..network.kafka_client import (BadResponse, BlockingConnection, ConnectionFailed,
                                     CorrelationMismatch)
+from ..security.client import AuthenticationRefused, ClientSecurity
 
 CLIENT_ID = "raftwood-cli"
 DEFAULT_TIMEOUT_S = 10.0
@@ -69,14 +70,26 @@ def error_name(code: int) -> str:
     return name if name and name != "UNKNOWN" else f"ERROR_{code}"
 
 
-class Connection:
-    """One TCP connection to one broker; requests strictly one at a time. Not thread-safe."""
+class AuthenticationFailed(ClientError):
+    """The broker refused the command's credentials (exit 1, as any Kafka error)."""
 
-    def __init__(self, address: Address, timeout_s: float = DEFAULT_TIMEOUT_S):
+
+class Connection:
+    """One connection to one broker; requests strictly one at a time. Not thread-safe.
+
+    ``security`` (from ``--command-config``; None: PLAINTEXT) says how to reach the
+    listener: TLS, then SASL, before the first request."""
+
+    def __init__(self, address: Address, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 security: ClientSecurity | None = None):
         self.address = address
         try:
             self._connection = BlockingConnection(address, client_id=CLIENT_ID,
-                                                  timeout_s=timeout_s)
+                                                  timeout_s=timeout_s, security=security)
+        except AuthenticationRefused as exc:
+            name = error_name(exc.error_code) if exc.error_code is not None else "refused"
+            raise AuthenticationFailed(f"cannot authenticate to {format_address(address)}: "
+                                       f"{name}: {exc.reason}") from exc
         except ConnectionFailed as exc:
             raise ClientError(f"cannot connect to {format_address(address)}: "
                               f"{exc.reason}") from exc
@@ -119,20 +132,22 @@ class Connection:
         return status
 
 
-def fetch_status(address: Address, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+def fetch_status(address: Address, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 security: ClientSecurity | None = None) -> dict:
     """Connect, ask for the status, close. ClientError / StatusUnavailable on failure."""
-    with Connection(address, timeout_s) as conn:
+    with Connection(address, timeout_s, security) as conn:
         return conn.status()
 
 
-def fetch_statuses(addresses: list[Address], timeout_s: float) -> list[dict | ClientError]:
+def fetch_statuses(addresses: list[Address], timeout_s: float,
+                   security: ClientSecurity | None = None) -> list[dict | ClientError]:
     """Ask every address at once; one result per address, in order (a status or the error)."""
     if not addresses:
         return []
 
     def one(address):
         try:
-            return fetch_status(address, timeout_s)
+            return fetch_status(address, timeout_s, security)
         except ClientError as exc:
             return exc
 
@@ -157,12 +172,12 @@ class CommandFailure(Exception):
 
 
 def guarded(command):
-    """Run a command body: a CommandFailure exits 1, a ClientError (unreachable, no
-    answer) exits 2, each with one line on stderr and no traceback."""
+    """Run a command body: a CommandFailure or refused credentials exit 1, a ClientError
+    (unreachable, no answer) exits 2, each with one line on stderr and no traceback."""
     def run(args) -> int:
         try:
             return command(args)
-        except CommandFailure as exc:
+        except (CommandFailure, AuthenticationFailed) as exc:
             print(f"raftwood: {exc}", file=sys.stderr)
             return EXIT_KAFKA_ERROR
         except ClientError as exc:

@@ -17,7 +17,6 @@ Exit codes as in ``raftwood topics``: 0 done; 1 the cluster answered with a Kafk
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,12 +27,12 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from protocol.errors import ErrorCode
 
-from .client import (DEFAULT_TIMEOUT_S, EXIT_OK, Address, ClientError, CommandFailure,
-                         Connection, error_name, format_address, guarded, parse_address)
+from .admin import _client_options
+from .client import (EXIT_OK, Address, ClientError, CommandFailure, Connection, error_name,
+                     format_address, guarded)
 from ..groups.consumer_protocol import assigned_partitions
 from .tables import format_table
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 METADATA_VERSION = 8
 LIST_GROUPS_VERSION = 4        # group state
 FIND_COORDINATOR_VERSION = 3
@@ -125,21 +124,9 @@ def render_list(rows: list[tuple[str, str, str, int]]) -> str:
 
 # -- arguments -------------------------------------------------------------------------------------
 
-def _address_arg(text: str) -> Address:
-    try:
-        return parse_address(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def add_commands(commands) -> None:
     """Register ``groups list|describe`` on the ``raftwood`` sub-command parser."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--bootstrap-server", type=_address_arg,
-                        default=parse_address(DEFAULT_BOOTSTRAP), metavar="HOST:PORT",
-                        help=f"any broker of the cluster (default {DEFAULT_BOOTSTRAP})")
-    common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                        help=f"per request and for retries (default {DEFAULT_TIMEOUT_S:g})")
+    common = _client_options()
     groups = commands.add_parser("groups", help="list or describe consumer groups")
     actions = groups.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
     listing = actions.add_parser("list", parents=[common],
@@ -162,9 +149,10 @@ def _metadata(conn: Connection, topics: list[str] | None):
         include_topic_authorized_operations=False))
 
 
-def _find_coordinator(bootstrap: Address, group: str, timeout_s: float, deadline: float):
+def _find_coordinator(bootstrap: Address, group: str, timeout_s: float, deadline: float,
+                      security=None):
     while True:
-        with Connection(bootstrap, timeout_s) as conn:
+        with Connection(bootstrap, timeout_s, security) as conn:
             answer = conn.request(FindCoordinatorRequest[FIND_COORDINATOR_VERSION](
                 key=group, key_type=0))
         if answer.error_code == ErrorCode.NONE:
@@ -182,8 +170,8 @@ def _describe_at_coordinator(args, deadline: float):
     """(coordinator, DescribedGroup, OffsetFetch response), retried while the coordinator moves."""
     while True:
         node, address = _find_coordinator(args.bootstrap_server, args.group, args.timeout,
-                                          deadline)
-        with Connection(address, args.timeout) as conn:
+                                          deadline, args.security)
+        with Connection(address, args.timeout, args.security) as conn:
             described = conn.request(DescribeGroupsRequest[DESCRIBE_GROUPS_VERSION](
                 groups=[args.group], include_authorized_operations=False)).groups[0]
             if described.error_code != ErrorCode.NONE:
@@ -197,13 +185,13 @@ def _describe_at_coordinator(args, deadline: float):
         return (node, format_address(address)), described, offsets
 
 
-def _log_end_offsets(bootstrap: Address, partitions: list[tuple[str, int]], timeout_s: float
-                     ) -> dict[tuple[str, int], int | None]:
+def _log_end_offsets(bootstrap: Address, partitions: list[tuple[str, int]], timeout_s: float,
+                     security=None) -> dict[tuple[str, int], int | None]:
     """Latest offset of each partition from its leader; None where it cannot be read."""
     result: dict[tuple[str, int], int | None] = {tp: None for tp in partitions}
     if not partitions:
         return result
-    with Connection(bootstrap, timeout_s) as conn:
+    with Connection(bootstrap, timeout_s, security) as conn:
         metadata = _metadata(conn, sorted({t for t, _ in partitions}))
     addresses = {b.node_id: (b.host, b.port) for b in metadata.brokers}
     leaders = {(t.name, p.partition_index): p.leader_id
@@ -219,7 +207,7 @@ def _log_end_offsets(bootstrap: Address, partitions: list[tuple[str, int]], time
             topics.setdefault(topic, []).append(topic_class.ListOffsetsPartition(
                 partition_index=partition, current_leader_epoch=-1, timestamp=LATEST_TIMESTAMP))
         try:
-            with Connection(addresses[leader], timeout_s) as conn:
+            with Connection(addresses[leader], timeout_s, security) as conn:
                 response = conn.request(ListOffsetsRequest[LIST_OFFSETS_VERSION](
                     replica_id=-1, isolation_level=0,
                     topics=[topic_class(name=t, partitions=ps) for t, ps in topics.items()]))
@@ -236,12 +224,12 @@ def _log_end_offsets(bootstrap: Address, partitions: list[tuple[str, int]], time
 
 @guarded
 def cmd_groups_list(args) -> int:
-    with Connection(args.bootstrap_server, args.timeout) as conn:
+    with Connection(args.bootstrap_server, args.timeout, args.security) as conn:
         brokers = [(b.node_id, (b.host, b.port)) for b in _metadata(conn, []).brokers]
     rows, seen = [], set()
     for node_id, address in sorted(brokers):
         try:
-            with Connection(address, args.timeout) as conn:
+            with Connection(address, args.timeout, args.security) as conn:
                 answer = conn.request(ListGroupsRequest[LIST_GROUPS_VERSION](states_filter=[]))
         except ClientError as exc:
             print(f"warning: broker {node_id}: {exc}", file=sys.stderr)
@@ -272,6 +260,7 @@ def cmd_groups_describe(args) -> int:
                for m in described.members]
     desc = GroupDescription(args.group, described.group_state, described.protocol_type,
                             described.protocol_data, coordinator, members, committed)
-    desc.log_end = _log_end_offsets(args.bootstrap_server, desc.partitions(), args.timeout)
+    desc.log_end = _log_end_offsets(args.bootstrap_server, desc.partitions(), args.timeout,
+                                    args.security)
     print(render_group(desc))
     return EXIT_OK

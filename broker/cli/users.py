@@ -2,8 +2,8 @@
 
 The password is salted here, on the client, as Kafka's kafka-configs.sh does: the
 broker receives the salt and the salted password (AlterUserScramCredentials) and keeps
-only the keys derived from them.  The connection is PLAINTEXT to ``--bootstrap-server``
-(give a PLAINTEXT listener; the CLI does not speak TLS or SASL yet).
+only the keys derived from them.  The connection goes to ``--bootstrap-server``, over
+PLAINTEXT or as ``--command-config`` says (TLS, SASL: ``command_config.py``).
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def add_commands(commands) -> None:
 
 
 def _alter(args, upsertions=(), deletions=()) -> None:
-    with Connection(args.bootstrap_server, args.timeout) as conn:
+    with Connection(args.bootstrap_server, args.timeout, args.security) as conn:
         response = conn.request(ALTER(upsertions=list(upsertions), deletions=list(deletions)))
     for result in response.results:
         if result.error_code != ErrorCode.NONE:
@@ -58,7 +58,7 @@ def _alter(args, upsertions=(), deletions=()) -> None:
 
 
 def _describe(args, names: list[str] | None):
-    with Connection(args.bootstrap_server, args.timeout) as conn:
+    with Connection(args.bootstrap_server, args.timeout, args.security) as conn:
         users = None if names is None else [DESCRIBE.UserName(name=n) for n in names]
         response = conn.request(DESCRIBE(users=users))
     if response.error_code != ErrorCode.NONE:

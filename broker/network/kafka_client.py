@@ -5,7 +5,8 @@
   (``replication/leader_endpoint.py``).  Connects on first use; a whole exchange is
   bounded by ``timeout_s``; any failure closes it and the next request reconnects.
 * :class:`BlockingConnection` (plain sockets): the command line (``cli/client.py``),
-  process and cluster control (``harness/``) and tests.  Connects in its constructor;
+  process and cluster control (``harness/``) and tests.  Connects (and, given a
+  ``security``, does TLS and SASL) in its constructor;
   every socket operation is bounded by ``timeout_s``; requests may be pipelined
   (``send`` several, then ``receive`` each in order); ``send_raw``/``read_frame`` move
   bytes for malformed-input tests.
@@ -123,15 +124,28 @@ class BlockingConnection:
     """
 
     def __init__(self, address: str | Address, *, client_id: str = DEFAULT_CLIENT_ID,
-                 timeout_s: float = 10.0, max_response_bytes: int = MAX_RESPONSE_BYTES):
+                 timeout_s: float = 10.0, max_response_bytes: int = MAX_RESPONSE_BYTES,
+                 security=None):
         self.host, self.port = as_address(address)
         self.timeout_s = timeout_s
         self.protocol = ClientProtocol(client_id, max_response_bytes)
+        # broker.security.client.ClientSecurity: TLS, then SASL, before the first request.
+        context = security.ssl_context if security is not None else None
         try:
             self.sock = socket.create_connection((self.host, self.port), timeout=timeout_s)
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError as exc:
+            if context is not None:
+                self.sock = context.wrap_socket(self.sock, server_hostname=self.host)
+        except OSError as exc:  # ssl.SSLError included: a failed handshake
+            if getattr(self, "sock", None) is not None:
+                self.sock.close()
             raise ConnectionFailed(failure_reason(exc), self.peer) from exc
+        if security is not None and security.sasl_mechanism:
+            try:
+                security.authenticate_blocking(self.request, self.peer)
+            except ConnectionFailed:
+                self.close()
+                raise
 
     @property
     def peer(self) -> str:

@@ -21,6 +21,16 @@ from . import sasl, scram, tls
 log = logging.getLogger(__name__)
 
 
+class AuthenticationRefused(ConnectionFailed):
+    """The peer answered the SASL exchange with an error (``error_code``, Kafka's:
+    SASL_AUTHENTICATION_FAILED, UNSUPPORTED_SASL_MECHANISM, ...) or could not prove it
+    knows the password (``error_code`` None)."""
+
+    def __init__(self, reason: str, peer: str | None, error_code: int | None):
+        super().__init__(reason, peer)
+        self.error_code = error_code
+
+
 @dataclass(frozen=True)
 class ClientSecurity:
     """What an outgoing connection does after TCP connect: TLS (``ssl_context``), then
@@ -36,30 +46,57 @@ class ClientSecurity:
         """SaslHandshake v1 then SaslAuthenticate until the mechanism is done, over
         ``round_trip(request) -> response`` of a fresh connection; ConnectionFailed if
         the peer refuses (the connection is then closed by its owner)."""
-        mechanism = self.sasl_mechanism
-        handshake = await round_trip(SaslHandshakeRequest[1](mechanism=mechanism))
-        if handshake.error_code != 0:
-            raise ConnectionFailed(f"SASL handshake for {mechanism} refused (error "
-                                   f"{handshake.error_code}; enabled: {handshake.mechanisms})",
-                                   peer)
+        exchange = self.sasl_exchange(peer)
+        request = next(exchange)
+        while True:
+            try:
+                request = exchange.send(await round_trip(request))
+            except StopIteration:
+                return
 
-        async def step(token: bytes) -> bytes:
-            answer = await round_trip(SaslAuthenticateRequest[1](auth_bytes=token))
+    def authenticate_blocking(self, round_trip, peer: str) -> None:
+        """``authenticate`` for a blocking ``round_trip`` (the command line's connections)."""
+        exchange = self.sasl_exchange(peer)
+        request = next(exchange)
+        while True:
+            try:
+                request = exchange.send(round_trip(request))
+            except StopIteration:
+                return
+
+    def sasl_exchange(self, peer: str):
+        """The SASL conversation without I/O: a generator that yields each request and is
+        sent its response; it returns when authenticated and raises AuthenticationRefused
+        when the peer refuses or cannot prove it knows the password."""
+        mechanism = self.sasl_mechanism
+        handshake = yield SaslHandshakeRequest[1](mechanism=mechanism)
+        if handshake.error_code != 0:
+            raise AuthenticationRefused(f"SASL handshake for {mechanism} refused (enabled: "
+                                        f"{', '.join(handshake.mechanisms or [])})", peer,
+                                        handshake.error_code)
+
+        def check(answer) -> bytes:
             if answer.error_code != 0:
                 log.warning("SASL %s as %s to %s failed: %s", mechanism, self.username, peer,
                             answer.error_message)
-                raise ConnectionFailed(f"SASL authentication as {self.username} failed: "
-                                       f"{answer.error_message}", peer)
+                raise AuthenticationRefused(f"SASL authentication as {self.username} "
+                                            f"failed: {answer.error_message}", peer,
+                                            answer.error_code)
             return bytes(answer.auth_bytes or b"")
 
+        def step(token: bytes) -> SaslAuthenticateRequest:
+            return SaslAuthenticateRequest[1](auth_bytes=token)
+
         if mechanism == "PLAIN":
-            await step(f"\0{self.username}\0{self.password}".encode())
+            check((yield step(f"\0{self.username}\0{self.password}".encode())))
             return
         client = scram.ScramClient(mechanism, self.username, self.password)
         try:
-            client.verify(await step(client.final(await step(client.first()))))
+            server_first = check((yield step(client.first())))
+            server_final = check((yield step(client.final(server_first))))
+            client.verify(server_final)
         except scram.ScramFailure as exc:
-            raise ConnectionFailed(f"SCRAM with {peer}: {exc}", peer) from exc
+            raise AuthenticationRefused(f"SCRAM with {peer}: {exc}", peer, None) from exc
 
 
 PLAINTEXT = ClientSecurity()
