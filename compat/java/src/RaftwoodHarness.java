@@ -19,6 +19,10 @@
 //       Reads every partition to its end: each number exactly once, on its partition,
 //       in increasing order (the idempotent producer's promise).
 //
+// Every mode also takes [--client-config FILE]: a Java properties file of client settings
+// (security.protocol, sasl.*, ssl.*) added to every Admin, producer and consumer it makes,
+// as Kafka's tools take --command-config.
+//
 // Output: one "PASS <step> (<ms> ms) <detail>" or "FAIL <step> (<ms> ms): <why>" line per
 // step, then "RESULT PASS|FAIL <n> steps".  Exit 0 when every step passed, 1 otherwise,
 // 2 on bad usage.  Every wait is bounded.
@@ -74,12 +78,21 @@ public final class RaftwoodHarness {
 
     final Map<String, String> opts;
     final String bootstrap;
+    final Properties clientConfig = new Properties();  // --client-config: security settings
     int steps = 0;
     int failures = 0;
 
     RaftwoodHarness(Map<String, String> opts) {
         this.opts = opts;
         this.bootstrap = require("bootstrap");
+        String path = opts.get("client-config");
+        if (path != null) {
+            try (var in = java.nio.file.Files.newInputStream(java.nio.file.Path.of(path))) {
+                clientConfig.load(in);
+            } catch (java.io.IOException e) {
+                usage("cannot read --client-config " + path + ": " + e);
+            }
+        }
     }
 
     public static void main(String[] args) {
@@ -173,6 +186,7 @@ public final class RaftwoodHarness {
         props.put(AdminClientConfig.CLIENT_ID_CONFIG, "raftwood-harness-admin");
         props.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
         props.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        props.putAll(clientConfig);
         return Admin.create(props);
     }
 
@@ -187,6 +201,7 @@ public final class RaftwoodHarness {
         props.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
         props.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         props.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        props.putAll(clientConfig);
         props.putAll(extra);
         return new KafkaProducer<>(props);
     }
@@ -209,6 +224,7 @@ public final class RaftwoodHarness {
         props.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "100");  // quicker end-of-data polls
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        props.putAll(clientConfig);
         return new KafkaConsumer<>(props);
     }
 

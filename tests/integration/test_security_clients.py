@@ -1,0 +1,134 @@
+"""kcat and the Java kafka-clients 3.9 harness, unchanged, over SASL_SSL with
+SCRAM-SHA-512 and over mutual TLS: each produces and reads its records back.
+
+One broker: PLAINTEXT (the harness's own, and ``raftwood users``), SASL_SSL with
+SCRAM-SHA-512 (alice, added with the CLI), SSL with ``ssl.client.auth=required`` (the
+client certificate of ``tests/security_certs.py``).  kcat takes librdkafka's settings
+with ``-X``; the Java harness takes Kafka's client properties from ``--client-config``,
+the file a Java user would write (PEM truststore and keystore).  Each test skips, naming
+the missing tool, only when kcat or a JDK is absent.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from broker.testing import BrokerProcess, free_port
+from compat.java.harness import HarnessUnavailable, prepare
+from tests.conftest import create_topic
+from tests.security_certs import make_pki, with_listeners
+
+KCAT = shutil.which("kcat") or shutil.which("kafkacat")
+WAIT_S = 30.0
+HARNESS_TIMEOUT_S = 180.0
+SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+              'username="alice" password="alice-secret";')
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory):
+    home = tmp_path_factory.mktemp("secure-clients")
+    pki = make_pki(home / "pki")
+    sasl_ssl_port, ssl_port = free_port(), free_port()
+    broker = with_listeners(BrokerProcess(home / "data", log_path=home / "broker.log",
+                                          extra_settings={
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "ssl.keystore.location": str(pki.broker_keystore),
+        "listener.name.ssl.ssl.truststore.location": str(pki.ca),
+        "listener.name.ssl.ssl.client.auth": "required",
+        "group.initial.rebalance.delay.ms": "100"}),
+        f"SASL_SSL://127.0.0.1:{sasl_ssl_port},SSL://127.0.0.1:{ssl_port}")
+    broker.start()
+    added = subprocess.run([sys.executable, "-m", "broker.cli", "users", "add", "alice",
+                            "--password", "alice-secret", "--mechanism", "SCRAM-SHA-512",
+                            "--bootstrap-server", broker.bootstrap],
+                           capture_output=True, text=True, timeout=60)
+    assert added.returncode == 0, added.stderr
+    yield broker, {"SASL_SSL": sasl_ssl_port, "SSL": ssl_port}, pki, home
+    assert broker.stop() == 0, broker.log_tail()
+
+
+# -- kcat -------------------------------------------------------------------------------------
+
+def kcat_settings(protocol: str, pki) -> list[str]:
+    settings = {"security.protocol": protocol, "ssl.ca.location": str(pki.ca)}
+    if protocol == "SASL_SSL":
+        settings.update({"sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "alice",
+                         "sasl.password": "alice-secret"})
+    else:
+        settings.update({"ssl.certificate.location": str(pki.client_cert),
+                         "ssl.key.location": str(pki.client_key)})
+    return [arg for key, value in settings.items() for arg in ("-X", f"{key}={value}")]
+
+
+def kcat(*args: str, stdin: bytes | None = None) -> str:
+    done = subprocess.run([KCAT, *args], input=stdin, capture_output=True,
+                          timeout=WAIT_S + 10)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
+    return done.stdout.decode()
+
+
+# librdkafka 2.0 (kcat 1.7.1's) enables SASL only when ApiVersions lists SaslHandshake
+# with v0 in its range (its feature map), then speaks v1; Raftwood serves v1 only.
+KCAT_SASL_GAP = pytest.mark.xfail(
+    strict=True, reason="SaslHandshake v0 is not advertised: librdkafka 2.0 refuses SASL "
+                        "('SASL Handshake not supported by broker')")
+
+
+@pytest.mark.skipif(KCAT is None, reason="kcat is not installed (make system-deps)")
+@pytest.mark.parametrize("protocol", [pytest.param("SASL_SSL", marks=KCAT_SASL_GAP), "SSL"])
+def test_kcat_produces_and_consumes_over(secure, protocol):
+    broker, ports, pki, _ = secure
+    topic = create_topic(broker.bootstrap, f"kcat-{protocol.lower().replace('_', '-')}", 1)
+    bootstrap = f"127.0.0.1:{ports[protocol]}"
+    security = kcat_settings(protocol, pki)
+    values = [f"{protocol}-{i}" for i in range(5)]
+    kcat("-P", "-b", bootstrap, "-t", topic, "-p", "0", "-X", "acks=all", *security,
+         stdin="".join(v + "\n" for v in values).encode())
+    out = kcat("-C", "-b", bootstrap, "-t", topic, "-p", "0", "-o", "beginning", "-e", "-J",
+               "-c", str(len(values)), *security)
+    assert [json.loads(line)["payload"] for line in out.splitlines()] == values
+    listing = kcat("-L", "-b", bootstrap, "-J", *security)
+    assert [b["name"] for b in json.loads(listing)["brokers"]] == [bootstrap], \
+        "Metadata names the endpoint of the listener the client came in on"
+
+
+# -- the Java harness -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    try:
+        return prepare(build_dir=tmp_path_factory.mktemp("java-harness-secure"))
+    except HarnessUnavailable as exc:
+        pytest.skip(f"Java harness unavailable: {exc}")
+
+
+def java_client_config(home, protocol: str, pki) -> str:
+    lines = [f"security.protocol={protocol}", "ssl.truststore.type=PEM",
+             f"ssl.truststore.location={pki.ca}"]
+    if protocol == "SASL_SSL":
+        lines += ["sasl.mechanism=SCRAM-SHA-512", f"sasl.jaas.config={SCRAM_JAAS}"]
+    else:
+        lines += ["ssl.keystore.type=PEM", f"ssl.keystore.location={pki.client_keystore}"]
+    path = home / f"java-{protocol}.properties"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL"])
+def test_java_harness_passes_over(secure, harness, protocol):
+    """The Spark-path suite (Admin, an idempotent producer per codec, a group consumer
+    reading every record back at its offset) with only the security settings added."""
+    broker, ports, pki, home = secure
+    run = harness.run("suite", bootstrap=f"127.0.0.1:{ports[protocol]}",
+                      prefix=f"java-{protocol.lower().replace('_', '-')}", partitions=2,
+                      replication_factor=1, brokers=1,
+                      client_config=java_client_config(home, protocol, pki),
+                      timeout_s=HARNESS_TIMEOUT_S)
+    assert run.passed, run.report()
+    verdicts = run.steps()
+    assert verdicts and set(verdicts.values()) == {"PASS"}, run.report()
