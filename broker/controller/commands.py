@@ -17,7 +17,8 @@ decodes and applies the same way.  Invariants:
 * args hold only plain values (int, str, bool, None, list, tuple, dict): journal
   entries are pickled by pysyncobj, and must not depend on this module's classes;
 * ``controller_term`` is a field only of the decisions the controller takes
-  (``FenceBrokers``, ``ElectPreferred``; ``controller_decision`` is True for them);
+  (``FenceBrokers``, ``ElectPreferred``, ``ElectLeaders``; ``controller_decision`` is
+  True for them);
   it is not an apply argument: the Raft consumer refuses the entry (NOT_CONTROLLER)
   unless it was committed in that term.  None means "not fenced by a term" (a broker
   fencing itself in a controlled shutdown, or the lone broker's local store).
@@ -121,6 +122,19 @@ class ElectPreferred(Command):
 
 
 @dataclass(frozen=True)
+class ElectLeaders(Command):
+    """A client's ElectLeaders (KIP-460), taken by the controller that received it:
+    ``election_type`` 0 PREFERRED / 1 UNCLEAN, ``targets`` [topic, partition] pairs or
+    None (every partition).  Re-decided against the state when applied (elections.py)."""
+
+    method: ClassVar[str] = "elect_leaders"
+    controller_decision: ClassVar[bool] = True
+    election_type: int
+    targets: list | None
+    controller_term: int | None = _term_field()
+
+
+@dataclass(frozen=True)
 class CreateTopic(Command):
     method: ClassVar[str] = "create_topic"
     name: str
@@ -208,7 +222,8 @@ class DeleteAcls(Command):
 
 
 COMMANDS: dict[str, type[Command]] = {cls.method: cls for cls in (
-    InitCluster, RegisterBroker, Heartbeat, FenceBrokers, ElectPreferred, CreateTopic,
+    InitCluster, RegisterBroker, Heartbeat, FenceBrokers, ElectPreferred, ElectLeaders,
+    CreateTopic,
     CreatePartitions, DeleteTopic, AlterTopicConfigs, AlterPartition, AllocateProducerIds, AlterScramCredentials,
     CreateAcls, DeleteAcls)}
 MEMBERSHIP_METHODS = frozenset({RegisterBroker.method, Heartbeat.method})

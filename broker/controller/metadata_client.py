@@ -13,9 +13,9 @@ MetadataUnavailable (no quorum answered in time; retriable, the outcome may be
 unknown).  Every write returns once the change is applied, and ``image`` then already
 shows it.
 
-Controller decisions (``fence_brokers``, ``elect_preferred``) take the Raft term the
-decision was taken in (read ``controller_term`` *before* deciding): the quorum refuses
-them unless committed in that term, so a decision outlives no leadership.
+Controller decisions (``fence_brokers``, ``elect_preferred``, ``elect_leaders``) take the
+Raft term the decision was taken in (read ``controller_term`` *before* deciding): the
+quorum refuses them unless committed in that term, so a decision outlives no leadership.
 
 Event-loop only.
 """
@@ -26,7 +26,8 @@ from typing import Any
 
 from .commands import (
     AllocateProducerIds, AlterPartition, AlterScramCredentials, AlterTopicConfigs, Command,
-    CreateAcls, CreatePartitions, CreateTopic, DeleteAcls, DeleteTopic, ElectPreferred, FenceBrokers, Heartbeat,
+    CreateAcls, CreatePartitions, CreateTopic, DeleteAcls, DeleteTopic, ElectLeaders, ElectPreferred,
+    FenceBrokers, Heartbeat,
     InitCluster, RegisterBroker,
 )
 from .propagation import MetadataPropagation
@@ -140,6 +141,15 @@ class MetadataClient:
                               controller_term: int | None) -> list[Election]:
         """The controller restores preferred leaders ("topic", partition) targets."""
         return await self.submit(ElectPreferred(targets, controller_term=controller_term))
+
+    async def elect_leaders(self, election_type: int, targets: list | None, *,
+                            controller_term: int | None,
+                            timeout_s: float = DEFAULT_TIMEOUT_S) -> list[list]:
+        """A client's ElectLeaders, decided by this controller (PREFERRED 0, UNCLEAN 1;
+        ``targets`` [topic, partition] pairs or None for every partition); returns
+        ``[topic, partition, error code name, message]`` per partition."""
+        return await self.submit(ElectLeaders(election_type, targets,
+                                              controller_term=controller_term), timeout_s)
 
     # -- topics --------------------------------------------------------------------
 

@@ -335,6 +335,17 @@ class ClusterState:
             self.version += 1
         return elections
 
+    def apply_elect_leaders(self, election_type: int, targets: list | None) -> list:
+        """ElectLeaders (KIP-460): PREFERRED (0) or UNCLEAN (1) elections of ``targets``
+        ([topic, partition] pairs; None: every partition), each decided against this
+        state (elections.py has the rules).  Returns ``[topic, partition, error code
+        name, message]`` per target."""
+        from .elections import elect_leaders  # elections.py builds on this module
+        results, elections = elect_leaders(self, election_type, targets)
+        if elections:
+            self.version += 1
+        return results
+
     # -- topics ------------------------------------------------------------------
 
     def apply_create_topic(self, name: str, topic_id: str, assignment: list[list[int]],

@@ -17,7 +17,7 @@ from pysyncobj.syncobj import _COMMAND_TYPE
 
 from broker.controller.commands import (
     COMMANDS, AllocateProducerIds, AlterPartition, AlterScramCredentials, AlterTopicConfigs, Command, CreateTopic,
-    CreateAcls, CreatePartitions, DeleteAcls, DeleteTopic, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker, decode,
+    CreateAcls, CreatePartitions, DeleteAcls, DeleteTopic, ElectLeaders, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker, decode,
 )
 from broker.controller.raft import MetadataConsumer
 from broker.controller.state import ApplyError, ClusterState
@@ -35,6 +35,8 @@ EXAMPLES: list[Command] = [
     FenceBrokers([2, 3], {}, True, controller_term=7),
     ElectPreferred([("t", 0), ("t", 1)]),
     ElectPreferred([("t", 0)], controller_term=4),
+    ElectLeaders(0, [["t", 0], ["t", 1]], controller_term=4),
+    ElectLeaders(1, None, controller_term=2),
     CreateTopic("t", "id-t", [[1, 2], [2, 1]], {"retention.ms": "10"}),
     CreatePartitions("t", "id-t", 3, [[1, 2]]),
     Heartbeat(1, 3, False, {"t:0": 12}, [2, 40, 17]),
@@ -73,7 +75,7 @@ def test_only_controller_decisions_carry_a_term_and_never_as_an_apply_argument()
     assert ElectPreferred([("t", 0)], controller_term=3).to_wire()[2] == 3
     assert FenceBrokers([2], {}).to_wire()[2] is None, "a controlled shutdown: no term"
     decisions = {cls for cls in COMMANDS.values() if cls.controller_decision}
-    assert decisions == {FenceBrokers, ElectPreferred}
+    assert decisions == {FenceBrokers, ElectPreferred, ElectLeaders}
     assert all(c.to_wire()[2] is None for c in EXAMPLES if not c.controller_decision)
     assert decode("init_cluster", ("c",), 5) == InitCluster("c"), \
         "a term on another command is the consumer's to check, not the command's"
