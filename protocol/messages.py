@@ -20,7 +20,7 @@ from kafka.protocol.admin import (
     DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
     DescribeClusterRequest, DescribeClusterResponse, DescribeLogDirsRequest,
-    DescribeLogDirsResponse,
+    DescribeLogDirsResponse, ElectLeadersRequest, ElectLeadersResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
@@ -103,6 +103,7 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     # DescribeLogDirs from v1: Kafka 4 removed v0, and kafka-python has no v0 schema.
     _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
     _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 4),
+    _spec(ElectLeadersRequest, ElectLeadersResponse, 0, 2),
     _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),

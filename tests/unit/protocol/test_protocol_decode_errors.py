@@ -24,7 +24,8 @@ from kafka.protocol.admin import (AlterUserScramCredentialsRequest, CreateAclsRe
                                   DescribeUserScramCredentialsRequest)
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from kafka.protocol.admin import (CreatePartitionsRequest, DeleteRecordsRequest,
-                                  DescribeClusterRequest, DescribeLogDirsRequest)
+                                  DescribeClusterRequest, DescribeLogDirsRequest,
+                                  ElectLeadersRequest)
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.errors import CorruptRequest, UnsupportedVersion
@@ -245,6 +246,12 @@ def _describe_log_dirs(v):
     return DescribeLogDirsRequest[v](topics=[T(topic="orders", partitions=[0, 3])])
 
 
+def _elect_leaders(v):
+    T = ElectLeadersRequest.TopicPartitions
+    args = dict(topic_partitions=[T(topic="orders", partitions=[0, 3])], timeout_ms=5000)
+    return ElectLeadersRequest[v](**args, **({"election_type": 1} if v >= 1 else {}))
+
+
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
     "Fetch": (_fetch, [4, 11, 12]),
@@ -279,6 +286,7 @@ CORPUS_BUILDERS = {
     "DeleteRecords": (_delete_records, [0, 1, 2]),
     "DescribeCluster": (_describe_cluster, [0, 1, 2]),
     "DescribeLogDirs": (_describe_log_dirs, [1, 2, 3, 4]),
+    "ElectLeaders": (_elect_leaders, [0, 1, 2]),
 }
 
 

@@ -16,6 +16,7 @@ from kafka.protocol.admin import (
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
     CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
     DeleteRecordsRequest, DeleteRecordsResponse, DescribeClusterRequest, DescribeClusterResponse,
+    ElectLeadersRequest, ElectLeadersResponse,
     DescribeLogDirsRequest, DescribeLogDirsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
@@ -97,6 +98,7 @@ EXPECTED_RANGES = {
     21: (0, 2),   # DeleteRecords
     60: (0, 2),   # DescribeCluster
     35: (1, 4),   # DescribeLogDirs (v0 is gone from Kafka 4 and kafka-python)
+    43: (0, 2),   # ElectLeaders
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -104,7 +106,7 @@ EXPECTED_RANGES = {
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 44: 1,
                   8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2,
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
-                  29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2}
+                  29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -722,6 +724,8 @@ _REQUESTS = {
     21: lambda v: DeleteRecordsRequest[v](topics=[], timeout_ms=1),
     60: lambda v: DescribeClusterRequest[v](include_cluster_authorized_operations=False),
     35: lambda v: DescribeLogDirsRequest[v](topics=None),
+    43: lambda v: ElectLeadersRequest[v](topic_partitions=None, timeout_ms=1,
+                                         **({"election_type": 1} if v >= 1 else {})),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -794,6 +798,13 @@ _RESPONSES = {
                                               offset_lag=0, is_future_key=False)])])]),
          lambda resp, v: resp.results[0].topics[0].partitions[0].partition_size == 77
          or pytest.fail("DescribeLogDirs"), DescribeLogDirsResponse),
+    43: (lambda v: ElectLeadersResponse[v](throttle_time_ms=0, error_code=0,
+            replica_election_results=[ElectLeadersResponse.ReplicaElectionResult(
+                topic="t", partition_result=[ElectLeadersResponse.ReplicaElectionResult
+                                             .PartitionResult(partition_id=3, error_code=84,
+                                                              error_message=None)])]),
+         lambda resp, v: resp.replica_election_results[0].partition_result[0].error_code == 84
+         or pytest.fail("ElectLeaders"), ElectLeadersResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
