@@ -61,6 +61,12 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("metadata.log.dir", _str, "",
             "Directory of the cluster metadata (Raft journal); empty: under log.dirs"),
     Setting("controller.quorum.voters", _str, "", "id@host:port,... of the Raft voters"),
+    # Raftwood's own (Kafka's KRaft secures its controller listener instead): the secret
+    # that encrypts and authenticates Raft traffic (pysyncobj's password option).
+    Setting("controller.quorum.password", _str, "",
+            "Secret shared by the Raft voters; encrypts their traffic (empty: none)"),
+    Setting("controller.quorum.password.file", _str, "",
+            "File whose first line is controller.quorum.password"),
     Setting("num.partitions", int, 1, "Partitions of auto-created topics"),
     Setting("default.replication.factor", int, 1, "Replication factor of auto-created topics"),
     Setting("min.insync.replicas", int, 1, "Least ISR size for acks=all writes"),
@@ -301,7 +307,41 @@ def build(raw: Mapping[str, str]) -> BrokerConfig:
         # of the ISR of every idle partition and rejoin, over and over.
         raise ConfigError("replica.fetch.wait.max.ms must be less than replica.lag.time.max.ms")
     _check_log_defaults(config)
+    _check_quorum_password(config)
     return config
+
+
+def quorum_password(config: BrokerConfig) -> str | None:
+    """The Raft secret: ``controller.quorum.password``, else the first line of
+    ``controller.quorum.password.file``; None when neither is set (no encryption)."""
+    if config["controller.quorum.password"]:
+        return config["controller.quorum.password"]
+    path = config["controller.quorum.password.file"]
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            password = f.readline().rstrip("\r\n")
+    except OSError as exc:
+        raise ConfigError(f"controller.quorum.password.file: cannot read {path}: "
+                          f"{exc.strerror or exc}") from exc
+    if not password:
+        raise ConfigError(f"controller.quorum.password.file: {path} holds no password "
+                          f"on its first line")
+    return password
+
+
+def _check_quorum_password(config: BrokerConfig) -> None:
+    if config["controller.quorum.password"] and config["controller.quorum.password.file"]:
+        raise ConfigError("give controller.quorum.password or "
+                          "controller.quorum.password.file, not both")
+    if quorum_password(config) is None:
+        return
+    try:
+        import cryptography  # noqa: F401  (pysyncobj's encryption needs it)
+    except ImportError:
+        raise ConfigError("controller.quorum.password needs the cryptography package "
+                          "(pip install cryptography)") from None
 
 
 def _check_log_defaults(config: BrokerConfig) -> None:

@@ -101,10 +101,17 @@ def _text(value) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def is_sensitive(name: str) -> bool:
+    """Kafka's PASSWORD-type settings: passwords, JAAS configs (they hold passwords),
+    inline private keys, and Raftwood's Raft secret.  Described with a null value."""
+    return name.endswith((".password", "sasl.jaas.config", "ssl.keystore.key"))
+
+
 def _entry(name: str, value: str, source: int, version: int):
-    return Entry(name=name, value=value, read_only=False, config_source=source,
-                 is_default=source == SOURCE_DEFAULT, is_sensitive=False, synonyms=[],
-                 config_type=0, documentation=None)
+    sensitive = is_sensitive(name)
+    return Entry(name=name, value=None if sensitive else value, read_only=False,
+                 config_source=source, is_default=source == SOURCE_DEFAULT,
+                 is_sensitive=sensitive, synonyms=[], config_type=0, documentation=None)
 
 
 async def handle_incremental_alter_configs(ctx, request):

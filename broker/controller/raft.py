@@ -47,6 +47,12 @@ What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
   unless the entry was committed in that same term, that is, appended by that very
   leader.  A decision queued by a leader that lost its leadership meanwhile can never
   be committed through the next leader.
+* **Only voters holding the secret are heard** when ``controller.quorum.password`` is
+  set: pysyncobj encrypts and authenticates every message with it (``raft_conf``);
+  a message that fails authentication drops its connection before it is unpickled,
+  and both patches above act on decrypted messages
+  (``tests/unit/controller/test_raft_encryption.py``).  Without it, anyone who reaches
+  a Raft port is a voter (and pysyncobj unpickles what they send).
 * **Every applied state knows its log position** (term, index of the entry), so a
   broker orders images by Raft log position and never takes an older image over a
   newer one; an installed snapshot is published like an applied command.
@@ -179,9 +185,17 @@ class MetadataConsumer(SyncObjConsumer):
         self._on_applied("snapshot", (), self.state.snapshot())
 
 
-def raft_conf(directory: str, periods: tuple[float, float]) -> SyncObjConf:
+def raft_conf(directory: str, periods: tuple[float, float],
+              password: str | None = None) -> SyncObjConf:
+    """``password`` (``controller.quorum.password``) turns on pysyncobj's encryption:
+    every message between voters is a Fernet token (AES-128-CBC + HMAC-SHA256, key by
+    PBKDF2 from the password), so a node without the same secret can neither read the
+    quorum's traffic nor be heard by it: its messages fail authentication and the
+    connection is dropped before anything is unpickled.  The messages the patches above
+    look at are the decrypted ones."""
     append_entries_period_s, tick_period_s = periods
     return SyncObjConf(
+        password=password or None,
         journalFile=os.path.join(directory, "raft.journal"),
         fullDumpFile=os.path.join(directory, "raft.dump"),
         appendEntriesPeriod=append_entries_period_s,
@@ -194,7 +208,9 @@ def raft_conf(directory: str, periods: tuple[float, float]) -> SyncObjConf:
 
 
 def start_raft_node(self_address: str, partners: list[str], directory: str,
-                    periods: tuple[float, float], on_applied) -> tuple[SyncObj, MetadataConsumer]:
+                    periods: tuple[float, float], on_applied,
+                    password: str | None = None) -> tuple[SyncObj, MetadataConsumer]:
     consumer = MetadataConsumer(on_applied)
-    node = SyncObj(self_address, partners, raft_conf(directory, periods), consumers=[consumer])
+    node = SyncObj(self_address, partners, raft_conf(directory, periods, password),
+                   consumers=[consumer])
     return node, consumer

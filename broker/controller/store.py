@@ -28,6 +28,7 @@ import logging
 import os
 from typing import Any, Callable
 
+from ..config import quorum_password
 from .commands import MEMBERSHIP_METHODS, Command, Heartbeat, RegisterBroker, decode
 from .metadata_file import metadata_path, read_state, write_state
 from .raft import RETRIABLE_FAILURES, start_raft_node
@@ -151,7 +152,8 @@ class RaftStore(_StoreBase):
     """Metadata in a pysyncobj Raft group; the Raft leader is the controller."""
 
     def __init__(self, directory: str, node_id: int, voters: dict[int, str],
-                 append_entries_period_s: float = 0.02, tick_period_s: float = 0.01):
+                 append_entries_period_s: float = 0.02, tick_period_s: float = 0.01,
+                 password: str | None = None):
         super().__init__()
         if node_id not in voters:
             raise ValueError(f"node.id {node_id} is not in controller.quorum.voters {voters}")
@@ -160,6 +162,7 @@ class RaftStore(_StoreBase):
         self._by_address = {address: node for node, address in voters.items()}
         self._directory = directory
         self._periods = (append_entries_period_s, tick_period_s)
+        self._password = password  # controller.quorum.password: Raft traffic encrypted
         self._syncobj = None
         self._consumer = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -170,7 +173,7 @@ class RaftStore(_StoreBase):
         partners = [a for n, a in sorted(self.voters.items()) if n != self.node_id]
         self._syncobj, self._consumer = start_raft_node(
             self.voters[self.node_id], partners, self._directory, self._periods,
-            on_applied=self._on_applied_threadsafe)
+            on_applied=self._on_applied_threadsafe, password=self._password)
 
     async def stop(self) -> None:
         if self._syncobj is not None:
@@ -276,4 +279,5 @@ def open_store(config) -> LocalStore | RaftStore:
     voters_text = config["controller.quorum.voters"]
     if not voters_text:
         return LocalStore(directory, config.node_id)
-    return RaftStore(directory, config.node_id, parse_voters(voters_text))
+    return RaftStore(directory, config.node_id, parse_voters(voters_text),
+                     password=quorum_password(config))
