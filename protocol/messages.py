@@ -20,7 +20,8 @@ from kafka.protocol.admin import (
     DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
     DescribeClusterRequest, DescribeClusterResponse, DescribeLogDirsRequest,
-    DescribeLogDirsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    DescribeLogDirsResponse, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    ElectLeadersRequest, ElectLeadersResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
@@ -104,6 +105,7 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 2),
     _spec(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 4),
     _spec(ElectLeadersRequest, ElectLeadersResponse, 0, 2),
+    _spec(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0),
     _spec(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4),
     _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),

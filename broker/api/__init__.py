@@ -13,7 +13,7 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 
 from . import admin, configs, fetch, log_offsets, metadata, produce, producer_ids
-from . import cluster, elections, partitions, records  # operating a cluster (issue #16)
+from . import cluster, describe_partitions, elections, partitions, records  # issue #16
 from . import group_acls  # consumer groups (broker/groups/) behind their authorization gate
 from . import acls, sasl, scram_users  # security (broker/security/)
 from .context import ApiContext
@@ -34,6 +34,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DescribeCluster: cluster.handle_describe_cluster,
     ApiKey.DescribeLogDirs: cluster.handle_describe_log_dirs,
     ApiKey.ElectLeaders: elections.handle_elect_leaders,
+    ApiKey.DescribeTopicPartitions: describe_partitions.handle_describe_topic_partitions,
     ApiKey.OffsetForLeaderEpoch: log_offsets.handle_offset_for_leader_epoch,
     ApiKey.InitProducerId: producer_ids.handle_init_producer_id,
     ApiKey.DescribeConfigs: configs.handle_describe_configs,

@@ -25,7 +25,7 @@ from kafka.protocol.admin import (AlterUserScramCredentialsRequest, CreateAclsRe
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from kafka.protocol.admin import (CreatePartitionsRequest, DeleteRecordsRequest,
                                   DescribeClusterRequest, DescribeLogDirsRequest,
-                                  ElectLeadersRequest)
+                                  DescribeTopicPartitionsRequest, ElectLeadersRequest)
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.errors import CorruptRequest, UnsupportedVersion
@@ -252,6 +252,13 @@ def _elect_leaders(v):
     return ElectLeadersRequest[v](**args, **({"election_type": 1} if v >= 1 else {}))
 
 
+def _describe_topic_partitions(v):
+    T = DescribeTopicPartitionsRequest.TopicRequest
+    return DescribeTopicPartitionsRequest[v](
+        topics=[T(name="orders"), T(name="events")], response_partition_limit=4,
+        cursor=DescribeTopicPartitionsRequest.Cursor(topic_name="orders", partition_index=2))
+
+
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
     "Fetch": (_fetch, [4, 11, 12]),
@@ -287,6 +294,7 @@ CORPUS_BUILDERS = {
     "DescribeCluster": (_describe_cluster, [0, 1, 2]),
     "DescribeLogDirs": (_describe_log_dirs, [1, 2, 3, 4]),
     "ElectLeaders": (_elect_leaders, [0, 1, 2]),
+    "DescribeTopicPartitions": (_describe_topic_partitions, [0]),
 }
 
 

@@ -16,7 +16,8 @@ from kafka.protocol.admin import (
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
     CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
     DeleteRecordsRequest, DeleteRecordsResponse, DescribeClusterRequest, DescribeClusterResponse,
-    ElectLeadersRequest, ElectLeadersResponse,
+    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, ElectLeadersRequest,
+    ElectLeadersResponse,
     DescribeLogDirsRequest, DescribeLogDirsResponse,
     DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
@@ -99,6 +100,7 @@ EXPECTED_RANGES = {
     60: (0, 2),   # DescribeCluster
     35: (1, 4),   # DescribeLogDirs (v0 is gone from Kafka 4 and kafka-python)
     43: (0, 2),   # ElectLeaders
+    75: (0, 0),   # DescribeTopicPartitions
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -106,7 +108,7 @@ EXPECTED_RANGES = {
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 44: 1,
                   8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2,
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
-                  29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2}
+                  29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -726,6 +728,8 @@ _REQUESTS = {
     35: lambda v: DescribeLogDirsRequest[v](topics=None),
     43: lambda v: ElectLeadersRequest[v](topic_partitions=None, timeout_ms=1,
                                          **({"election_type": 1} if v >= 1 else {})),
+    75: lambda v: DescribeTopicPartitionsRequest[v](topics=[], response_partition_limit=4,
+                                                    cursor=None),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -805,6 +809,20 @@ _RESPONSES = {
                                                               error_message=None)])]),
          lambda resp, v: resp.replica_election_results[0].partition_result[0].error_code == 84
          or pytest.fail("ElectLeaders"), ElectLeadersResponse),
+    75: (lambda v: DescribeTopicPartitionsResponse[v](throttle_time_ms=0, topics=[
+            DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic(
+                error_code=0, name="t", topic_id=None, is_internal=False,
+                topic_authorized_operations=-(1 << 31), partitions=[
+                    DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
+                    .DescribeTopicPartitionsResponsePartition(
+                        error_code=0, partition_index=3, leader_id=2, leader_epoch=5,
+                        replica_nodes=[2, 1], isr_nodes=[2], eligible_leader_replicas=[],
+                        last_known_elr=[], offline_replicas=[1])])],
+            next_cursor=DescribeTopicPartitionsResponse.Cursor(topic_name="t",
+                                                               partition_index=4)),
+         lambda resp, v: (resp.topics[0].partitions[0].offline_replicas == [1]
+                          and resp.next_cursor.partition_index == 4)
+         or pytest.fail("DescribeTopicPartitions"), DescribeTopicPartitionsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
