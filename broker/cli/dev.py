@@ -18,6 +18,15 @@ ready when its port answers ApiVersions; then ``dev`` waits (within ``--start-ti
 until broker 1's status shows a controller and every broker registered and unfenced, and
 only then prints ``bootstrap servers: ...``, so the cluster is usable from that line on.
 
+``--secure``: the same cluster, plus on broker i a SASL_SSL listener at
+``<S + i - 1>`` (S = P + 200) with SCRAM-SHA-512, on certificates made once in
+``<data-dir>/tls/`` (``dev_tls.py``), and the Raft traffic encrypted with a fresh
+``controller.quorum.password``.  Once the cluster is up, ``dev`` adds the SCRAM user
+``dev`` with a fresh password (over the PLAINTEXT listener, which stays on loopback
+for ``dev``'s own status table and the ``raftwood`` commands), writes the Kafka client
+properties to ``<data-dir>/client.properties`` and prints the settings for Kafka clients
+and for librdkafka.
+
 Each broker runs as ``<python> -m broker.cli start --set ...`` in its own session, so a
 Ctrl-C in the terminal reaches ``dev`` only; ``dev`` then sends SIGTERM to every broker,
 waits up to ``STOP_TIMEOUT_S`` in all, SIGKILLs what is left and exits 0.  On Linux a
@@ -28,21 +37,32 @@ restarted.
 from __future__ import annotations
 
 import argparse
+import secrets
 import signal
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from kafka.protocol.admin import AlterUserScramCredentialsRequest
+
+from protocol.errors import ErrorCode
 
 from .. import config as config_module
 from ..harness import (LOCALHOST, BrokerPlan, broker_process, log_tail, plan_brokers,
                        quorum_voters)
 from ..harness import broker_command  # noqa: F401  (part of this command's layout API)
-from .client import answers_api_versions, fetch_statuses
+from .client import ClientError, Connection, answers_api_versions, error_name, fetch_statuses
+from .dev_tls import DevPki, make_dev_pki
 from .status import UNKNOWN, broker_summary
 from .tables import format_table
 
 HOST = LOCALHOST
 RAFT_PORT_OFFSET = 100
+SECURE_PORT_OFFSET = 200
+DEV_USER = "dev"
+DEV_MECHANISM = "SCRAM-SHA-512"
+ADD_USER_TIMEOUT_S = 20.0
 MANAGED_SETTINGS = ("node.id", "listeners", "log.dirs", "controller.quorum.voters")
 STOP_TIMEOUT_S = 15.0
 DEFAULT_START_TIMEOUT_S = 60.0
@@ -79,13 +99,40 @@ def plan_cluster(brokers: int, port: int, data_dir, raft_port_base: int | None =
     return layout
 
 
+@dataclass(frozen=True)
+class SecureDev:
+    """What ``--secure`` adds: the SASL_SSL ports (broker i: ``port_base + i - 1``), the
+    certificates, the SCRAM user and the Raft secret (fresh each run)."""
+
+    port_base: int
+    pki: DevPki
+    password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
+    quorum_password: str = field(default_factory=lambda: secrets.token_urlsafe(24),
+                                 repr=False)
+
+    def address(self, member: BrokerPlan) -> str:
+        return f"{member.host}:{self.port_base + member.node_id - 1}"
+
+
+def plan_secure(layout: list[BrokerPlan], port: int, data_dir) -> SecureDev:
+    """SASL_SSL ports after the Kafka and Raft ones; DevError when they clash."""
+    base = port + SECURE_PORT_OFFSET
+    secure_ports = {base + i for i in range(len(layout))}
+    taken = {b.port for b in layout} | ({b.raft_port for b in layout} if len(layout) > 1
+                                        else set())
+    if secure_ports & taken or max(secure_ports) > 65535:
+        raise DevError(f"SASL_SSL ports {base}-{max(secure_ports)} clash with the Kafka or "
+                       f"Raft ports or leave 1..65535; pick another --port")
+    return SecureDev(base, make_dev_pki(Path(data_dir) / "tls"))
+
+
 def voters(layout: list[BrokerPlan]) -> str:
     """``1@127.0.0.1:9192,2@127.0.0.1:9193,...``; empty for a lone broker."""
     return quorum_voters(layout)
 
 
 def broker_settings(layout: list[BrokerPlan], member: BrokerPlan,
-                    extra: dict[str, str]) -> dict[str, str]:
+                    extra: dict[str, str], secure: SecureDev | None = None) -> dict[str, str]:
     """Every ``--set`` of one broker, managed ones first; DevError if ``extra`` names one."""
     clash = sorted(set(MANAGED_SETTINGS) & extra.keys())
     if clash:
@@ -95,12 +142,63 @@ def broker_settings(layout: list[BrokerPlan], member: BrokerPlan,
                 "log.dirs": str(member.data_dir)}
     if voters(layout):
         settings["controller.quorum.voters"] = voters(layout)
+    if secure is not None:
+        settings["listeners"] += f",SASL_SSL://{secure.address(member)}"
+        settings.update({
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": DEV_MECHANISM,
+            "listener.name.sasl_ssl.ssl.keystore.location": str(secure.pki.broker_keystore)})
+        if voters(layout):
+            settings["controller.quorum.password"] = secure.quorum_password
     settings.update(extra)
     return settings
 
 
 def bootstrap_line(layout: list[BrokerPlan]) -> str:
     return "bootstrap servers: " + ",".join(b.address for b in layout)
+
+
+def client_properties(layout: list[BrokerPlan], secure: SecureDev) -> str:
+    """Kafka's client properties for the SASL_SSL listeners (Java clients, Spark with the
+    ``kafka.`` prefix, ``raftwood --command-config``)."""
+    return "\n".join([
+        "bootstrap.servers=" + ",".join(secure.address(b) for b in layout),
+        "security.protocol=SASL_SSL",
+        f"sasl.mechanism={DEV_MECHANISM}",
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{DEV_USER}" password="{secure.password}";',
+        "ssl.truststore.type=PEM",
+        f"ssl.truststore.location={secure.pki.ca.resolve()}"]) + "\n"
+
+
+def librdkafka_settings(layout: list[BrokerPlan], secure: SecureDev) -> dict[str, str]:
+    """The same for confluent-kafka and kcat (``-X key=value``)."""
+    return {"bootstrap.servers": ",".join(secure.address(b) for b in layout),
+            "security.protocol": "SASL_SSL", "sasl.mechanisms": DEV_MECHANISM,
+            "sasl.username": DEV_USER, "sasl.password": secure.password,
+            "ssl.ca.location": str(secure.pki.ca.resolve())}
+
+
+def add_dev_user(member: BrokerPlan, secure: SecureDev,
+                 timeout_s: float = ADD_USER_TIMEOUT_S) -> None:
+    """The SCRAM user ``dev`` through the PLAINTEXT listener; retried while the cluster
+    settles (no controller yet), DevError at the deadline."""
+    from .users import scram_upsertion
+
+    request = AlterUserScramCredentialsRequest[0](upsertions=[scram_upsertion(
+        DEV_USER, DEV_MECHANISM, secure.password)], deletions=[])
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with Connection((member.host, member.port), timeout_s) as conn:
+                result = conn.request(request).results[0]
+            if result.error_code == ErrorCode.NONE:
+                return
+            problem = f"{error_name(result.error_code)}: {result.error_message}"
+        except ClientError as exc:
+            problem = str(exc)
+        if time.monotonic() > deadline:
+            raise DevError(f"cannot add the SCRAM user {DEV_USER}: {problem}")
+        time.sleep(0.5)
 
 
 # -- processes --------------------------------------------------------------------------------
@@ -113,13 +211,17 @@ class DevCluster:
     received; loops poll it every ``TICK_S``.
     """
 
-    def __init__(self, layout: list[BrokerPlan], extra: dict[str, str], out=sys.stdout):
+    def __init__(self, layout: list[BrokerPlan], extra: dict[str, str], out=sys.stdout,
+                 secure: SecureDev | None = None):
         self.layout = layout
-        self.settings = [broker_settings(layout, b, extra) for b in layout]
+        self.settings = [broker_settings(layout, b, extra, secure) for b in layout]
         self.brokers = [broker_process(member, {k: v for k, v in settings.items()
                                                 if k not in _SET_BY_BROKER_PROCESS},
                                        log_marker="raftwood dev")
                         for member, settings in zip(layout, self.settings)]
+        if secure is not None:
+            for broker, settings in zip(self.brokers, self.settings):
+                _use_listeners(broker, settings["listeners"])
         self.commands = [broker.command() for broker in self.brokers]
         self.stop_requests = 0
         self.out = out
@@ -252,6 +354,20 @@ STATUS_HEADERS = ["ID", "ADDRESS", "PID", "STATE", "CONTROLLER", "HOSTED", "LEAD
                   "UNDER_REPLICATED"]
 
 
+def _use_listeners(broker, listeners: str) -> None:
+    """BrokerProcess owns ``listeners`` (its PLAINTEXT one, which its readiness check and
+    the status table use); ``--secure`` lists the SASL_SSL one after it."""
+    command = broker.command
+    own = f"listeners=PLAINTEXT://{broker.bootstrap}"
+
+    def command_with_listeners() -> list[str]:
+        args = command()
+        args[args.index(own)] = f"listeners={listeners}"
+        return args
+
+    broker.command = command_with_listeners
+
+
 def render_status(rows: list[list]) -> str:
     return format_table(STATUS_HEADERS, rows, right=(0, 2, 5, 6, 7))
 
@@ -314,7 +430,8 @@ def run(args) -> int:
     try:
         layout = plan_cluster(args.brokers, args.port, args.data_dir, args.raft_port_base)
         extra = config_module.parse_overrides(args.set)
-        cluster = DevCluster(layout, extra)
+        secure = plan_secure(layout, args.port, args.data_dir) if args.secure else None
+        cluster = DevCluster(layout, extra, secure=secure)
         for settings in cluster.settings:  # the brokers' own parser refuses bad settings now
             config_module.build(settings)
     except (DevError, config_module.ConfigError) as exc:
@@ -326,6 +443,12 @@ def run(args) -> int:
         started = time.monotonic()
         if (cluster.wait_ready(args.start_timeout) and cluster.wait_registered(
                 max(1.0, args.start_timeout - (time.monotonic() - started)))):
+            if secure is not None:
+                add_dev_user(layout[0], secure)
+                print_secure_settings(layout, secure, Path(args.data_dir))
+            else:
+                print("PLAINTEXT on loopback only (raftwood dev --secure adds SASL_SSL + "
+                      "SCRAM)", flush=True)
             print(bootstrap_line(layout), flush=True)
             print(f"logs: {Path(args.data_dir) / 'broker-<id>' / 'broker.log'}", flush=True)
             supervise(cluster, StatusPrinter(sys.stdout, sys.stdout.isatty()))
@@ -340,6 +463,18 @@ def run(args) -> int:
     return code
 
 
+def print_secure_settings(layout: list[BrokerPlan], secure: SecureDev, data_dir: Path) -> None:
+    path = data_dir / "client.properties"
+    path.write_text(client_properties(layout, secure))
+    path.chmod(0o600)
+    lines = ["SASL_SSL (SCRAM-SHA-512, user dev) on "
+             + ",".join(secure.address(b) for b in layout) + "; Raft traffic encrypted",
+             f"Kafka clients (Java, Spark with kafka., raftwood --command-config): {path}",
+             "librdkafka (confluent-kafka; kcat -X each):"]
+    lines += [f"  {k}={v}" for k, v in librdkafka_settings(layout, secure).items()]
+    print("\n".join(lines), flush=True)
+
+
 def add_command(commands) -> None:
     dev = commands.add_parser("dev", help="run a local cluster of N broker processes",
                               description=__doc__,
@@ -352,6 +487,9 @@ def add_command(commands) -> None:
                      help=f"Raft port of broker 1 (default port+{RAFT_PORT_OFFSET})")
     dev.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                      help="a broker setting for every broker (repeatable)")
+    dev.add_argument("--secure", action="store_true",
+                     help="add SASL_SSL + SCRAM-SHA-512 listeners on self-made certificates "
+                          "and encrypt Raft; prints the client settings")
     dev.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S,
                      metavar="SECONDS", help="for all brokers to answer (default %(default)g)")
     dev.set_defaults(func=run)

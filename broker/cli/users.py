@@ -66,17 +66,21 @@ def _describe(args, names: list[str] | None):
     return response.results
 
 
+def scram_upsertion(name: str, mechanism: str, password: str,
+                    iterations: int = scram.DEFAULT_ITERATIONS):
+    """One AlterUserScramCredentials upsertion, salted here (a fresh salt)."""
+    salt = secrets.token_bytes(32)
+    return ALTER.ScramCredentialUpsertion(
+        name=name, mechanism=scram.TYPE_OF[mechanism], iterations=iterations, salt=salt,
+        salted_password=scram.salted_password(mechanism, password, salt, iterations))
+
+
 @guarded
 def cmd_users_add(args) -> int:
     password = args.password or os.environ.get(PASSWORD_ENV) or getpass.getpass(
         f"password for {args.name}: ")
-    upsertions = []
-    for mechanism in args.mechanism or sorted(scram.MECHANISMS):
-        salt = secrets.token_bytes(32)
-        upsertions.append(ALTER.ScramCredentialUpsertion(
-            name=args.name, mechanism=scram.TYPE_OF[mechanism], iterations=args.iterations,
-            salt=salt, salted_password=scram.salted_password(mechanism, password, salt,
-                                                             args.iterations)))
+    upsertions = [scram_upsertion(args.name, mechanism, password, args.iterations)
+                  for mechanism in args.mechanism or sorted(scram.MECHANISMS)]
     _alter(args, upsertions=upsertions)
     print(f"user {args.name}: {', '.join(args.mechanism or sorted(scram.MECHANISMS))} set")
     return EXIT_OK
