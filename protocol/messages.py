@@ -125,9 +125,10 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
     _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
     _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
-    # Security.  SaslHandshake starts at v1: with v0 the tokens would follow as bare
-    # frames without Kafka headers (KIP-43), which no client of today sends.
-    _spec(SaslHandshakeRequest, SaslHandshakeResponse, 1, 1),
+    # Security.  SaslHandshake v0 (KIP-43): the tokens then follow as bare size-prefixed
+    # frames without Kafka headers (broker/network/connection.py).  librdkafka 2.0
+    # enables SASL only when the advertised range includes v0, then speaks v1.
+    _spec(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1),
     _spec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
     _spec(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0),
     _spec(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0),

@@ -2,7 +2,9 @@
 
 A connection on a SASL listener sends SaslHandshake (v1: the tokens then travel in
 SaslAuthenticate requests) naming a mechanism, then SaslAuthenticate requests carrying
-the mechanism's messages until it succeeds.  Only ApiVersions and these two are
+the mechanism's messages until it succeeds.  After a v0 handshake (KIP-43) the tokens
+travel as bare size-prefixed frames instead (``legacy_token``, called by the
+connection for each), and a failure closes the connection without an answer.  Only ApiVersions and these two are
 handled before that (broker/security/session.py).  Failures are answered with Kafka's
 code and then the connection closes: UNSUPPORTED_SASL_MECHANISM for a mechanism not
 enabled on the listener, SASL_AUTHENTICATION_FAILED for wrong credentials (logged at
@@ -38,7 +40,29 @@ async def handle_sasl_handshake(ctx, request):
                                      mechanisms=enabled)
     session.mechanism = mechanism
     session.exchange = ctx.sasl.new_exchange(session.listener.name, mechanism)
+    session.legacy_tokens = request.api_version == 0
     return SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled)
+
+
+def legacy_token(session, token: bytes, peer: str) -> bytes | None:
+    """One bare token after a SaslHandshake v0: the mechanism's answer (sent back as a
+    bare frame, empty included, as Kafka does), or None when authentication failed
+    (logged; the connection then closes, v0 has no way to say why)."""
+    exchange = session.exchange
+    try:
+        reply = exchange.receive(token)
+    except SaslFailure as exc:
+        log.warning("[SASL %s] authentication of User:%s with %s on listener %s failed "
+                    "(SaslHandshake v0): %s", peer, exchange.username or "?",
+                    session.mechanism, session.listener.name, exc)
+        session.exchange = None
+        session.legacy_tokens = False
+        return None
+    if exchange.done:
+        session.authenticate(f"User:{exchange.username}")
+        log.info("[SASL %s] authenticated %s with %s on listener %s (SaslHandshake v0)", peer,
+                 session.principal, session.mechanism, session.listener.name)
+    return reply
 
 
 async def handle_sasl_authenticate(ctx, request):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections import deque
 
 from kafka.protocol.api_key import ApiKey
@@ -21,6 +22,7 @@ from protocol.messages import Request, decode_request, encode_response, peek_hea
 from protocol.status import STATUS_API_KEY, decode_status_request
 
 from ..api import CLOSE, HANDLERS
+from ..api.sasl import legacy_token
 from ..api.status import status_response
 from ..security.listeners import UNNAMED_PLAINTEXT, Listener
 from ..security.session import SecuritySession
@@ -101,6 +103,14 @@ class Connection(asyncio.Protocol):
     # -- requests ----------------------------------------------------------------
 
     def _dispatch(self, frame: bytes) -> None:
+        if self.session.legacy_tokens:  # after a SaslHandshake v0: a bare SASL token
+            reply = legacy_token(self.session, bytes(frame), self.peer)
+            if reply is None:
+                self._close_after_pending()
+                return
+            self._queue.append(struct.pack(">i", len(reply)) + reply)
+            self._flush()
+            return
         try:
             if not self.session.admits(peek_header(frame)[0]):
                 log.warning("[Connection %s] request (api key %d) before SASL authentication "

@@ -153,7 +153,11 @@ class ScramServer:
         self._step = 2
         without_proof, sep, proof_part = text.rpartition(",p=")
         attributes = _attributes(without_proof)
-        if not sep or attributes.get("r") != self._nonce:
+        # Kafka's rule (ScramSaslServer): the nonce must *end with* the server-first one,
+        # not equal it.  librdkafka 2.0 (kcat 1.7's) sends its own nonce again in front of the
+        # combined one; the proof still covers what was sent, and the server's fresh
+        # part must be there, so a replay from another exchange still fails.
+        if not sep or not attributes.get("r", "").endswith(self._nonce):
             raise ScramFailure("SCRAM client-final message has a wrong nonce or no proof")
         if attributes.get("c") != _b64(self._gs2_header.encode()):
             raise ScramFailure("SCRAM channel binding does not match")

@@ -26,6 +26,9 @@ class SecuritySession:
         # Set by SaslHandshake: the mechanism's server exchange (broker/security/sasl.py).
         self.mechanism: str | None = None
         self.exchange = None
+        # Set by a SaslHandshake v0 (KIP-43): until authenticated, frames are bare SASL
+        # tokens, not Kafka requests (Connection hands them to api/sasl.legacy_token).
+        self.legacy_tokens = False
         # Set by a SASL handler that answered with a failure: close after that answer.
         self.close_requested = False
 
@@ -41,3 +44,4 @@ class SecuritySession:
         self.principal = principal
         self.authenticated = True
         self.exchange = None
+        self.legacy_tokens = False

@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 import subprocess
 import sys
 
 import pytest
 
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.sasl import SaslHandshakeRequest
+
+from broker.network.kafka_client import BlockingConnection, ConnectionFailed
+from broker.security import scram, tls
+from broker.security.client import ClientSecurity
 from broker.testing import BrokerProcess, free_port
 from compat.java.harness import HarnessUnavailable, prepare
 from tests.conftest import create_topic
@@ -73,14 +80,9 @@ def kcat(*args: str, stdin: bytes | None = None) -> str:
 
 
 # librdkafka 2.0 (kcat 1.7.1's) enables SASL only when ApiVersions lists SaslHandshake
-# with v0 in its range (its feature map), then speaks v1; Raftwood serves v1 only.
-KCAT_SASL_GAP = pytest.mark.xfail(
-    strict=True, reason="SaslHandshake v0 is not advertised: librdkafka 2.0 refuses SASL "
-                        "('SASL Handshake not supported by broker')")
-
-
+# with v0 in its range (its feature map), then speaks v1.
 @pytest.mark.skipif(KCAT is None, reason="kcat is not installed (make system-deps)")
-@pytest.mark.parametrize("protocol", [pytest.param("SASL_SSL", marks=KCAT_SASL_GAP), "SSL"])
+@pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL"])
 def test_kcat_produces_and_consumes_over(secure, protocol):
     broker, ports, pki, _ = secure
     topic = create_topic(broker.bootstrap, f"kcat-{protocol.lower().replace('_', '-')}", 1)
@@ -95,6 +97,47 @@ def test_kcat_produces_and_consumes_over(secure, protocol):
     listing = kcat("-L", "-b", bootstrap, "-J", *security)
     assert [b["name"] for b in json.loads(listing)["brokers"]] == [bootstrap], \
         "Metadata names the endpoint of the listener the client came in on"
+
+
+# -- SaslHandshake v0 (KIP-43): bare tokens ---------------------------------------------------
+
+def legacy_scram(broker_security, port: int, password: str):
+    """A SaslHandshake v0 then SCRAM-SHA-512 in bare frames; the open connection and
+    whether the server's final message proved it knows the password (None: closed)."""
+    conn = BlockingConnection(("127.0.0.1", port), security=broker_security, timeout_s=10)
+    handshake = conn.request(SaslHandshakeRequest[0](mechanism="SCRAM-SHA-512"))
+    assert handshake.error_code == 0
+    client = scram.ScramClient("SCRAM-SHA-512", "alice", password)
+
+    def token(data: bytes) -> bytes | None:
+        conn.send_raw(struct.pack(">i", len(data)) + data)
+        try:
+            return conn.read_frame()
+        except ConnectionFailed:
+            return None
+
+    server_first = token(client.first())
+    server_final = token(client.final(server_first))
+    if server_final is None:
+        return conn, None
+    client.verify(server_final)
+    return conn, True
+
+
+def test_saslhandshake_v0_then_bare_tokens_authenticates(secure):
+    broker, ports, pki, _ = secure
+    tls_only = ClientSecurity("SASL_SSL", tls.client_context(
+        lambda k: str(pki.ca) if k == "ssl.truststore.location" else tls.TLS_SETTINGS.get(k, ""),
+        "test"))
+    conn, proven = legacy_scram(tls_only, ports["SASL_SSL"], "alice-secret")
+    with conn:
+        assert proven
+        metadata = conn.request(MetadataRequest[1](topics=None))
+        assert [b.port for b in metadata.brokers] == [ports["SASL_SSL"]]
+    conn, proven = legacy_scram(tls_only, ports["SASL_SSL"], "wrong")
+    with conn:
+        assert proven is None, "a wrong password must close the connection"
+    assert "SaslHandshake v0" in broker.log_tail(), "the failure is logged"
 
 
 # -- the Java harness -------------------------------------------------------------------------

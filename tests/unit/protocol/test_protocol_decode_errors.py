@@ -282,7 +282,7 @@ CORPUS_BUILDERS = {
     "DescribeGroups": (_describe_groups, [0, 3, 5]),
     "ListGroups": (_list_groups, [0, 3, 4, 5]),
     "DeleteGroups": (_delete_groups, [0, 2]),
-    "SaslHandshake": (_sasl_handshake, [1]),
+    "SaslHandshake": (_sasl_handshake, [0, 1]),
     "SaslAuthenticate": (_sasl_authenticate, [0, 1, 2]),
     "DescribeUserScramCredentials": (_describe_scram, [0]),
     "AlterUserScramCredentials": (_alter_scram, [0]),

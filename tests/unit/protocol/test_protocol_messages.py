@@ -85,8 +85,8 @@ EXPECTED_RANGES = {
     15: (0, 5),   # DescribeGroups
     16: (0, 5),   # ListGroups
     42: (0, 2),   # DeleteGroups
-    # Security (issue 13): SaslHandshake v1 only (v0 sends bare tokens); KIP-554 at v0.
-    17: (1, 1),   # SaslHandshake
+    # Security (issue 13): SaslHandshake v0 (bare tokens follow) and v1; KIP-554 at v0.
+    17: (0, 1),   # SaslHandshake
     36: (0, 2),   # SaslAuthenticate
     50: (0, 0),   # DescribeUserScramCredentials
     51: (0, 0),   # AlterUserScramCredentials
