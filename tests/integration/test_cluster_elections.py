@@ -6,14 +6,15 @@ preferred leader that died and returned is the request: kill -9 of the preferred
 leader, writes go on to the new one, the broker returns and catches up into the ISR,
 an UNCLEAN election is refused (the partition has a leader and live ISR members),
 a PREFERRED election makes it lead again with the leader epoch bumped, as every
-broker's Metadata shows; no record acknowledged with acks=all is lost.
+broker's Metadata shows; no record acknowledged with acks=all is lost.  And an UNCLEAN
+election on request revives a partition whose only live replica is out of sync.
 """
 from __future__ import annotations
 
 from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from broker.testing import FAST_CLUSTER_SETTINGS
+from broker.testing import FAST_CLUSTER_SETTINGS, build_batch
 
 NONE = 0
 SESSION_S = int(FAST_CLUSTER_SETTINGS["broker.session.timeout.ms"]) / 1000.0
@@ -83,3 +84,49 @@ def test_preferred_election_returns_leadership_to_a_restarted_preferred_leader_l
     with cluster.connect(preferred) as conn:
         stored = [(r[0], r[2]) for r in conn.read_partition(topic, 0)]
     assert stored == acked
+
+
+def test_unclean_election_on_request_revives_a_partition_whose_only_live_replica_is_out_of_sync(
+        raftwood_cluster):
+    """RF=2 on brokers 1 (leader) and 2, unclean election off (the default); broker 3
+    keeps the Raft quorum.  Broker 2 is paused while broker 1 takes writes, so it drops
+    out of the ISR; broker 1 is killed and broker 2 resumed: the partition stays offline
+    and a PREFERRED election cannot help (its preferred replica is dead).  An UNCLEAN
+    election on request elects broker 2, with the ISR reset to it and the epoch bumped,
+    and the partition takes writes again."""
+    cluster = raftwood_cluster
+    topic = cluster.create_topic("unclean-asked", assignments=[[1, 2]])
+    with cluster.connect(1) as conn:
+        assert conn.produce(topic, 0, build_batch([(None, b"in-sync", 0, [])]),
+                            acks=-1).error_code == NONE
+    cluster.wait_for_isr(topic, 0, [1, 2])
+    cluster.pause(2)
+    with cluster.connect(1) as conn:
+        for i in range(5):
+            assert conn.produce(topic, 0, build_batch([(None, b"only-on-1-%d" % i, 0, [])]),
+                                acks=1).error_code == NONE
+    cluster.wait_for_isr(topic, 0, [1], timeout_s=FAILOVER_BOUND_S)
+    cluster.kill(1)
+    cluster.resume(2)
+
+    def offline_with_2_and_3_live(statuses):
+        image = cluster.freshest(statuses)
+        partition = cluster.find_partition(image, topic, 0)
+        live = all(not b["fenced"] for b in image["brokers"] if b["id"] in (2, 3))
+        return partition if partition["leader"] == -1 and live else None
+
+    offline = cluster.wait_for(offline_with_2_and_3_live, FAILOVER_BOUND_S,
+                               "partition offline with brokers 2 and 3 live")
+
+    preferred = _elect(cluster.bootstrap, ElectionType.PREFERRED, topic)
+    assert preferred is not None
+    assert preferred.code() == KafkaError.PREFERRED_LEADER_NOT_AVAILABLE, preferred
+    assert _elect(cluster.bootstrap, ElectionType.UNCLEAN, topic) is None
+    state = cluster.partition_state(topic, 0)
+    assert (state["leader"], state["isr"]) == (2, [2]), state
+    assert state["leader_epoch"] == offline["leader_epoch"] + 1
+    with cluster.connect(2) as conn:
+        assert conn.produce(topic, 0, build_batch([(None, b"after", 0, [])]),
+                            acks=-1).error_code == NONE
+        values = [r[2] for r in conn.read_partition(topic, 0)]
+    assert values[0] == b"in-sync" and values[-1] == b"after"
