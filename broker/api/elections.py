@@ -54,9 +54,10 @@ async def handle_elect_leaders(ctx, request):
                               f"unknown election type {election_type}")
     deadline = Deadline(body.timeout_ms)
     try:
-        results = await ctx.metadata.elect_leaders(
-            election_type, targets, controller_term=term,
-            timeout_s=max(0.1, deadline.remaining_s()))
+        # The Raft write has the metadata client's own bound, as Kafka's controller write
+        # has; timeout_ms bounds the wait for the other brokers below.
+        results = await ctx.metadata.elect_leaders(election_type, targets,
+                                                   controller_term=term)
     except ApplyError as exc:
         return _refused_whole(targets, ErrorCode[exc.code], str(exc))
     except MetadataUnavailable as exc:
