@@ -21,7 +21,8 @@ only then prints ``bootstrap servers: ...``, so the cluster is usable from that 
 ``--secure``: the same cluster, plus on broker i a SASL_SSL listener at
 ``<S + i - 1>`` (S = P + 200) with SCRAM-SHA-512, on certificates made once in
 ``<data-dir>/tls/`` (``dev_tls.py``), and the Raft traffic encrypted with a fresh
-``controller.quorum.password``.  Once the cluster is up, ``dev`` adds the SCRAM user
+secret (``controller.quorum.password.file``: ``<data-dir>/tls/quorum.secret``, mode
+0600, so it never shows on a command line).  Once the cluster is up, ``dev`` adds the SCRAM user
 ``dev`` with a fresh password (over the PLAINTEXT listener, which stays on loopback
 for ``dev``'s own status table and the ``raftwood`` commands), writes the Kafka client
 properties to ``<data-dir>/client.properties`` and prints the settings for Kafka clients
@@ -53,7 +54,7 @@ from ..harness import (LOCALHOST, BrokerPlan, broker_process, log_tail, plan_bro
                        quorum_voters)
 from ..harness import broker_command  # noqa: F401  (part of this command's layout API)
 from .client import ClientError, Connection, answers_api_versions, error_name, fetch_statuses
-from .dev_tls import DevPki, make_dev_pki
+from .dev_tls import DevPki, make_dev_pki, write_private
 from .status import UNKNOWN, broker_summary
 from .tables import format_table
 
@@ -106,9 +107,8 @@ class SecureDev:
 
     port_base: int
     pki: DevPki
+    quorum_password_file: Path
     password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
-    quorum_password: str = field(default_factory=lambda: secrets.token_urlsafe(24),
-                                 repr=False)
 
     def address(self, member: BrokerPlan) -> str:
         return f"{member.host}:{self.port_base + member.node_id - 1}"
@@ -123,7 +123,10 @@ def plan_secure(layout: list[BrokerPlan], port: int, data_dir) -> SecureDev:
     if secure_ports & taken or max(secure_ports) > 65535:
         raise DevError(f"SASL_SSL ports {base}-{max(secure_ports)} clash with the Kafka or "
                        f"Raft ports or leave 1..65535; pick another --port")
-    return SecureDev(base, make_dev_pki(Path(data_dir) / "tls"))
+    pki = make_dev_pki(Path(data_dir) / "tls")
+    quorum_file = pki.ca.parent / "quorum.secret"
+    write_private(quorum_file, (secrets.token_urlsafe(24) + "\n").encode())
+    return SecureDev(base, pki, quorum_file)
 
 
 def voters(layout: list[BrokerPlan]) -> str:
@@ -148,7 +151,7 @@ def broker_settings(layout: list[BrokerPlan], member: BrokerPlan,
             "listener.name.sasl_ssl.sasl.enabled.mechanisms": DEV_MECHANISM,
             "listener.name.sasl_ssl.ssl.keystore.location": str(secure.pki.broker_keystore)})
         if voters(layout):
-            settings["controller.quorum.password"] = secure.quorum_password
+            settings["controller.quorum.password.file"] = str(secure.quorum_password_file)
     settings.update(extra)
     return settings
 

@@ -79,13 +79,14 @@ def make_dev_pki(directory: Path | str) -> DevPki:
         return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                  serialization.NoEncryption())
 
-    _write_private(directory / "ca.key", private(ca_key))
-    _write_private(pki.broker_keystore, private(broker_key) + pem(broker_cert) + pem(ca_cert))
+    write_private(directory / "ca.key", private(ca_key))
+    write_private(pki.broker_keystore, private(broker_key) + pem(broker_cert) + pem(ca_cert))
     pki.ca.write_bytes(pem(ca_cert))
     return pki
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to a file only its owner may read (0600 from its creation)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(data)

@@ -30,15 +30,19 @@ def test_each_broker_gets_a_sasl_ssl_listener_and_the_quorum_secret(layout3):
     settings = dev.broker_settings(layout, layout[1], {}, secure)
     assert settings["listeners"] == "PLAINTEXT://127.0.0.1:9093,SASL_SSL://127.0.0.1:9293"
     assert settings["listener.name.sasl_ssl.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
-    assert settings["controller.quorum.password"] == secure.quorum_password
+    assert settings["controller.quorum.password.file"] == str(secure.quorum_password_file)
+    assert secure.quorum_password_file.stat().st_mode & 0o077 == 0, "only its owner reads it"
+    assert not any(secure.quorum_password_file.read_text().strip() in value
+                   for value in settings.values()), "the secret is not on the command line"
     from broker import config
-    config.build(settings)  # the broker's own parser takes them
+    assert config.quorum_password(config.build(settings))
 
 
 def test_a_lone_broker_has_no_quorum_secret(tmp_path):
     layout = dev.plan_cluster(1, 9092, tmp_path / "data")
     secure = dev.plan_secure(layout, 9092, tmp_path / "data")
-    assert "controller.quorum.password" not in dev.broker_settings(layout, layout[0], {}, secure)
+    assert "controller.quorum.password.file" not in dev.broker_settings(layout, layout[0], {},
+                                                                        secure)
 
 
 def test_clashing_secure_ports_are_refused(tmp_path):
