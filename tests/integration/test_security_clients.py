@@ -1,5 +1,6 @@
-"""kcat and the Java kafka-clients 3.9 harness, unchanged, over SASL_SSL with
-SCRAM-SHA-512 and over mutual TLS: each produces and reads its records back.
+"""kcat, the Java kafka-clients 3.9 harness, kafka-python and aiokafka, unchanged, over
+SASL_SSL with SCRAM-SHA-512 and over mutual TLS: each produces and reads its records back
+(confluent-kafka's are in test_security_tls.py and test_security_sasl.py).
 
 One broker: PLAINTEXT (the harness's own, and ``raftwood users``), SASL_SSL with
 SCRAM-SHA-512 (alice, added with the CLI), SSL with ``ssl.client.auth=required`` (the
@@ -175,3 +176,70 @@ def test_java_harness_passes_over(secure, harness, protocol):
     assert run.passed, run.report()
     verdicts = run.steps()
     assert verdicts and set(verdicts.values()) == {"PASS"}, run.report()
+
+
+# -- kafka-python and aiokafka ----------------------------------------------------------------
+
+def python_client_settings(protocol: str, pki) -> dict:
+    """kafka-python's names (aiokafka takes the same, with an ssl_context)."""
+    if protocol == "SASL_SSL":
+        return {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret",
+                "ssl_cafile": str(pki.ca)}
+    return {"security_protocol": "SSL", "ssl_cafile": str(pki.ca),
+            "ssl_certfile": str(pki.client_cert), "ssl_keyfile": str(pki.client_key)}
+
+
+@pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL"])
+def test_kafka_python_produces_and_consumes_over(secure, protocol):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    broker, ports, pki, _ = secure
+    topic = create_topic(broker.bootstrap, f"kp-{protocol.lower().replace('_', '-')}", 1)
+    settings = {"bootstrap_servers": f"127.0.0.1:{ports[protocol]}",
+                **python_client_settings(protocol, pki)}
+    producer = KafkaProducer(acks="all", **settings)
+    for i in range(5):
+        producer.send(topic, f"v{i}".encode()).get(timeout=WAIT_S)
+    producer.close()
+    consumer = KafkaConsumer(consumer_timeout_ms=10_000, **settings)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    values = [m.value for _, m in zip(range(5), consumer)]
+    consumer.close()
+    assert values == [f"v{i}".encode() for i in range(5)]
+
+
+@pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL"])
+def test_aiokafka_produces_and_consumes_over(secure, protocol):
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    broker, ports, pki, _ = secure
+    topic = create_topic(broker.bootstrap, f"aio-{protocol.lower().replace('_', '-')}", 1)
+    plain = python_client_settings(protocol, pki)
+    context = create_ssl_context(cafile=plain.pop("ssl_cafile"),
+                                 certfile=plain.pop("ssl_certfile", None),
+                                 keyfile=plain.pop("ssl_keyfile", None))
+    settings = {"bootstrap_servers": f"127.0.0.1:{ports[protocol]}", "ssl_context": context,
+                **plain}
+
+    async def roundtrip() -> list[bytes]:
+        producer = AIOKafkaProducer(acks="all", **settings)
+        await producer.start()
+        try:
+            for i in range(5):
+                await producer.send_and_wait(topic, f"v{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **settings)
+        await consumer.start()
+        try:
+            return [(await asyncio.wait_for(consumer.getone(), WAIT_S)).value
+                    for _ in range(5)]
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(roundtrip()) == [f"v{i}".encode() for i in range(5)]
