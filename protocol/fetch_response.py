@@ -30,6 +30,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from .primitives import uvarint as _uvarint
+
 MIN_VERSION = 4
 MAX_VERSION = 12
 FLEXIBLE_FROM = 12
@@ -60,15 +62,6 @@ class FetchPartitionResult:
     records: bytes | memoryview = b""
     aborted_transactions: list[AbortedTransaction] = field(default_factory=list)
     preferred_read_replica: int = -1
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def encode_fetch_response(version: int, correlation_id: int, *, throttle_time_ms: int = 0,

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import struct
 
+from .primitives import uvarint as _uvarint
+
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -363,15 +365,6 @@ def encode_produce_response(version: int, correlation_id: int,
     if flexible:
         out += b"\x00"
     return _I32.pack(len(out)) + bytes(out)
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _array_length(n: int, compact: bool) -> bytes:

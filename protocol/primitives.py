@@ -2,7 +2,8 @@
 
 For the few formats that are not protocol messages and so have no kafka-python class:
 the embedded consumer protocol (member subscriptions and assignments) and the records of
-``__consumer_offsets``.  Big-endian, non-flexible encodings: int16/int32/int64,
+``__consumer_offsets``; and the unsigned varint of flexible versions, shared by the
+hand-written hot-path codecs.  Big-endian, non-flexible encodings: int16/int32/int64,
 STRING (int16 length, -1 for null), BYTES (int32 length, -1 for null), arrays with an
 int32 count.
 
@@ -96,3 +97,14 @@ def bytes_(data: bytes | None) -> bytes:
     if data is None:
         return _I32.pack(-1)
     return _I32.pack(len(data)) + data
+
+
+def uvarint(value: int) -> bytes:
+    """UNSIGNED_VARINT (the lengths and counts of flexible versions): 7 bits a byte,
+    low first, the high bit set on every byte but the last."""
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
