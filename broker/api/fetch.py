@@ -38,7 +38,7 @@ async def handle_fetch(ctx, request):
             order.append((topic.topic, p.partition))
     max_bytes = body.max_bytes if request.api_version >= 3 else 2 ** 31 - 1
     results = iter(await rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes,
-                                  max_bytes) if statuses or not denied else [])
+                                  max_bytes) if statuses else ())
     by_topic: dict[str, list[FetchPartitionResult]] = {}
     for topic, index in order:
         result = DENIED if topic in denied else next(results)

@@ -40,7 +40,6 @@ class DelayedOperation:
         self.completed = False
         self.expired = False
         self._timer: asyncio.TimerHandle | None = None
-        self._keys: tuple[Hashable, ...] = ()
         self._entries: dict[Hashable, tuple] = {}  # key -> its entry in that key's list
         self._purgatory: Purgatory | None = None
 
@@ -115,9 +114,8 @@ class Purgatory:
         """
         if op.try_complete():
             return True
-        op._keys = tuple(keys)
         op._purgatory = self
-        for key in op._keys:
+        for key in keys:
             sequence = next(self._sequence)
             order = op.watch_order(key)
             entry = (sequence if order is None else order, sequence, op)

