@@ -1,0 +1,455 @@
+"""The transaction coordinator: Kafka's ``TransactionCoordinator`` on one event loop.
+
+The coordinator of a transactional id is the leader of its ``__transaction_state``
+partition (``manager.py``).  It serves InitProducerId (with a transactional id),
+AddPartitionsToTxn, AddOffsetsToTxn (as AddPartitions of the group's
+``__consumer_offsets`` partition), EndTxn, DescribeTransactions and ListTransactions,
+case by case as Kafka's coordinator, and FindCoordinator key type 1 (creating the topic
+on first use, like the group coordinator creates ``__consumer_offsets``).
+
+Ending a transaction: PrepareCommit/PrepareAbort is written and acknowledged, the client
+is answered, then the markers are written on every partition (``markers.py``), then
+CompleteCommit/CompleteAbort.  Until then the transaction's pending state makes every
+other request for it answer CONCURRENT_TRANSACTIONS.  A Prepare state found when a
+partition is loaded is finished the same way, so a coordinator failover mid-commit
+still ends complete on every partition.
+
+Background loops (``start``): every
+``transaction.abort.timed.out.transaction.cleanup.interval.ms`` Ongoing transactions
+older than their timeout are aborted with the producer's epoch bumped (the producer is
+fenced); every ``transaction.remove.expired.transaction.cleanup.interval.ms`` ids idle
+in Empty/CompleteCommit/CompleteAbort longer than ``transactional.id.expiration.ms`` are
+forgotten (a tombstone).  Python has no locks here: each check-then-prepare runs without
+an ``await`` in between, which is what Kafka's ``inLock`` blocks guarantee.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+
+from protocol.errors import ErrorCode
+
+from ..controller.metadata_client import MetadataUnavailable
+from ..groups.admin import CoordinatorAnswer
+from ..groups.manager import Ownership
+from ..tasks import TaskSupervisor
+from .manager import (TRANSACTION_STATE_TOPIC, TransactionStateManager,
+                      transaction_state_topic_configs)
+from .markers import TransactionMarkerChannelManager
+from .metadata import (EXPIRABLE_STATES, IllegalTransition, NO_PRODUCER_EPOCH,
+                       NO_PRODUCER_ID, TransactionMetadata, TransactionState,
+                       TxnTransitMetadata, is_epoch_exhausted)
+
+log = logging.getLogger(__name__)
+
+S = TransactionState
+TOPIC_CREATION_TIMEOUT_S = 15.0
+
+
+@dataclass
+class InitProducerIdResult:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass
+class TransactionDescription:
+    error: ErrorCode
+    transactional_id: str
+    state: str = ""
+    timeout_ms: int = 0
+    start_time_ms: int = -1
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+
+
+@dataclass
+class TransactionListing:
+    error: ErrorCode
+    unknown_state_filters: list[str]
+    transactions: list[tuple[str, int, str]]  # (transactional id, producer id, state)
+
+
+class TransactionCoordinator:
+    """Coordinates the transactional ids whose transaction-state partitions this broker leads."""
+
+    def __init__(self, broker, producer_ids, clock_ms=None):
+        self.broker = broker
+        config = broker.config
+        self.node_id = config.node_id
+        self.producer_ids = producer_ids
+        self.max_timeout_ms = config["transaction.max.timeout.ms"]
+        self.expiration_ms = config["transactional.id.expiration.ms"]
+        self.abort_interval_ms = config[
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        self.expire_interval_ms = config[
+            "transaction.remove.expired.transaction.cleanup.interval.ms"]
+        kwargs = {"clock_ms": clock_ms} if clock_ms is not None else {}
+        self.manager = TransactionStateManager(broker, self._on_partition_loaded, **kwargs)
+        self.clock_ms = self.manager.clock_ms
+        broker.replica_manager.add_leadership_listener(self.manager.on_leadership_changed)
+        self.markers = TransactionMarkerChannelManager(broker)
+        self._creating_topic: asyncio.Task | None = None
+        self._prefix = f"[TransactionCoordinator broker={self.node_id}]"
+        self.tasks = TaskSupervisor(self._prefix)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.tasks.periodic("abort-timed-out-transactions", self.abort_interval_ms / 1000.0,
+                            self.abort_timed_out_transactions)
+        self.tasks.periodic("remove-expired-transactional-ids",
+                            self.expire_interval_ms / 1000.0, self.remove_expired_transactional_ids)
+
+    async def shutdown(self) -> None:
+        await self.tasks.shutdown()
+        self.manager.shutdown()
+        await self.markers.shutdown()
+
+    # -- FindCoordinator -------------------------------------------------------------------------
+
+    async def find_coordinator(self, transactional_id: str) -> CoordinatorAnswer:
+        """The leader of the id's transaction-state partition, creating the topic first."""
+        if TRANSACTION_STATE_TOPIC not in self.broker.image.topics:
+            problem = await self.ensure_topic()
+            if problem is not None:
+                return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE, problem)
+        image = self.broker.image
+        topic = image.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                     f"{TRANSACTION_STATE_TOPIC} is not in the metadata yet")
+        index = self.manager.partition_for(transactional_id)
+        leader = topic.partitions[index].leader
+        info = image.brokers.get(leader)
+        if info is None or info.fenced:
+            return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                     f"{TRANSACTION_STATE_TOPIC}-{index} has no live leader")
+        return CoordinatorAnswer(ErrorCode.NONE, None, leader, info.host, info.port)
+
+    async def ensure_topic(self) -> str | None:
+        """Create the topic unless a creation is under way; None once it exists."""
+        if self._creating_topic is None or self._creating_topic.done():
+            self._creating_topic = self.tasks.spawn("create-transaction-state-topic",
+                                                    self._create_topic())
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._creating_topic),
+                                          TOPIC_CREATION_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            return f"creating {TRANSACTION_STATE_TOPIC} is taking long"
+
+    async def _create_topic(self) -> str | None:
+        from ..api.admin import create_topic_now
+        from ..controller.state import ApplyError
+
+        config = self.broker.config
+        replication = min(config["transaction.state.log.replication.factor"],
+                          len(self.broker.image.live_brokers()))
+        partitions = self.manager.configured_partitions
+        if replication < 1:
+            return "no live broker"
+        try:
+            await create_topic_now(self.broker, TRANSACTION_STATE_TOPIC, partitions, replication,
+                                   transaction_state_topic_configs(config, replication))
+        except ApplyError as exc:
+            return None if exc.code == "TOPIC_ALREADY_EXISTS" else \
+                f"creating {TRANSACTION_STATE_TOPIC}: {exc}"
+        except MetadataUnavailable as exc:
+            return f"creating {TRANSACTION_STATE_TOPIC}: {exc}"
+        log.info("%s created %s with %d partitions, replication factor %d", self._prefix,
+                 TRANSACTION_STATE_TOPIC, partitions, replication)
+        return None
+
+    # -- InitProducerId --------------------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None) -> InitProducerIdResult:
+        """Kafka's handleInitProducerId for a transactional id; ``expected`` is the
+        (producer id, epoch) of KIP-360 (InitProducerId v3+), None for a fresh producer."""
+        if not transactional_id:
+            return InitProducerIdResult(ErrorCode.INVALID_REQUEST)
+        if not 0 < timeout_ms <= self.max_timeout_ms:
+            return InitProducerIdResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
+        if TRANSACTION_STATE_TOPIC not in self.broker.image.topics:
+            await self.ensure_topic()
+        error, metadata = self.manager.lookup(transactional_id)
+        if error != ErrorCode.NONE:
+            return InitProducerIdResult(error)
+        if metadata is None:
+            try:
+                producer_id = await self.producer_ids.next_producer_id()
+            except MetadataUnavailable:
+                return InitProducerIdResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            error, _ = self.manager.lookup(transactional_id)  # the tenure may have ended
+            if error != ErrorCode.NONE:
+                return InitProducerIdResult(error)
+            metadata = self.manager.put_if_absent(TransactionMetadata(
+                transactional_id, self.manager.partition_for(transactional_id), producer_id,
+                NO_PRODUCER_EPOCH, timeout_ms, S.EMPTY,
+                txn_last_update_timestamp_ms=self.clock_ms()))
+        transit = await self._prepare_init(metadata, timeout_ms, expected)
+        if isinstance(transit, ErrorCode):
+            return InitProducerIdResult(transit)
+        coordinator_epoch = self.manager.coordinator_epoch(metadata)
+        if transit.state is S.PREPARE_EPOCH_FENCE:
+            # Abort the ongoing transaction first; the client retries and then gets the
+            # epoch bumped a second time (a new producer id if that exhausts the epochs).
+            error = await self._end_transaction(transactional_id, transit.producer_id,
+                                                transit.producer_epoch, commit=False,
+                                                from_client=False)
+            return InitProducerIdResult(error if error != ErrorCode.NONE
+                                        else ErrorCode.CONCURRENT_TRANSACTIONS)
+        error = await self.manager.append(metadata, coordinator_epoch, transit)
+        if error != ErrorCode.NONE:
+            return InitProducerIdResult(error)
+        return InitProducerIdResult(ErrorCode.NONE, transit.producer_id, transit.producer_epoch)
+
+    async def _prepare_init(self, metadata: TransactionMetadata, timeout_ms: int,
+                            expected: tuple[int, int] | None
+                            ) -> TxnTransitMetadata | ErrorCode:
+        """Kafka's prepareInitProducerIdTransit.  The only ``await`` (a new producer id at
+        the epoch limit) is followed by the same checks again."""
+        error = self._init_refusal(metadata, expected)
+        if error is not None:
+            return error
+        if metadata.state is S.ONGOING:
+            return metadata.prepare_fence_producer_epoch(self.clock_ms())
+        if is_epoch_exhausted(metadata.producer_epoch) and \
+                (expected is None or expected[1] == metadata.producer_epoch):
+            try:
+                new_producer_id = await self.producer_ids.next_producer_id()
+            except MetadataUnavailable:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            error = self._init_refusal(metadata, expected)
+            if error is not None:
+                return error
+            return metadata.prepare_producer_id_rotation(new_producer_id, timeout_ms,
+                                                         self.clock_ms(), expected is not None)
+        return metadata.prepare_increment_producer_epoch(
+            timeout_ms, expected[1] if expected is not None else None, self.clock_ms())
+
+    def _init_refusal(self, metadata: TransactionMetadata,
+                      expected: tuple[int, int] | None) -> ErrorCode | None:
+        if self.manager.coordinator_epoch(metadata) is None:
+            return ErrorCode.NOT_COORDINATOR
+        if metadata.pending_transition_in_progress:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if expected is not None and not (
+                metadata.producer_epoch == NO_PRODUCER_EPOCH
+                or expected[0] == metadata.producer_id
+                or (expected[0] == metadata.last_producer_id
+                    and is_epoch_exhausted(expected[1]))):
+            return ErrorCode.PRODUCER_FENCED
+        if metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if metadata.state in (S.DEAD, S.PREPARE_EPOCH_FENCE):
+            # Kafka treats these as impossible here (the id is being removed, or a fence is
+            # pending, both covered by the pending check): a retriable answer, not a crash.
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return None
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------------
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: set[tuple[str, int]]) -> ErrorCode:
+        """Kafka's handleAddPartitionsToTransaction: one error for every partition."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        error, metadata = self.manager.lookup(transactional_id)
+        if error != ErrorCode.NONE:
+            return error
+        if metadata is None or metadata.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if metadata.producer_epoch != producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if metadata.pending_transition_in_progress \
+                or metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if metadata.state is S.ONGOING and partitions <= metadata.topic_partitions:
+            return ErrorCode.NONE
+        coordinator_epoch = self.manager.coordinator_epoch(metadata)
+        transit = metadata.prepare_add_partitions(partitions, self.clock_ms())
+        return await self.manager.append(metadata, coordinator_epoch, transit)
+
+    # -- EndTxn ----------------------------------------------------------------------------------
+
+    async def end_transaction(self, transactional_id: str, producer_id: int,
+                              producer_epoch: int, commit: bool) -> ErrorCode:
+        return await self._end_transaction(transactional_id, producer_id, producer_epoch,
+                                           commit, from_client=True)
+
+    async def _end_transaction(self, transactional_id: str, producer_id: int,
+                               producer_epoch: int, commit: bool, from_client: bool) -> ErrorCode:
+        """Kafka's endTransaction: write Prepare*, answer, then markers and Complete*.
+        ``from_client`` False: an abort that fences (InitProducerId or a timeout), with
+        the bumped epoch of the pending PrepareEpochFence."""
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        error, metadata = self.manager.lookup(transactional_id)
+        if error != ErrorCode.NONE:
+            return error
+        if metadata is None or metadata.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if (from_client and producer_epoch != metadata.producer_epoch) \
+                or producer_epoch < metadata.producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        fencing = metadata.pending_state is S.PREPARE_EPOCH_FENCE
+        if metadata.pending_transition_in_progress and not fencing:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        wanted = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        state = metadata.state
+        if state is S.ONGOING:
+            if fencing and not commit:
+                metadata.start_epoch_fence_abort(producer_epoch)
+            transit = metadata.prepare_abort_or_commit(wanted, self.clock_ms())
+        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT, S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            committing = state in (S.COMPLETE_COMMIT, S.PREPARE_COMMIT)
+            if committing != commit:
+                return self._invalid_end(metadata, commit)
+            # A retry of an EndTxn that succeeded: done, or still being completed.
+            done = state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+            return ErrorCode.NONE if done else ErrorCode.CONCURRENT_TRANSACTIONS
+        else:
+            return self._invalid_end(metadata, commit)
+        coordinator_epoch = self.manager.coordinator_epoch(metadata)
+        error = await self.manager.append(metadata, coordinator_epoch, transit)
+        if error != ErrorCode.NONE:
+            if fencing and self.manager.coordinator_epoch(metadata) == coordinator_epoch:
+                metadata.has_failed_epoch_fence = True
+            return error
+        # Acknowledged: the same checks again, the metadata may have moved meanwhile.
+        if self.manager.coordinator_epoch(metadata) != coordinator_epoch:
+            return ErrorCode.NOT_COORDINATOR
+        if metadata.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if metadata.producer_epoch != producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if metadata.pending_transition_in_progress:
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        if metadata.state is not wanted:
+            return self._invalid_end(metadata, commit)
+        self._complete(metadata, coordinator_epoch)
+        return ErrorCode.NONE
+
+    def _invalid_end(self, metadata: TransactionMetadata, commit: bool) -> ErrorCode:
+        log.info("%s %s: cannot %s a transaction in state %s", self._prefix,
+                 metadata.transactional_id, "commit" if commit else "abort",
+                 metadata.state.kafka_name)
+        return ErrorCode.INVALID_TXN_STATE
+
+    def _complete(self, metadata: TransactionMetadata, coordinator_epoch: int) -> None:
+        """Prepare Complete* now (pending from here on), then markers and the write."""
+        transit = metadata.prepare_complete(self.clock_ms())
+        self.tasks.spawn(f"complete-{metadata.transactional_id}",
+                         self._send_markers_and_complete(metadata, coordinator_epoch, transit))
+
+    async def _send_markers_and_complete(self, metadata: TransactionMetadata,
+                                         coordinator_epoch: int,
+                                         transit: TxnTransitMetadata) -> None:
+        def still_current() -> bool:
+            return self.manager.coordinator_epoch(metadata) == coordinator_epoch
+
+        commit = transit.state is S.COMPLETE_COMMIT
+        # The metadata's partitions shrink as markers are written (DescribeTransactions
+        # shows what is left, as Kafka's does).
+        written = await self.markers.write_markers(
+            metadata.transactional_id, metadata.producer_id, metadata.producer_epoch, commit,
+            coordinator_epoch, metadata.topic_partitions, still_current)
+        if not written:
+            return
+        while True:
+            error = await self.manager.append(
+                metadata, coordinator_epoch, transit,
+                keep_pending_on=frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE}))
+            if error != ErrorCode.COORDINATOR_NOT_AVAILABLE or not still_current():
+                break
+            await asyncio.sleep(0.1)  # not enough replicas yet: Kafka retries the write too
+        if error == ErrorCode.NONE:
+            log.debug("%s %s: %s", self._prefix, metadata.transactional_id,
+                      transit.state.kafka_name)
+
+    def _on_partition_loaded(self, ownership: Ownership,
+                             unfinished: list[TransactionMetadata]) -> None:
+        for metadata in unfinished:
+            self._complete(metadata, ownership.leader_epoch)
+
+    # -- background ------------------------------------------------------------------------------
+
+    async def abort_timed_out_transactions(self) -> int:
+        """Abort (fencing the producer) every Ongoing transaction past its timeout."""
+        now = self.clock_ms()
+        aborts = []
+        for metadata in self.manager.loaded_transactions():
+            if metadata.pending_transition_in_progress or metadata.state is not S.ONGOING \
+                    or metadata.txn_start_timestamp_ms + metadata.txn_timeout_ms >= now:
+                continue
+            try:
+                transit = metadata.prepare_fence_producer_epoch(now)
+            except IllegalTransition as exc:
+                log.error("%s cannot abort timed-out %s: %s", self._prefix,
+                          metadata.transactional_id, exc)
+                continue
+            log.info("%s aborting %s (producer id %d): older than its timeout of %d ms",
+                     self._prefix, metadata.transactional_id, metadata.producer_id,
+                     metadata.txn_timeout_ms)
+            aborts.append(self._end_transaction(metadata.transactional_id, transit.producer_id,
+                                                transit.producer_epoch, commit=False,
+                                                from_client=False))
+        for error in await asyncio.gather(*aborts):
+            if error != ErrorCode.NONE:
+                log.warning("%s aborting a timed-out transaction failed: %s", self._prefix,
+                            ErrorCode(error).name)
+        return len(aborts)
+
+    async def remove_expired_transactional_ids(self) -> int:
+        """Forget ids idle longer than ``transactional.id.expiration.ms`` (tombstones)."""
+        deadline = self.clock_ms() - self.expiration_ms
+        removals = []
+        for metadata in self.manager.loaded_transactions():
+            coordinator_epoch = self.manager.coordinator_epoch(metadata)
+            if coordinator_epoch is None or metadata.pending_transition_in_progress \
+                    or metadata.state not in EXPIRABLE_STATES \
+                    or metadata.txn_last_update_timestamp_ms > deadline:
+                continue
+            removals.append(self.manager.append(metadata, coordinator_epoch,
+                                                metadata.prepare_dead()))
+        removed = sum(1 for e in await asyncio.gather(*removals) if e == ErrorCode.NONE)
+        if removed:
+            log.info("%s removed %d expired transactional ids", self._prefix, removed)
+        return removed
+
+    # -- DescribeTransactions / ListTransactions -------------------------------------------------
+
+    def describe(self, transactional_id: str) -> TransactionDescription:
+        if not transactional_id:
+            return TransactionDescription(ErrorCode.INVALID_REQUEST, transactional_id)
+        error, metadata = self.manager.lookup(transactional_id)
+        if error != ErrorCode.NONE:
+            return TransactionDescription(error, transactional_id)
+        if metadata is None or metadata.state is S.DEAD:
+            return TransactionDescription(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, transactional_id)
+        return TransactionDescription(
+            ErrorCode.NONE, transactional_id, metadata.state.kafka_name, metadata.txn_timeout_ms,
+            metadata.txn_start_timestamp_ms, metadata.producer_id, metadata.producer_epoch,
+            sorted(metadata.topic_partitions))
+
+    def list_transactions(self, state_filters: list[str], producer_id_filters: list[int],
+                          duration_filter_ms: int = -1) -> TransactionListing:
+        """Kafka's listTransactionStates: nothing at all while a partition loads."""
+        wanted = {TransactionState.from_name(n) for n in state_filters} - {None}
+        unknown = [n for n in state_filters if TransactionState.from_name(n) is None]
+        if self.manager.is_loading():
+            return TransactionListing(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, unknown, [])
+        now = self.clock_ms()
+        pids = set(producer_id_filters)
+        listed = [(m.transactional_id, m.producer_id, m.state.kafka_name)
+                  for m in self.manager.loaded_transactions()
+                  if m.state is not S.DEAD
+                  and (not pids or m.producer_id in pids)
+                  and (not state_filters or m.state in wanted)
+                  and (duration_filter_ms < 0
+                       or now - m.txn_start_timestamp_ms > duration_filter_ms)]
+        return TransactionListing(ErrorCode.NONE, unknown, sorted(listed))

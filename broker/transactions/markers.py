@@ -1,0 +1,179 @@
+"""Writing a transaction's markers on its partitions (Kafka's TransactionMarkerChannelManager).
+
+After PrepareCommit/PrepareAbort is acknowledged, the coordinator has every partition of
+the transaction get a COMMIT/ABORT control batch: a WriteTxnMarkers request (v1) to the
+current leader of each, grouped by leader, over the inter-broker listener (this broker
+included, by the same path).  Each marker carries the producer id and epoch and the
+coordinator epoch, which lets a partition refuse a stale coordinator.
+
+Per partition, as Kafka's TransactionMarkerRequestCompletionHandler:
+  * NONE: written, the partition leaves the transaction's pending set;
+  * NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+    REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, and a failed connection or an unreadable
+    answer (a broker that does not serve WriteTxnMarkers yet): retried after a backoff,
+    at the leader the newest metadata image names;
+  * INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED: this coordinator is stale;
+    the whole transaction is abandoned here (its current coordinator completes it);
+  * UNSUPPORTED_FOR_MESSAGE_FORMAT: no marker can be written there; skipped.
+A partition whose topic was deleted is dropped.  Sending stops when the tenure that
+started it ends (``still_current`` turns False): the next leader loads the transaction
+in its Prepare state and sends the markers again (markers are idempotent for a partition).
+
+One connection per destination broker, one request at a time on it.  Event-loop only.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
+from protocol.errors import ErrorCode
+
+from ..network.kafka_client import AsyncConnection, ConnectionFailed
+from ..security.client import inter_broker_security
+
+log = logging.getLogger(__name__)
+
+WRITE_TXN_MARKERS_VERSION = 1
+RETRY_BACKOFF_S = 0.1
+MAX_RETRY_BACKOFF_S = 2.0
+MARKER_REQUEST_TIMEOUT_S = 30.0
+
+RETRIABLE = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ErrorCode.REQUEST_TIMED_OUT, ErrorCode.KAFKA_STORAGE_ERROR,
+})
+FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED})
+
+TopicPartition = tuple[str, int]
+
+
+class _Channel:
+    """The connection to one broker, used by one request at a time."""
+
+    def __init__(self, address: tuple[str, int], security, client_id: str):
+        self.address = address
+        self.connection = AsyncConnection(address[0], address[1], client_id=client_id,
+                                          timeout_s=MARKER_REQUEST_TIMEOUT_S, security=security)
+        self.lock = asyncio.Lock()
+
+
+class TransactionMarkerChannelManager:
+    def __init__(self, broker):
+        self.broker = broker
+        self.node_id = broker.config.node_id
+        self.listener = broker.config.listener_plan.inter_broker_name
+        self.security = inter_broker_security(broker.config)
+        self.channels: dict[int, _Channel] = {}
+        self._prefix = f"[TransactionMarkerChannelManager broker={self.node_id}]"
+
+    async def write_markers(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                            commit: bool, coordinator_epoch: int,
+                            pending: set[TopicPartition],
+                            still_current: Callable[[], bool]) -> bool:
+        """Write the markers on every partition of ``pending``, removing each from it once
+        written (or dropped).  True when none is left; False when the transaction was
+        abandoned here (fenced, or the tenure ended)."""
+        backoff = RETRY_BACKOFF_S
+        while pending:
+            if not still_current():
+                return False
+            routes = self._route(transactional_id, pending)
+            results = await asyncio.gather(*(
+                self._send(broker_id, producer_id, producer_epoch, commit, coordinator_epoch,
+                           partitions) for broker_id, partitions in routes.items()))
+            for outcome in results:
+                for tp, error in outcome.items():
+                    if error in (ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT):
+                        pending.discard(tp)
+                    elif error in FENCED:
+                        log.info("%s markers of %s abandoned: %s-%d answered %s (a newer "
+                                 "coordinator or producer epoch)", self._prefix,
+                                 transactional_id, *tp, ErrorCode(error).name)
+                        return False
+                    elif error not in RETRIABLE:
+                        log.warning("%s marker of %s on %s-%d: unexpected %s; retrying",
+                                    self._prefix, transactional_id, *tp, _name(error))
+            if pending:  # what is left failed, or waits for a leader: retry
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
+        return True
+
+    def _route(self, transactional_id: str, pending: set[TopicPartition]
+               ) -> dict[int, list[TopicPartition]]:
+        """Pending partitions by leader; those of deleted topics leave ``pending``, those
+        without a live leader wait for a later round."""
+        image = self.broker.image
+        routes: dict[int, list[TopicPartition]] = {}
+        for tp in sorted(pending):
+            topic = image.topics.get(tp[0])
+            info = topic.partitions.get(tp[1]) if topic is not None else None
+            if info is None:
+                log.info("%s %s-%d of %s no longer exists: no marker", self._prefix, *tp,
+                         transactional_id)
+                pending.discard(tp)
+                continue
+            broker = image.brokers.get(info.leader)
+            if broker is not None and not broker.fenced:
+                routes.setdefault(info.leader, []).append(tp)
+        return routes
+
+    def _channel(self, broker_id: int) -> _Channel | None:
+        info = self.broker.image.brokers.get(broker_id)
+        address = info.endpoint(self.listener) if info is not None else None
+        if address is None:
+            return None
+        channel = self.channels.get(broker_id)
+        if channel is None or channel.address != tuple(address):
+            channel = _Channel(tuple(address), self.security,
+                               f"raftwood-txn-markers-{self.node_id}")
+            self.channels[broker_id] = channel
+        return channel
+
+    async def _send(self, broker_id: int, producer_id: int, producer_epoch: int, commit: bool,
+                    coordinator_epoch: int, partitions: list[TopicPartition]
+                    ) -> dict[TopicPartition, int]:
+        """{partition: error code}; a failed exchange answers REQUEST_TIMED_OUT for all."""
+        failed = {tp: ErrorCode.REQUEST_TIMED_OUT for tp in partitions}
+        channel = self._channel(broker_id)
+        if channel is None:
+            return failed
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        Marker = WriteTxnMarkersRequest.WritableTxnMarker
+        request = WriteTxnMarkersRequest[WRITE_TXN_MARKERS_VERSION](markers=[Marker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+            coordinator_epoch=coordinator_epoch, topics=[
+                Marker.WritableTxnMarkerTopic(name=t, partition_indexes=p)
+                for t, p in by_topic.items()])])
+        try:
+            async with channel.lock:
+                response = await channel.connection.request(request, WriteTxnMarkersResponse)
+        except ConnectionFailed as exc:
+            log.info("%s WriteTxnMarkers to broker %d failed (%s); retrying", self._prefix,
+                     broker_id, exc)
+            return failed
+        answered = {}
+        for marker in response.markers:
+            if marker.producer_id != producer_id:
+                continue
+            for topic in marker.topics:
+                for p in topic.partitions:
+                    answered[(topic.name, p.partition_index)] = p.error_code
+        return {tp: answered.get(tp, ErrorCode.REQUEST_TIMED_OUT) for tp in partitions}
+
+    async def shutdown(self) -> None:
+        channels, self.channels = list(self.channels.values()), {}
+        for channel in channels:
+            await channel.connection.close()
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
