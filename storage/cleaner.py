@@ -10,7 +10,8 @@ One pass over one partition log, in three parts:
         [clean_end .. log end)              not cleanable yet
 
     ``clean_end`` is the base offset of the first segment that is the active one, or
-    reaches past the high watermark, or holds a record younger than
+    reaches past the last stable offset (the high watermark, or the first offset of a
+    transaction not yet decided), or holds a record younger than
     ``min.compaction.lag.ms``.  Only whole sealed segments are cleaned.  The dirty ratio
     is dirty bytes / (clean + dirty bytes); the log needs cleaning when it reaches
     ``min.cleanable.dirty.ratio``, or when the first dirty segment is older than
@@ -125,6 +126,15 @@ class CleaningPlan:
     index_interval_bytes: int
     producer_last_offsets: frozenset[int]
     now_ms: int
+    #: producer id -> [(first offset, last offset)] of its aborted transactions
+    aborted_ranges: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+
+    def is_aborted(self, header) -> bool:
+        """Whether the batch belongs to an aborted transaction (markers never do)."""
+        if not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset <= last
+                   for first, last in self.aborted_ranges.get(header.producer_id, ()))
 
     @property
     def dirty_bytes(self) -> int:
@@ -176,12 +186,12 @@ def plan_cleaning(log, now_ms: int) -> CleaningPlan | None:
     segments = log.segments
     first_dirty = min(max(log.first_dirty_offset, log.log_start_offset), log.log_end_offset)
     clean_end = segments[-1].base_offset
-    high_watermark = log.high_watermark
+    stable_end = log.last_stable_offset
     for segment in segments[:-1]:
         too_young = config.min_compaction_lag_ms > 0 and segment.next_offset > first_dirty \
             and segment.size_bytes \
             and now_ms - segment.retention_timestamp_ms() < config.min_compaction_lag_ms
-        if segment.next_offset > high_watermark or too_young:
+        if segment.next_offset > stable_end or too_young:
             clean_end = segment.base_offset
             break
     sources = [SourceSegment(s, s.log_path, s.base_offset, s.next_offset, s.size_bytes)
@@ -196,13 +206,16 @@ def plan_cleaning(log, now_ms: int) -> CleaningPlan | None:
         now_ms - _earliest_timestamp_ms(first) > config.max_compaction_lag_ms
     producers = frozenset(entry.batches[-1].last_offset
                           for entry in log.producer_state.producers.values() if entry.batches)
+    aborted: dict[int, list[tuple[int, int]]] = {}
+    for txn in log.producer_state.aborted_between(log.log_start_offset, clean_end):
+        aborted.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
     return CleaningPlan(
         directory=log.directory, log_prefix=f"[LogCleaner {os.path.basename(log.directory)}]",
         sources=sources, first_dirty_offset=dirty[0].base_offset, clean_end_offset=clean_end,
         dirty_ratio=dirty_bytes / total if total else 0.0, forced=forced,
         delete_horizon_ms=now_ms - config.delete_retention_ms,
         segment_bytes=config.segment_bytes, index_interval_bytes=config.index_interval_bytes,
-        producer_last_offsets=producers, now_ms=now_ms)
+        producer_last_offsets=producers, now_ms=now_ms, aborted_ranges=aborted)
 
 
 def needs_cleaning(plan: CleaningPlan | None, min_cleanable_dirty_ratio: float) -> bool:
@@ -259,7 +272,7 @@ def build_offset_map(plan: CleaningPlan, stats: CleanerStats,
         if len(offsets) >= max_keys:
             break
         for header, data in _batches(source.log_path, source.size_bytes):
-            if header.is_control:
+            if header.is_control or plan.is_aborted(header):
                 continue
             for record in decode_records(data):
                 if record.key is not None:
@@ -351,7 +364,10 @@ def _filter_batch(plan: CleaningPlan, header, data, offsets: dict[bytes, int],
     records = decode_records(data)
     kept = []
     kept_tombstone = False
+    aborted = plan.is_aborted(header)
     for record in records:
+        if aborted:
+            continue
         latest = offsets.get(record.key) if record.key is not None else None
         if latest is not None and record.offset < latest:
             continue  # a later record of the key exists

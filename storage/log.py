@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from protocol.control import marker_of
 from protocol.records import RecordError, assign_offset_and_epoch, first_offset_at_or_after, \
     parse_header, valid_prefix
 
@@ -212,7 +213,7 @@ class PartitionLog:
         assign_offset_and_epoch(batch, 0, base_offset, leader_epoch)
         self.epoch_cache.assign(leader_epoch, base_offset)
         self._segments[-1].append(batch, [header], now_ms)
-        self.producer_state.update(header)
+        self.producer_state.update(header, marker_of(batch, header))
         self._unflushed_messages += header.records_count
         return AppendInfo(base_offset, header.last_offset, header.max_timestamp, -1, header.size)
 
@@ -249,7 +250,7 @@ class PartitionLog:
             self._segments[-1].append(view[headers[start].position:last.position + last.size],
                                       headers[start:end], now_ms)
             for header in headers[start:end]:
-                self.producer_state.update(header)
+                self.producer_state.update(header, marker_of(batches, header))
             self._unflushed_messages += sum(h.records_count for h in headers[start:end])
             start = end
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset,
@@ -402,6 +403,20 @@ class PartitionLog:
         """
         self._high_watermark = min(max(high_watermark, self._log_start_offset),
                                    self.log_end_offset)
+        self.producer_state.on_high_watermark(self._high_watermark)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed readers stop: the high watermark, or the first offset of
+        an undecided transaction below it (the producer state's docstring)."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        if first_unstable is None:
+            return self._high_watermark
+        return max(min(self._high_watermark, first_unstable), self._log_start_offset)
+
+    def aborted_transactions(self, start_offset: int, end_offset: int):
+        """The aborted transactions with records in [start_offset, end_offset)."""
+        return self.producer_state.aborted_between(start_offset, end_offset)
 
     @_converts_os_errors
     def truncate_to(self, offset: int) -> None:

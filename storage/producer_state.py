@@ -16,6 +16,20 @@ Kafka's rules, checked before a leader appends a client batch:
 * within an epoch the first sequence must follow the last one (wrapping at 2^31-1),
   else OUT_OF_ORDER_SEQUENCE_NUMBER; an unknown producer may start anywhere.
 
+Transactions (KIP-98).  A transactional batch opens its producer's transaction on this
+partition (``current_txn_first_offset``) unless one is open already; the producer's
+control batch (COMMIT or ABORT marker, its type passed by the log) closes it.  Open
+transactions hold the *last stable offset* back: ``first_unstable_offset`` is the first
+offset of the oldest open transaction, or of a closed one whose marker the high watermark
+has not passed yet (``on_high_watermark`` forgets those; they are kept in memory only: after a
+reload a marker is trusted at once, which only makes the coordinator's decision -- never
+changed once markers are sent -- visible a little earlier).  Every ABORT that closes a transaction adds an
+``AbortedTxn`` (producer id, first and last offset, the last stable offset at that time)
+to ``aborted``, ascending by last offset: what a read_committed Fetch reports so clients
+can drop the aborted records.  A marker is refused when its producer epoch is older than
+the producer's (INVALID_PRODUCER_EPOCH) or its coordinator epoch older than the last
+marker's (TRANSACTION_COORDINATOR_FENCED): ``check_marker``.
+
 Snapshots (Kafka's ``<offset>.snapshot`` files, ``producer_snapshot`` reads and writes
 them) save a scan when the partition opens.  ``00000000000000001234.snapshot`` holds
 the entries made by every batch below offset 1234 (exclusive).  One is taken when a
@@ -30,9 +44,16 @@ big-endian, Kafka's header but every kept batch rather than only the last::
     producer_count times:
       producer_id    int64
       producer_epoch int16
-      batch_count    int32    1..5
+      batch_count    int32    0..5 (0: only a marker was seen)
       batch_count times, oldest first:
         first_sequence int32, last_sequence int32, first_offset int64, last_offset int64
+      current_txn_first_offset int64   -1: no open transaction      (version 2)
+      coordinator_epoch int32           -1: no marker seen yet       (version 2)
+    aborted_count    int32                                           (version 2)
+    aborted_count times: producer_id int64, first_offset int64, last_offset int64,
+                         last_stable_offset int64
+
+Version 1 files (before transactions) still load: no open transactions, no aborts.
 
 A snapshot that fails any check (version, CRC, length, an offset at or above its own)
 is deleted with a WARNING and the next older one is tried, then a scan from
@@ -42,11 +63,13 @@ deletes them with their segments); so a snapshot always describes the log as it 
 """
 from __future__ import annotations
 
+import bisect
 import logging
 from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from protocol.control import ABORT, COMMIT
 from protocol.records import BatchHeader
 
 from .checkpoint import fsync_directory
@@ -69,11 +92,23 @@ class BatchMetadata(NamedTuple):
     last_offset: int
 
 
+class AbortedTxn(NamedTuple):
+    """An aborted transaction of one partition (Kafka's AbortedTxn): its records lie in
+    [first_offset, last_offset]; ``last_offset`` is its ABORT marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+
+
 @dataclass
 class ProducerEntry:
     producer_id: int
     producer_epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+    current_txn_first_offset: int = -1
+    coordinator_epoch: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -114,6 +149,15 @@ class ProducerStateManager:
     def __init__(self, directory: str | None = None, log_prefix: str = "") -> None:
         self.producers: dict[int, ProducerEntry] = {}
         self.map_end_offset = 0
+        #: producer id -> first offset of its open transaction, oldest first (insertion
+        #: order is offset order: transactions open in log order)
+        self.ongoing_txns: dict[int, int] = {}
+        #: (first offset, marker offset) of closed transactions the HW has not passed
+        self._unreplicated_txns: list[tuple[int, int]] = []
+        self.aborted: list[AbortedTxn] = []
+        #: offset of the newest marker applied (-1: none); a truncation at or below it
+        #: must rebuild the state (see truncate_and_reload)
+        self._last_marker_offset = -1
         self._directory = directory
         self._prefix = log_prefix
         self._snapshots: list[int] = list_snapshots(directory) if directory else []
@@ -125,9 +169,11 @@ class ProducerStateManager:
     def snapshot_offsets(self) -> tuple[int, ...]:
         return tuple(self._snapshots)
 
-    def check(self, header: BatchHeader) -> BatchMetadata | None:
+    def check(self, header: BatchHeader, check_sequence: bool = True) -> BatchMetadata | None:
         """Validate a client batch. Returns the original batch if it is a duplicate,
-        None if it may be appended; raises ProducerStateError otherwise."""
+        None if it may be appended; raises ProducerStateError otherwise.
+        ``check_sequence`` False checks the epoch alone (a coordinator's transactional
+        write, which carries no sequence)."""
         if header.producer_id == NO_PRODUCER_ID:
             return None
         entry = self.producers.get(header.producer_id)
@@ -139,6 +185,8 @@ class ProducerStateManager:
                 "INVALID_PRODUCER_EPOCH",
                 f"producer {header.producer_id} epoch {header.producer_epoch} is older than "
                 f"{entry.producer_epoch}")
+        if not check_sequence:
+            return None
         if header.producer_epoch == entry.producer_epoch:
             for batch in entry.batches:
                 if batch.first_sequence == first and batch.last_sequence == last:
@@ -155,36 +203,135 @@ class ProducerStateManager:
                 f"sequence {first}, not 0")
         return None
 
+    def check_marker(self, producer_id: int, producer_epoch: int,
+                     coordinator_epoch: int) -> None:
+        """Validate a COMMIT/ABORT marker before the leader appends it (Kafka's rules):
+        ProducerStateError INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.producer_epoch:
+            raise ProducerStateError(
+                "INVALID_PRODUCER_EPOCH",
+                f"marker for producer {producer_id} has epoch {producer_epoch}, older than "
+                f"{entry.producer_epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise ProducerStateError(
+                "TRANSACTION_COORDINATOR_FENCED",
+                f"marker for producer {producer_id} comes from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch}")
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest transaction not yet decided for readers (open, or
+        closed by a marker still above the high watermark); None when there is none."""
+        first = next(iter(self.ongoing_txns.values()), None)
+        for txn_first, _ in self._unreplicated_txns:
+            if first is None or txn_first < first:
+                first = txn_first
+        return first
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """The high watermark moved: closed transactions whose marker it passed are stable."""
+        if self._unreplicated_txns:
+            self._unreplicated_txns = [t for t in self._unreplicated_txns
+                                       if t[1] >= high_watermark]
+
+    def aborted_between(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [start_offset, end_offset): what a
+        read_committed Fetch answering that range reports.  Stops, as Kafka does, at the
+        first abort recorded when the last stable offset was already past ``end_offset``:
+        every transaction starting below it had ended by then."""
+        found = []
+        index = bisect.bisect_left(self.aborted, start_offset, key=lambda t: t.last_offset)
+        for txn in self.aborted[index:]:
+            if txn.first_offset < end_offset:
+                found.append(txn)
+            if txn.last_stable_offset > end_offset:
+                break
+        return found
+
     # -- kept in step with the log (by the owning PartitionLog only) ----------------------
 
-    def update(self, header: BatchHeader) -> None:
+    def update(self, header: BatchHeader, marker: tuple[int, int] | None = None) -> None:
         """Record a batch now in the log: appended as leader (with its assigned base
-        offset) or as follower, or replayed.  Any batch moves ``map_end_offset``."""
+        offset) or as follower, or replayed.  Any batch moves ``map_end_offset``.
+        ``marker``: for a control batch, its (type, coordinator epoch) -- the log reads
+        them from the batch; a control batch of another type changes no producer."""
         self.map_end_offset = header.next_offset
-        if header.producer_id == NO_PRODUCER_ID or header.is_control:
+        if header.producer_id == NO_PRODUCER_ID:
+            return
+        if header.is_control:
+            if marker is not None and marker[0] in (ABORT, COMMIT):
+                self._apply_marker(header, *marker)
             return
         entry = self.producers.get(header.producer_id)
         if entry is None or header.producer_epoch > entry.producer_epoch:
-            entry = ProducerEntry(header.producer_id, header.producer_epoch)
-            self.producers[header.producer_id] = entry
+            entry = self._new_epoch(entry, header.producer_id, header.producer_epoch)
         entry.batches.append(BatchMetadata(header.base_sequence, last_sequence_of(header),
                                            header.base_offset, header.last_offset))
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = header.base_offset
+            self.ongoing_txns[header.producer_id] = header.base_offset
+
+    def _new_epoch(self, entry: ProducerEntry | None, producer_id: int,
+                   producer_epoch: int) -> ProducerEntry:
+        """A producer seen for the first time or in a newer epoch: its batches start over;
+        an open transaction and the coordinator epoch carry over."""
+        fresh = ProducerEntry(producer_id, producer_epoch)
+        if entry is not None:
+            fresh.current_txn_first_offset = entry.current_txn_first_offset
+            fresh.coordinator_epoch = entry.coordinator_epoch
+        self.producers[producer_id] = fresh
+        return fresh
+
+    def _apply_marker(self, header: BatchHeader, marker_type: int,
+                      coordinator_epoch: int) -> None:
+        """A COMMIT or ABORT marker at ``header.base_offset`` closes the producer's open
+        transaction here, if it has one (a retried marker finds none)."""
+        entry = self.producers.get(header.producer_id)
+        if entry is None or header.producer_epoch > entry.producer_epoch:
+            entry = self._new_epoch(entry, header.producer_id, header.producer_epoch)
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        self._last_marker_offset = header.base_offset
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return
+        entry.current_txn_first_offset = -1
+        del self.ongoing_txns[header.producer_id]
+        self._unreplicated_txns.append((first, header.base_offset))
+        if marker_type == ABORT:
+            last_stable = next(iter(self.ongoing_txns.values()), header.base_offset + 1)
+            self.aborted.append(AbortedTxn(header.producer_id, first, header.base_offset,
+                                           last_stable))
 
     def truncate_before(self, log_start_offset: int) -> None:
         """Retention moved log_start_offset: forget the producers whose every kept batch
         is below it, and the snapshots below it (their segments are gone)."""
         for producer_id in list(self.producers):
-            if all(b.last_offset < log_start_offset for b in self.producers[producer_id].batches):
+            entry = self.producers[producer_id]
+            if entry.current_txn_first_offset < 0 and all(
+                    b.last_offset < log_start_offset for b in entry.batches):
                 del self.producers[producer_id]
                 self._snapshot_matches = None
+        kept = bisect.bisect_left(self.aborted, log_start_offset, key=lambda t: t.last_offset)
+        if kept:
+            del self.aborted[:kept]
+            self._snapshot_matches = None
         self._delete_snapshots([o for o in self._snapshots if o < log_start_offset])
 
     def reset(self, offset: int) -> None:
         """The log was emptied to start at ``offset``: no producers, no snapshots."""
+        self._clear(offset)
+        self._delete_snapshots(list(self._snapshots))
+
+    def _clear(self, offset: int) -> None:
         self.producers = {}
+        self.ongoing_txns = {}
+        self._unreplicated_txns = []
+        self.aborted = []
+        self._last_marker_offset = -1
         self.map_end_offset = offset
         self._snapshot_matches = None
-        self._delete_snapshots(list(self._snapshots))
 
     def take_snapshot(self, offset: int) -> None:
         """Write the state as the snapshot at ``offset`` (a segment roll, a clean close).
@@ -196,7 +343,7 @@ class ProducerStateManager:
                                 f"producer state is at {self.map_end_offset}")
         if self._directory is None or self._snapshot_matches == offset:
             return
-        write_snapshot(self._directory, offset, self._entries())
+        write_snapshot(self._directory, offset, self._entries(), self.aborted)
         if offset not in self._snapshots:
             self._snapshots.append(offset)
             self._snapshots.sort()
@@ -215,19 +362,19 @@ class ProducerStateManager:
         and nothing is replayed."""
         self._delete_snapshots([o for o in self._snapshots
                                 if o < log_start_offset or o > log_end_offset])
-        if self.map_end_offset >= log_end_offset and all(
-                entry.batches[-1].last_offset < log_end_offset
-                for entry in self.producers.values()):
+        if self.map_end_offset >= log_end_offset and self._last_marker_offset < log_end_offset \
+                and all((not entry.batches or entry.batches[-1].last_offset < log_end_offset)
+                        and entry.current_txn_first_offset < log_end_offset
+                        for entry in self.producers.values()):
             self.map_end_offset = log_end_offset
             return log_end_offset
-        self.producers = {}
-        self.map_end_offset = log_start_offset
-        self._snapshot_matches = None
+        self._clear(log_start_offset)
         while self._snapshots:
             offset = self._snapshots[-1]
             try:
-                self.producers = self._producers_from(
-                    read_snapshot(self._directory, offset, BATCHES_KEPT), offset)
+                entries, aborted = read_snapshot(self._directory, offset, BATCHES_KEPT)
+                self.producers = self._producers_from(entries, offset)
+                self.aborted = self._aborted_from(aborted, offset)
             except (CorruptSnapshot, FileNotFoundError) as exc:
                 logger.warning("%s producer snapshot at offset %d is unusable, deleted: %s",
                                self._prefix, offset, exc)
@@ -235,13 +382,17 @@ class ProducerStateManager:
                 continue
             self.map_end_offset = self._snapshot_matches = offset
             break
+        self.ongoing_txns = dict(sorted(
+            ((pid, entry.current_txn_first_offset) for pid, entry in self.producers.items()
+             if entry.current_txn_first_offset >= 0), key=lambda item: item[1]))
         self.truncate_before(log_start_offset)
         return self.map_end_offset
 
     # -- snapshot helpers ------------------------------------------------------------------
 
     def _entries(self) -> list[SnapshotEntry]:
-        return [(entry.producer_id, entry.producer_epoch, list(entry.batches))
+        return [(entry.producer_id, entry.producer_epoch, list(entry.batches),
+                 entry.current_txn_first_offset, entry.coordinator_epoch)
                 for _, entry in sorted(self.producers.items())]
 
     @staticmethod
@@ -249,10 +400,15 @@ class ProducerStateManager:
         """The producers of the snapshot at ``offset``; CorruptSnapshot if a producer id
         is -1 or repeats, or a batch does not end below ``offset``."""
         producers: dict[int, ProducerEntry] = {}
-        for producer_id, producer_epoch, batches in entries:
+        for producer_id, producer_epoch, batches, txn_first, coordinator_epoch in entries:
             if producer_id in producers or producer_id == NO_PRODUCER_ID:
                 raise CorruptSnapshot(f"producer id {producer_id} is invalid or repeated")
-            entry = ProducerEntry(producer_id, producer_epoch)
+            if txn_first >= offset:
+                raise CorruptSnapshot(f"producer {producer_id} has a transaction opening at "
+                                      f"{txn_first}, not below {offset}")
+            entry = ProducerEntry(producer_id, producer_epoch,
+                                  current_txn_first_offset=txn_first,
+                                  coordinator_epoch=coordinator_epoch)
             for batch in map(BatchMetadata._make, batches):
                 if batch.last_offset >= offset:
                     raise CorruptSnapshot(f"producer {producer_id} has a batch ending at "
@@ -260,6 +416,17 @@ class ProducerStateManager:
                 entry.batches.append(batch)
             producers[producer_id] = entry
         return producers
+
+    @staticmethod
+    def _aborted_from(aborted, offset: int) -> list[AbortedTxn]:
+        """The aborted transactions of the snapshot at ``offset``; CorruptSnapshot unless
+        they end below it, in ascending order."""
+        result = [AbortedTxn._make(txn) for txn in aborted]
+        for previous, txn in zip([None] + result, result):
+            if txn.last_offset >= offset or txn.first_offset > txn.last_offset or (
+                    previous is not None and txn.last_offset <= previous.last_offset):
+                raise CorruptSnapshot(f"aborted transaction {tuple(txn)} is out of place")
+        return result
 
     def _delete_snapshots(self, offsets: list[int]) -> None:
         """Remove these snapshot files durably (the directory is fsynced): one that came

@@ -34,6 +34,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+from protocol.control import marker_of
 from protocol.records import BATCH_HEADER, HEADER_SIZE, BatchHeader
 
 from . import checkpoint
@@ -337,7 +338,11 @@ def reload_producer_state(state: ProducerStateManager, segments: list[LogSegment
             else segment.find_position(start_offset)
         for header in segment.iter_headers(position):
             if header.base_offset >= start_offset:
-                state.update(header)
+                marker = None
+                if header.is_control:  # rare and small: read the marker's record
+                    marker = marker_of(segment.batch_at(header.position),
+                                       header._replace(position=0))
+                state.update(header, marker)
                 replayed += 1
     state.map_end_offset = log_end_offset
     return start_offset, replayed

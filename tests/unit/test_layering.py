@@ -1,8 +1,9 @@
 """Imports point one way (the README's Layout section).
 
     protocol/  stdlib, crc32c, kafka (kafka-python's message and record classes), itself
-    storage/   stdlib, crc32c, itself, protocol.records (the batch header view) and
-               protocol.record_filter (the cleaner's record-level rewrite) only
+    storage/   stdlib, crc32c, itself, protocol.records (the batch header view),
+               protocol.record_filter (the cleaner's record-level rewrite) and
+               protocol.control (transaction markers) only
     broker/    anything, including protocol and storage
     pysyncobj  only under broker/controller/
     broker/api/ (request handlers) reaches the metadata and Raft only through
@@ -107,9 +108,10 @@ def violation(module: str, imported: str) -> str | None:
         return "protocol/ imports only stdlib, crc32c, kafka and itself"
     if layer == "storage" and not (top in STDLIB or top in ("crc32c", "storage")
                                    or within(imported, "protocol.records")
-                                   or within(imported, "protocol.record_filter")):
-        return ("storage/ imports only stdlib, crc32c, itself, protocol.records and "
-                "protocol.record_filter")
+                                   or within(imported, "protocol.record_filter")
+                                   or within(imported, "protocol.control")):
+        return ("storage/ imports only stdlib, crc32c, itself, protocol.records, "
+                "protocol.record_filter and protocol.control")
     return None
 
 

@@ -12,6 +12,9 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import struct
+
+import crc32c
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -96,20 +99,32 @@ def open_log(directory):
 # -- the file ----------------------------------------------------------------------------
 
 ENTRIES = [
-    (7, 0, [(0, 1, 0, 1), (2, 3, 2, 3)]),
-    (8, 3, [(MAX_SEQUENCE - 1, 0, 4, 5)] + [(n, n, 6 + n, 6 + n) for n in range(1, 5)]),
-    (2 ** 62, 32_767, [(1_000_000, 1_000_000, 2 ** 40, 2 ** 40)]),
+    (7, 0, [(0, 1, 0, 1), (2, 3, 2, 3)], -1, -1),
+    (8, 3, [(MAX_SEQUENCE - 1, 0, 4, 5)] + [(n, n, 6 + n, 6 + n) for n in range(1, 5)], 4, 2),
+    (2 ** 62, 32_767, [(1_000_000, 1_000_000, 2 ** 40, 2 ** 40)], -1, 7),
+    (9, 1, [], -1, 3),  # only a marker seen (a fenced producer's abort)
 ]
+ABORTED = [(8, 0, 3, 4), (2 ** 62, 10, 2 ** 40 - 1, 2 ** 40)]
 
 
 def test_a_snapshot_decodes_to_exactly_what_was_encoded(tmp_path):
-    assert decode(encode(ENTRIES), BATCHES_KEPT) == ENTRIES
-    assert decode(encode([]), BATCHES_KEPT) == []
-    write_snapshot(os.fspath(tmp_path), 2 ** 40 + 1, ENTRIES)
+    assert decode(encode(ENTRIES, ABORTED), BATCHES_KEPT) == (ENTRIES, ABORTED)
+    assert decode(encode([]), BATCHES_KEPT) == ([], [])
+    write_snapshot(os.fspath(tmp_path), 2 ** 40 + 1, ENTRIES, ABORTED)
     assert os.listdir(tmp_path) == [snapshot_file_name(2 ** 40 + 1)]
     assert snapshot_file_name(2 ** 40 + 1) == "00000001099511627777.snapshot"
     assert list_snapshots(os.fspath(tmp_path)) == [2 ** 40 + 1]
-    assert read_snapshot(os.fspath(tmp_path), 2 ** 40 + 1, BATCHES_KEPT) == ENTRIES
+    assert read_snapshot(os.fspath(tmp_path), 2 ** 40 + 1, BATCHES_KEPT) == (ENTRIES, ABORTED)
+
+
+def test_a_version_1_snapshot_from_before_transactions_still_loads():
+    body = struct.pack(">i", 1) + struct.pack(">qhi", 7, 0, 1) + struct.pack(">iiqq", 0, 1, 0, 1)
+    data = struct.pack(">hI", 1, crc32c.crc32c(body)) + body
+    assert decode(data, BATCHES_KEPT) == ([(7, 0, [(0, 1, 0, 1)], -1, -1)], [])
+    empty_producer = struct.pack(">i", 1) + struct.pack(">qhi", 7, 0, 0)
+    with pytest.raises(CorruptSnapshot):  # version 1 never had a producer without batches
+        decode(struct.pack(">hI", 1, crc32c.crc32c(empty_producer)) + empty_producer,
+               BATCHES_KEPT)
 
 
 def flip(data: bytes, at: int) -> bytes:
@@ -123,11 +138,12 @@ def flip(data: bytes, at: int) -> bytes:
     pytest.param(lambda d: d + b"\0", id="trailing-byte"),
     pytest.param(lambda d: flip(d, len(d) - 3), id="bit-flip-in-body"),
     pytest.param(lambda d: flip(d, 3), id="bit-flip-in-crc"),
+    pytest.param(lambda d: d[:-32] + b"\0\0\0\x05" + d[-28:], id="aborted-count"),
     pytest.param(lambda d: (SNAPSHOT_VERSION + 1).to_bytes(2, "big") + d[2:], id="version"),
 ])
 def test_a_damaged_snapshot_never_decodes(damage):
     with pytest.raises(CorruptSnapshot):
-        decode(damage(encode(ENTRIES)), BATCHES_KEPT)
+        decode(damage(encode(ENTRIES, ABORTED)), BATCHES_KEPT)
 
 
 # -- snapshots are taken at rolls and at a clean close --------------------------------------
