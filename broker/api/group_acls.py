@@ -9,6 +9,9 @@ Kafka's rules (KafkaApis), with the authorizer of ``ctx.authorizer``:
 * OffsetCommit: Read on the group (else every partition GROUP_AUTHORIZATION_FAILED),
   then Read on each topic (else its partitions TOPIC_AUTHORIZATION_FAILED, and only the
   others are committed);
+* TxnOffsetCommit: Write on the transactional id (else every partition
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then Read on the group (else every partition
+  GROUP_AUTHORIZATION_FAILED), then Read on each topic as for OffsetCommit;
 * OffsetFetch: Describe on the group (else GROUP_AUTHORIZATION_FAILED where the version
   puts a group error), Describe on each topic: a topic asked for gets
   TOPIC_AUTHORIZATION_FAILED, a listing of all of the group's offsets leaves it out;
@@ -28,13 +31,15 @@ from kafka.protocol.consumer import (HeartbeatResponse, JoinGroupResponse, Leave
                                      OffsetCommitResponse, OffsetFetchResponse,
                                      SyncGroupResponse)
 from kafka.protocol.metadata import FindCoordinatorResponse
+from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from protocol.errors import ErrorCode
 
 from ..security.acls import AclOperation, ResourceType
 from . import groups
 
-READ, DESCRIBE, DELETE = AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE
+READ, WRITE = AclOperation.READ, AclOperation.WRITE
+DESCRIBE, DELETE = AclOperation.DESCRIBE, AclOperation.DELETE
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 KEY_TYPE_TRANSACTION = 1
@@ -131,6 +136,32 @@ def _commit_refused(topics, code: ErrorCode):
     return OffsetCommitResponse(throttle_time_ms=0, topics=[
         groups.CommitTopic(name=t.name, partitions=[
             groups.CommitPartition(partition_index=p.partition_index, error_code=code)
+            for p in t.partitions]) for t in topics])
+
+
+async def handle_txn_offset_commit(ctx, request):
+    body = request.body
+    if not ctx.authorizer.enabled:
+        return await groups.handle_txn_offset_commit(ctx, request)
+    topics = list(body.topics)
+    if not ctx.authorizer.allows(request, WRITE, ResourceType.TRANSACTIONAL_ID,
+                                 body.transactional_id or ""):
+        return _txn_commit_refused(topics, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not _may(ctx, request, READ, body.group_id):
+        return _txn_commit_refused(topics, GROUP_DENIED)
+    denied = ctx.authorizer.refused(request, READ, (t.name for t in topics))
+    body.topics = [t for t in topics if t.name not in denied]
+    answered = []
+    if body.topics:
+        answered = list((await groups.handle_txn_offset_commit(ctx, request)).topics)
+    refused = _txn_commit_refused([t for t in topics if t.name in denied], TOPIC_DENIED).topics
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=answered + list(refused))
+
+
+def _txn_commit_refused(topics, code: ErrorCode):
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        groups.TxnCommitTopic(name=t.name, partitions=[
+            groups.TxnCommitPartition(partition_index=p.partition_index, error_code=code)
             for p in t.partitions]) for t in topics])
 
 

@@ -1,5 +1,5 @@
 """Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
+TxnOffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
 
 Translation only: each handler turns the request into a call on ``ctx.groups`` (the
 GroupCoordinator, broker/groups/) and its result into the response of the request's
@@ -9,7 +9,11 @@ member id (dynamic members only); the static member's ``group_instance_id`` come
 JoinGroup v5+, SyncGroup/Heartbeat/LeaveGroup v3+ and OffsetCommit v7+, and JoinGroup
 v9+ may answer ``skip_assignment``; LeaveGroup v0-v2 names one member and reports its
 error at the top; OffsetFetch v1 reports a group error per partition, v2-v7 at the top,
-v8+ per group; FindCoordinator v4+ batches keys.
+v8+ per group, and from v7 it may ask ``require_stable`` (an unsettled partition then
+answers UNSTABLE_OFFSET_COMMIT on its own, in every version); TxnOffsetCommit v2+ carries
+leader epochs, v3+ the committing member (KIP-447), and v0-v1 get
+COORDINATOR_NOT_AVAILABLE for COORDINATOR_LOAD_IN_PROGRESS (Kafka's rule: producers
+older than that treat the loading error as fatal); FindCoordinator v4+ batches keys.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from kafka.protocol.consumer import (
     OffsetFetchResponse, SyncGroupResponse,
 )
 from kafka.protocol.metadata import FindCoordinatorResponse
+from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from protocol.errors import ErrorCode
 
@@ -35,6 +40,8 @@ FetchPartition = FetchTopic.OffsetFetchResponsePartition
 FetchGroup = OffsetFetchResponse.OffsetFetchResponseGroup
 FetchGroupTopic = FetchGroup.OffsetFetchResponseTopics
 FetchGroupPartition = FetchGroupTopic.OffsetFetchResponsePartitions
+TxnCommitTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+TxnCommitPartition = TxnCommitTopic.TxnOffsetCommitResponsePartition
 DescribedGroup = DescribeGroupsResponse.DescribedGroup
 DescribedMember = DescribedGroup.DescribedGroupMember
 
@@ -162,6 +169,33 @@ async def handle_offset_commit(ctx, request):
         CommitTopic(name=name, partitions=parts) for name, parts in by_topic.items()])
 
 
+async def handle_txn_offset_commit(ctx, request):
+    body = request.body
+    version = request.api_version
+    offsets = {}
+    for topic in body.topics:
+        for p in topic.partitions:
+            epoch = p.committed_leader_epoch if version >= 2 else -1
+            offsets[(topic.name, p.partition_index)] = (p.committed_offset, epoch,
+                                                        p.committed_metadata)
+    if version >= 3:
+        member_id, generation_id, instance_id = (body.member_id or "", body.generation_id,
+                                                 body.group_instance_id)
+    else:
+        member_id, generation_id, instance_id = "", -1, None
+    results = await ctx.groups.commit_txn_offsets(
+        body.group_id, body.producer_id, body.producer_epoch, member_id, generation_id,
+        instance_id, offsets)
+    by_topic: dict[str, list] = {}
+    for (topic, partition), error in results.items():
+        if version < 2 and error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        by_topic.setdefault(topic, []).append(
+            TxnCommitPartition(partition_index=partition, error_code=error))
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        TxnCommitTopic(name=name, partitions=parts) for name, parts in by_topic.items()])
+
+
 def _requested(topics) -> list[tuple[str, int]] | None:
     if topics is None:
         return None
@@ -171,28 +205,34 @@ def _requested(topics) -> list[tuple[str, int]] | None:
 def _by_topic(offsets: dict, partition_class, group_error: ErrorCode | None = None) -> dict:
     by_topic: dict[str, list] = {}
     for (topic, partition), committed in offsets.items():
+        if isinstance(committed, ErrorCode):  # UNSTABLE_OFFSET_COMMIT: no offset shown
+            error, committed = committed, None
+        else:
+            error = group_error if group_error is not None else ErrorCode.NONE
         by_topic.setdefault(topic, []).append(partition_class(
             partition_index=partition,
             committed_offset=committed.offset if committed else -1,
             committed_leader_epoch=committed.leader_epoch if committed else -1,
             metadata=committed.metadata if committed else "",
-            error_code=group_error if group_error is not None else ErrorCode.NONE))
+            error_code=error))
     return by_topic
 
 
 async def handle_offset_fetch(ctx, request):
     body = request.body
     version = request.api_version
+    require_stable = bool(body.require_stable) if version >= 7 else False
     if version >= 8:
         groups = []
         for wanted in body.groups:
-            error, offsets = ctx.groups.fetch_offsets(wanted.group_id, _requested(wanted.topics))
+            error, offsets = ctx.groups.fetch_offsets(wanted.group_id, _requested(wanted.topics),
+                                                      require_stable)
             groups.append(FetchGroup(group_id=wanted.group_id, error_code=error, topics=[
                 FetchGroupTopic(name=name, partitions=parts)
                 for name, parts in _by_topic(offsets, FetchGroupPartition).items()]))
         return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
     requested = _requested(body.topics)
-    error, offsets = ctx.groups.fetch_offsets(body.group_id, requested)
+    error, offsets = ctx.groups.fetch_offsets(body.group_id, requested, require_stable)
     partition_error = None
     if error != ErrorCode.NONE and version < 2:
         # v1 has no group error field: each requested partition carries it.

@@ -8,7 +8,7 @@
     coordinator.py        JoinGroup, SyncGroup, Heartbeat, LeaveGroup, rebalance timers
     static_members.py     static membership (KIP-345): rejoin under a new id, fencing
     results.py            what JoinGroup and SyncGroup answer (pure)
-    offsets.py            OffsetCommit, OffsetFetch
+    offsets.py            OffsetCommit, TxnOffsetCommit (KIP-98/447), OffsetFetch
     admin.py              FindCoordinator, ListGroups, DescribeGroups, DeleteGroups
 
 The coordinator of a group is the leader of the group's ``__consumer_offsets`` partition;

@@ -25,6 +25,20 @@ committed partition, and removes tombstones (deleted groups, expired offsets) af
 ``delete.retention.ms``; a loading coordinator reads only what survives, through the
 gaps compaction leaves.
 
+Transactional offsets (KIP-98): a TxnOffsetCommit is written as a transactional batch
+of the committing producer.  From its append until that producer's COMMIT or ABORT
+marker on the same partition, its offsets are *pending* in the group
+(``GroupMetadata.pending_txn_offsets``): not visible to OffsetFetch, and
+UNSTABLE_OFFSET_COMMIT to a require_stable one.  ``complete_txn_offsets`` settles them
+once the marker is acknowledged; the loader settles them as it meets the marker, and
+keeps those whose marker is not in the log yet pending.  A tombstone of a partition
+(expiry, group deletion) drops that partition's pending offsets too, live and when
+loading alike, so the in-memory state is always what a reload of the log would give.
+Loading reads to the log end offset as it is at each step, not as it was at the
+start: markers are appended while a partition loads, and the last read and the
+publishing of the groups happen without an ``await`` between them, so every marker is
+either read by the loader or completed on the loaded groups.
+
 Event-loop only.
 """
 from __future__ import annotations
@@ -36,6 +50,7 @@ import time
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
+from protocol.control import COMMIT, marker_of
 from protocol.errors import ErrorCode
 from protocol.records import iter_headers
 
@@ -215,8 +230,8 @@ class GroupMetadataManager:
             partition = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, index)
             if partition is None:
                 raise RuntimeError("partition not hosted here")
-            position, end = partition.log.log_start_offset, partition.log.log_end_offset
-            while position < end:
+            position = partition.log.log_start_offset
+            while position < (end := partition.log.log_end_offset):
                 chunk = partition.log.read(position, LOAD_CHUNK_BYTES, max_offset=end)
                 if not chunk:
                     break
@@ -248,8 +263,10 @@ class GroupMetadataManager:
 
     # -- writes ------------------------------------------------------------------------------
 
-    def _append_now(self, index: int, entries: list[tuple[bytes, bytes | None]]):
-        """Append ``entries`` to offsets partition ``index`` as leader, now (no ``await``).
+    def _append_now(self, index: int, entries: list[tuple[bytes, bytes | None]],
+                    producer_id: int = -1, producer_epoch: int = -1):
+        """Append ``entries`` to offsets partition ``index`` as leader, now (no ``await``);
+        with a producer id, as that producer's transactional batch.
 
         Returns the pending write for ``_wait_for_acks``, or an ErrorCode.  Records appended
         by one call precede those of any call made later, whatever order the acks take.
@@ -257,7 +274,7 @@ class GroupMetadataManager:
         ownership = self.owned.get(index)
         if ownership is None or ownership.state is not LoadState.LOADED:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        batch = records.build_batch(entries, self.clock_ms())
+        batch = records.build_batch(entries, self.clock_ms(), producer_id, producer_epoch)
         status = self.broker.replica_manager.append_one(
             OFFSETS_TOPIC, index, batch, -1, self.max_batch_bytes,
             origin=AppendOrigin.COORDINATOR)
@@ -307,11 +324,14 @@ class GroupMetadataManager:
         keys = list(offsets)
         entries = [(records.offset_key(group.group_id, t, p), records.offset_value(offsets[(t, p)]))
                    for t, p in keys]
-        group.pending_offset_commits += 1
+        group.pending_offset_commits.update(keys)
         try:
             error, base_offset = await self._append(group.partition, entries)
         finally:
-            group.pending_offset_commits -= 1
+            group.pending_offset_commits.subtract(keys)
+            for key in keys:
+                if group.pending_offset_commits[key] <= 0:
+                    del group.pending_offset_commits[key]
         if error == ErrorCode.NONE:
             for i, key in enumerate(keys):
                 value = offsets[key]
@@ -320,11 +340,61 @@ class GroupMetadataManager:
                     value.expire_timestamp_ms, record_offset=base_offset + i))
         return _OFFSET_STORE_ERRORS.get(error, error)
 
+    async def store_txn_offsets(self, group: GroupMetadata, producer_id: int,
+                                producer_epoch: int,
+                                offsets: dict[tuple[str, int], records.OffsetValue]) -> ErrorCode:
+        """Write a transaction's commits as ``producer_id``'s transactional batch.
+
+        They are pending in the group from the append on (as Kafka's
+        prepareTxnOffsetCommit): a marker acknowledged meanwhile settles them, as the
+        loader would, for the batch precedes it in the log.  A failed write forgets
+        them.  A stale ``producer_epoch`` is refused by the log (INVALID_PRODUCER_EPOCH,
+        answered as it is, as Kafka's coordinator does)."""
+        keys = list(offsets)
+        entries = [(records.offset_key(group.group_id, t, p), records.offset_value(offsets[(t, p)]))
+                   for t, p in keys]
+        pending = self._append_now(group.partition, entries, producer_id, producer_epoch)
+        written: dict[tuple[str, int], CommittedOffset] = {}
+        if not isinstance(pending, ErrorCode):
+            base_offset = pending[1].base_offset
+            for i, key in enumerate(keys):
+                value = offsets[key]
+                written[key] = CommittedOffset(
+                    value.offset, value.leader_epoch, value.metadata, value.commit_timestamp_ms,
+                    value.expire_timestamp_ms, record_offset=base_offset + i)
+            group.prepare_txn_offsets(producer_id, written)
+        error, _ = await self._wait_for_acks(group.partition, pending)
+        if error != ErrorCode.NONE:
+            for key, committed in written.items():
+                group.fail_pending_txn_offset(producer_id, key, committed)
+            log.info("%s transactional commit of group %s by producer %d failed: %s",
+                     self._prefix, group.group_id, producer_id, error.name)
+        return _OFFSET_STORE_ERRORS.get(error, error)
+
+    def complete_txn_offsets(self, producer_id: int, offsets_partitions: set[int],
+                             commit: bool) -> None:
+        """``producer_id``'s COMMIT (``commit``) or ABORT marker is acknowledged on these
+        offsets partitions: settle its pending offsets in their groups (Kafka's
+        handleTxnCompletion).  A partition still loading is skipped: its loader reads
+        the marker from the log."""
+        loaded = {index for index in offsets_partitions
+                  if (o := self.owned.get(index)) is not None and o.state is LoadState.LOADED}
+        for group in self.groups.values():
+            if group.partition in loaded and producer_id in group.pending_txn_offsets:
+                count = group.complete_pending_txn_offsets(producer_id, commit)
+                log.debug("%s %s %d transactional offsets of group %s from producer %d",
+                          self._prefix, "committed" if commit else "aborted", count,
+                          group.group_id, producer_id)
+
     def delete_group(self, group: GroupMetadata) -> Awaitable[ErrorCode]:
         """Drop the group from the cache and append tombstones for it and its offsets, now
         (no ``await``: nothing can slip in between); await the result for the acks.
-        The caller made it Dead already."""
-        entries = [(records.offset_key(group.group_id, t, p), None) for t, p in group.offsets]
+        Partitions with only a transaction's pending offset get a tombstone too (a later
+        marker must not revive them on a reload).  The caller made it Dead already."""
+        keys = dict.fromkeys(group.offsets)
+        for pending in group.pending_txn_offsets.values():
+            keys.update(dict.fromkeys(pending))
+        entries = [(records.offset_key(group.group_id, t, p), None) for t, p in keys]
         entries.append((records.group_key(group.group_id), None))
         self.remove_group(group)
         pending = self._append_now(group.partition, entries)
@@ -349,12 +419,12 @@ class GroupMetadataManager:
             if ownership is None or ownership.state is not LoadState.LOADED:
                 continue
             entries = by_partition.setdefault(group.partition, [])
-            for key in group.expired_offsets(now_ms, self.retention_ms):
-                del group.offsets[key]
-                entries.append((records.offset_key(group.group_id, *key), None))
-                expired_total += 1
-            if group.is_state(GroupState.EMPTY) and not group.offsets \
-                    and not group.pending_offset_commits and not group.pending_members:
+            expired = group.expired_offsets(now_ms, self.retention_ms)
+            group.remove_offsets(expired)
+            entries += [(records.offset_key(group.group_id, *key), None) for key in expired]
+            expired_total += len(expired)
+            if group.is_state(GroupState.EMPTY) and not group.has_offsets() \
+                    and not group.pending_members:
                 group.transition_to(GroupState.DEAD, now_ms)
                 self.remove_group(group)
                 entries.append((records.group_key(group.group_id), None))
@@ -372,31 +442,64 @@ class GroupMetadataManager:
 
 
 class _Loader:
-    """Replays one offsets partition's records into groups (pure; see ``records``)."""
+    """Replays one offsets partition's batches into groups (pure; see ``records``).
+
+    Records of plain batches are applied in log order.  Offsets in a producer's
+    transactional batch are held per producer until its control batch: COMMIT applies
+    each where no later-written record is in place (Kafka's rule), ABORT drops them;
+    whatever has no marker yet stays pending in the loaded group.  A plain tombstone of
+    a partition drops the transactions' pending offsets of it as well.
+    """
 
     def __init__(self, partition: int):
         self.partition = partition
         self.group_values: dict[str, records.GroupValue] = {}
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
+        # producer id -> group -> partition -> offset, waiting for the producer's marker
+        self.pending: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
 
     def apply(self, chunk: bytes, position: int) -> int:
-        """Apply the records at or after ``position``; returns the next position: past
+        """Apply the batches at or after ``position``; returns the next position: past
         the chunk's last batch, even one compaction left without records."""
         next_position = position
         for header in iter_headers(chunk):
             next_position = max(next_position, header.next_offset)
-        for offset, key, value in records.iter_records(chunk):
-            next_position = max(next_position, offset + 1)
-            if offset < position or key is None:
+            if header.last_offset < position:
                 continue
-            try:
-                self._apply_one(offset, key, value)
-            except (records.RecordFormatError, UnicodeDecodeError) as exc:
-                log.warning("[GroupMetadataManager] skipping unreadable record at %s-%d "
-                            "offset %d: %s", OFFSETS_TOPIC, self.partition, offset, exc)
+            if header.is_control:
+                self._apply_marker(header, marker_of(chunk, header))
+                continue
+            producer_id = header.producer_id if header.is_transactional else None
+            batch = chunk[header.position:header.position + header.size]
+            for offset, key, value in records.iter_records(batch):
+                if offset < position or key is None:
+                    continue
+                try:
+                    self._apply_one(offset, key, value, producer_id)
+                except (records.RecordFormatError, UnicodeDecodeError) as exc:
+                    log.warning("[GroupMetadataManager] skipping unreadable record at %s-%d "
+                                "offset %d: %s", OFFSETS_TOPIC, self.partition, offset, exc)
         return next_position
 
-    def _apply_one(self, offset: int, key: bytes, value: bytes | None) -> None:
+    def _apply_marker(self, header, marker: tuple[int, int] | None) -> None:
+        """Any control batch of a producer ends its pending offsets here, as in Kafka;
+        only a COMMIT marker applies them."""
+        if marker is None:
+            log.warning("[GroupMetadataManager] unreadable control batch at %s-%d offset %d: "
+                        "producer %d's pending offsets dropped", OFFSETS_TOPIC, self.partition,
+                        header.base_offset, header.producer_id)
+        pending = self.pending.pop(header.producer_id, {})
+        if marker is None or marker[0] != COMMIT:
+            return
+        for group_id, offsets in pending.items():
+            group_offsets = self.offsets.setdefault(group_id, {})
+            for tp, committed in offsets.items():
+                current = group_offsets.get(tp)
+                if current is None or current.record_offset < committed.record_offset:
+                    group_offsets[tp] = committed
+
+    def _apply_one(self, offset: int, key: bytes, value: bytes | None,
+                   producer_id: int | None) -> None:
         decoded = records.decode_key(key)
         if isinstance(decoded, records.GroupKey):
             if value is None:
@@ -404,10 +507,16 @@ class _Loader:
             else:
                 self.group_values[decoded.group] = records.decode_group_value(value)
             return
-        group_offsets = self.offsets.setdefault(decoded.group, {})
+        if producer_id is None:
+            group_offsets = self.offsets.setdefault(decoded.group, {})
+        else:
+            group_offsets = self.pending.setdefault(producer_id, {}).setdefault(decoded.group, {})
         tp = (decoded.topic, decoded.partition)
         if value is None:
             group_offsets.pop(tp, None)
+            if producer_id is None:
+                for pending in self.pending.values():
+                    pending.get(decoded.group, {}).pop(tp, None)
             return
         v = records.decode_offset_value(value)
         group_offsets[tp] = CommittedOffset(v.offset, v.leader_epoch, v.metadata,
@@ -415,13 +524,20 @@ class _Loader:
                                             record_offset=offset)
 
     def groups(self) -> list[GroupMetadata]:
+        pending_by_group: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
+        for producer_id, by_group in self.pending.items():
+            for group_id, offsets in by_group.items():
+                if offsets:
+                    pending_by_group.setdefault(group_id, {})[producer_id] = dict(offsets)
         result = []
-        for group_id in sorted(set(self.group_values) | {g for g, o in self.offsets.items() if o}):
+        for group_id in sorted(set(self.group_values) | set(pending_by_group)
+                               | {g for g, o in self.offsets.items() if o}):
             group = GroupMetadata(group_id, self.partition)
             value = self.group_values.get(group_id)
             if value is not None:
                 restore_group(group, value)
             group.offsets = dict(self.offsets.get(group_id, {}))
+            group.pending_txn_offsets = pending_by_group.get(group_id, {})
             result.append(group)
         return result
 

@@ -1,5 +1,5 @@
-"""OffsetCommit and OffsetFetch on the group coordinator (Kafka's handleCommitOffsets and
-handleFetchOffsets).
+"""OffsetCommit, TxnOffsetCommit and OffsetFetch on the group coordinator (Kafka's
+handleCommitOffsets, handleTxnCommitOffsets and handleFetchOffsets).
 
 A commit is accepted from (a) a member of the group's current generation while the group
 is Stable or PreparingRebalance, or (b) anyone with generation -1 while the group is
@@ -8,6 +8,18 @@ written to the group's ``__consumer_offsets`` partition with acks=all before it 
 acknowledged or visible to OffsetFetch.  Partitions of unknown topics are refused with
 UNKNOWN_TOPIC_OR_PARTITION, metadata longer than ``offset.metadata.max.bytes`` with
 OFFSET_METADATA_TOO_LARGE, each on its own.
+
+A transactional commit (TxnOffsetCommit, KIP-98) comes from a transactional producer on
+behalf of a group; a group it names that does not exist is created Empty.  It is
+checked against the group only when it says who commits (KIP-447: a generation >= 0, a
+member id or an instance id; older producers send none): FENCED_INSTANCE_ID,
+UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION as for OffsetCommit, in any group state.  Its
+offsets stay pending until the producer's transaction ends (``complete_txn_offsets``,
+called once the marker is acknowledged); meanwhile OffsetFetch shows the offsets
+committed before, and with ``require_stable`` (KIP-447, v7+) answers
+UNSTABLE_OFFSET_COMMIT for the partition, as it does while a plain commit of it is
+being written, so a read_committed consumer never starts from an offset a transaction
+is about to replace.
 """
 from __future__ import annotations
 
@@ -84,15 +96,74 @@ class OffsetsMixin:
         self._schedule_heartbeat_expiry(group, group.members[member_id])
         return ErrorCode.NONE
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
-                      ) -> tuple[ErrorCode, dict[TopicPartition, CommittedOffset | None]]:
+    async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 member_id: str, generation_id: int,
+                                 group_instance_id: str | None,
+                                 offsets: dict[TopicPartition, tuple[int, int, str | None]]
+                                 ) -> dict[TopicPartition, ErrorCode]:
+        """``offsets`` as for ``commit_offsets``, written for ``producer_id``'s transaction;
+        returns an error code per partition."""
+        error = self._validate(group_id)
+        if error != ErrorCode.NONE:
+            return {tp: error for tp in offsets}
+        results: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetValue] = {}
+        now_ms = self.clock_ms()
+        for tp, (offset, leader_epoch, metadata) in offsets.items():
+            code = self._check_partition(tp, metadata)
+            if code != ErrorCode.NONE:
+                results[tp] = code
+            else:
+                valid[tp] = OffsetValue(offset, leader_epoch, metadata or "", now_ms)
+        if not valid:
+            return results
+        group = self.manager.get_group(group_id) or self.manager.add_group(GroupMetadata(
+            group_id, self.manager.partition_for(group_id), state_timestamp_ms=now_ms))
+        error = self._check_txn_commit(group, member_id, generation_id, group_instance_id)
+        if error == ErrorCode.NONE:
+            error = await self.manager.store_txn_offsets(group, producer_id, producer_epoch,
+                                                         valid)
+        results.update({tp: error for tp in valid})
+        return results
+
+    def _check_txn_commit(self, group: GroupMetadata, member_id: str, generation_id: int,
+                          group_instance_id: str | None) -> ErrorCode:
+        """Kafka's validateOffsetCommit for a transactional commit: the member is checked
+        only when the request names one (KIP-447), and no heartbeat is implied."""
+        if group.is_state(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and not member_id and group_instance_id is None:
+            return ErrorCode.NONE
+        error = self._validate_member(group, member_id, group_instance_id,
+                                      "txn-offset-commit")
+        if error != ErrorCode.NONE:
+            return error
+        if generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def complete_txn_offsets(self, producer_id: int, offsets_partitions: set[int],
+                             commit: bool) -> None:
+        """``producer_id``'s COMMIT or ABORT marker is appended and acknowledged on these
+        ``__consumer_offsets`` partitions of this broker (the WriteTxnMarkers handler
+        calls this): its pending offsets there become committed, or are dropped."""
+        self.manager.complete_txn_offsets(producer_id, offsets_partitions, commit)
+
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None,
+                      require_stable: bool = False) -> tuple[
+                          ErrorCode, dict[TopicPartition, CommittedOffset | ErrorCode | None]]:
         """(group error, (topic, partition) → committed offset or None).  ``partitions``
-        None means every partition the group has an offset for."""
+        None means every partition the group has an offset for.  With
+        ``require_stable`` a partition whose commit is not settled yet maps to
+        UNSTABLE_OFFSET_COMMIT instead (the client asks again later)."""
         error = self._validate(group_id, allow_empty=True)
         if error != ErrorCode.NONE:
             return error, {}
         group = self.manager.get_group(group_id)
-        offsets = {} if group is None or group.is_state(GroupState.DEAD) else group.offsets
-        if partitions is None:
-            return ErrorCode.NONE, dict(offsets)
-        return ErrorCode.NONE, {tp: offsets.get(tp) for tp in partitions}
+        if group is None or group.is_state(GroupState.DEAD):
+            return ErrorCode.NONE, {tp: None for tp in partitions or []}
+        wanted = list(group.offsets) if partitions is None else partitions
+        return ErrorCode.NONE, {
+            tp: ErrorCode.UNSTABLE_OFFSET_COMMIT
+            if require_stable and group.has_pending_offsets(tp) else group.offsets.get(tp)
+            for tp in wanted}

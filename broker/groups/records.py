@@ -118,12 +118,17 @@ def group_value(value: GroupValue) -> bytes:
     return b"".join(parts)
 
 
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
-    """One uncompressed RecordBatch v2 (baseOffset 0, as a producer sends it)."""
+def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int,
+                producer_id: int = -1, producer_epoch: int = -1) -> bytes:
+    """One uncompressed RecordBatch v2 (baseOffset 0, as a producer sends it); with a
+    producer id, a transactional batch of that producer (a TxnOffsetCommit's offsets,
+    which its transaction's marker commits or aborts).  No sequence: the log checks a
+    coordinator's batch by its producer epoch alone."""
     size = sum(len(k) + len(v or b"") + 32 for k, v in records) + 128
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
-                                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                                        batch_size=size)
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0,
+                                        is_transactional=producer_id >= 0,
+                                        producer_id=producer_id, producer_epoch=producer_epoch,
+                                        base_sequence=-1, batch_size=size)
     for offset_delta, (key, value) in enumerate(records):
         if builder.append(offset_delta, timestamp=timestamp_ms, key=key, value=value,
                           headers=[]) is None:
@@ -187,7 +192,8 @@ def decode_group_value(data: bytes) -> GroupValue:
 
 def iter_records(data: bytes):
     """(log offset, key bytes, value bytes or None) of every record in ``data`` (whole
-    batches as a log read returns them)."""
+    data batches, as a log read returns them; control batches are read by their header,
+    see ``protocol.control``)."""
     for batch in MemoryRecords(bytes(data)):
         for record in batch:
             yield record.offset, record.key, record.value

@@ -149,8 +149,14 @@ class GroupMetadata:
     # Topics the members subscribe to (consumer protocol only; None when unknown).
     subscribed_topics: set[str] | None = None
     new_member_added: bool = False
-    # Offset commits appended but not acknowledged yet (the group must not expire meanwhile).
-    pending_offset_commits: int = 0
+    # Partitions with offset commits appended but not acknowledged yet -> how many (Kafka's
+    # pendingOffsetCommits): they do not expire meanwhile, and require_stable sees them.
+    pending_offset_commits: Counter = field(default_factory=Counter)
+    # Transactional commits (TxnOffsetCommit) appended to the log and not yet completed
+    # by a COMMIT or ABORT marker: producer id -> partition -> offset (Kafka's
+    # pendingTransactionalOffsetCommits).  Invisible to OffsetFetch until committed.
+    pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = \
+        field(default_factory=dict)
     join_timer: Any = None
     # True while ``join_timer`` is the initial delay (only its expiry completes the join).
     join_timer_initial: bool = False
@@ -320,6 +326,55 @@ class GroupMetadata:
 
     # -- offsets ---------------------------------------------------------------------------
 
+    def has_offsets(self) -> bool:
+        """Committed, in flight or pending in a transaction: an Empty group with none of
+        these may be removed (Kafka's hasOffsets)."""
+        return bool(self.offsets or self.pending_offset_commits or self.pending_txn_offsets)
+
+    def has_pending_offsets(self, key: tuple[str, int]) -> bool:
+        """A commit of ``key`` not settled yet: OffsetFetch with require_stable answers
+        UNSTABLE_OFFSET_COMMIT for it (KIP-447)."""
+        return key in self.pending_offset_commits or any(
+            key in pending for pending in self.pending_txn_offsets.values())
+
+    def prepare_txn_offsets(self, producer_id: int,
+                            offsets: dict[tuple[str, int], CommittedOffset]) -> None:
+        """``producer_id``'s transaction wrote these commits (``record_offset`` set): they
+        wait for its marker.  A later commit of the same partition in the same
+        transaction replaces the earlier one, as the marker would apply the later."""
+        self.pending_txn_offsets.setdefault(producer_id, {}).update(offsets)
+
+    def fail_pending_txn_offset(self, producer_id: int, key: tuple[str, int],
+                                committed: CommittedOffset) -> None:
+        """The write of ``committed`` failed: forget it, unless a marker or a later commit
+        of the same transaction has taken its place already."""
+        pending = self.pending_txn_offsets.get(producer_id)
+        if pending is None or pending.get(key) is not committed:
+            return
+        del pending[key]
+        if not pending:
+            del self.pending_txn_offsets[producer_id]
+
+    def complete_pending_txn_offsets(self, producer_id: int, commit: bool) -> int:
+        """``producer_id``'s transaction ended: on commit its offsets become committed where
+        no record written after theirs is in place (``maybe_put_offset``), on abort they
+        are dropped.  Returns how many offsets were pending."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if commit:
+            for key, committed in pending.items():
+                self.maybe_put_offset(key, committed)
+        return len(pending)
+
+    def remove_offsets(self, keys) -> None:
+        """Tombstones were written for ``keys``: their committed offsets go, and so do the
+        transactions' pending ones (a marker after a tombstone must not bring them back;
+        the loader applies the same rule)."""
+        for key in keys:
+            self.offsets.pop(key, None)
+            for producer_id in [p for p, pending in self.pending_txn_offsets.items()
+                                if pending.pop(key, None) is not None and not pending]:
+                del self.pending_txn_offsets[producer_id]
+
     def maybe_put_offset(self, key: tuple[str, int], committed: CommittedOffset) -> bool:
         """Keep ``committed`` unless a record written after it is already in place."""
         current = self.offsets.get(key)
@@ -337,6 +392,10 @@ class GroupMetadata:
           from their commit time;
         * a simple group (commits only, no protocol type): from each commit time;
         * otherwise none.  A commit with its own expire timestamp expires then.
+
+        A partition with a commit in flight does not expire: the commit is in the log
+        before any tombstone written now, so dropping it here would let its
+        acknowledgement bring back an offset the log says is gone.
         """
         if self.protocol_type is not None and self.state is GroupState.EMPTY:
             def base(c: CommittedOffset) -> int:
@@ -356,7 +415,7 @@ class GroupMetadata:
             return []
         expired = []
         for key, committed in self.offsets.items():
-            if key[0] in keep_topics:
+            if key[0] in keep_topics or key in self.pending_offset_commits:
                 continue
             if committed.expire_timestamp_ms >= 0:
                 if now_ms >= committed.expire_timestamp_ms:
