@@ -131,6 +131,23 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("offsets.commit.timeout.ms", int, 5_000,
             "How long a commit waits for all in-sync replicas of __consumer_offsets"),
     Setting("offset.metadata.max.bytes", int, 4096, "Longest metadata string of a commit"),
+    # Transactions (broker/transactions/).  Partitions default to 10, not Kafka's 50, for
+    # the reason given at offsets.topic.num.partitions.
+    Setting("transaction.state.log.num.partitions", int, 10, "Partitions of __transaction_state"),
+    Setting("transaction.state.log.replication.factor", int, 3,
+            "Replication factor of __transaction_state (capped at the live brokers)"),
+    Setting("transaction.state.log.min.isr", int, 2,
+            "min.insync.replicas of __transaction_state (capped at its replication factor)"),
+    Setting("transaction.state.log.segment.bytes", int, 100 * 1024 * 1024,
+            "Segment size of __transaction_state"),
+    Setting("transaction.max.timeout.ms", int, 900_000,
+            "Longest transaction.timeout.ms a producer may ask (else INVALID_TRANSACTION_TIMEOUT)"),
+    Setting("transactional.id.expiration.ms", int, 7 * DAY_MS,
+            "A transactional id idle this long (no transaction) is forgotten"),
+    Setting("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10_000,
+            "How often the coordinator aborts transactions past their timeout"),
+    Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3_600_000,
+            "How often the coordinator forgets expired transactional ids"),
     Setting("cluster.id", _str, "", "Cluster id (generated and stored on first start if empty)"),
     *(Setting(name, _str, default, "TLS (PEM only); per listener as listener.name.<l>." + name)
       for name, default in tls.TLS_SETTINGS.items()),

@@ -28,6 +28,7 @@ from .controller.metadata_client import MetadataClient, MetadataUnavailable
 from .controller.store import open_store
 from .replication.producer_ids import ProducerIdManager
 from .groups import GroupCoordinator
+from .transactions import TransactionCoordinator
 from .replication.replica_manager import ReplicaManager
 from .network.connection import Connection
 from .security import tls
@@ -63,12 +64,14 @@ class Broker:
         # Before the store starts: it listens for leadership of __consumer_offsets partitions.
         self.groups = GroupCoordinator(self)
         self.producer_ids = ProducerIdManager(self.metadata)
+        # Before the store starts too: it listens for leadership of __transaction_state.
+        self.transactions = TransactionCoordinator(self, self.producer_ids)
         self.sasl = SaslMechanisms(config, scram_lookup(lambda: self.metadata.image))
         # What request handlers get instead of this Broker (broker/api/context.py).
         self.api_context = ApiContext(
             config=config, node_id=self.node_id, metadata=self.metadata,
             replica_manager=self.replica_manager, groups=self.groups,
-            producer_ids=self.producer_ids, sasl=self.sasl,
+            producer_ids=self.producer_ids, sasl=self.sasl, transactions=self.transactions,
             authorizer=Authorizer(config, image_bindings(lambda: self.metadata.image)))
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.base_events.Server] = []
@@ -82,6 +85,7 @@ class Broker:
         await self.store.start()
         self.replica_manager.start_maintenance()
         self.groups.start()
+        self.transactions.start()
         plan = self.config.listener_plan
         await self._start_listeners(plan)
         # Without these loops the broker would run on fenced, or as a controller that
@@ -158,6 +162,7 @@ class Broker:
         for server in self._servers:
             server.close()
         await self.groups.shutdown()  # waiting joins/syncs answer now, before the drain
+        await self.transactions.shutdown()
         connections = list(self.connections)
         if connections:
             await asyncio.gather(*(c.drain(SHUTDOWN_DRAIN_S) for c in connections),

@@ -34,6 +34,8 @@ from kafka.protocol.producer import (
     InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
 )
 
+from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+
 # Consumer groups (broker/groups/).
 from kafka.protocol.admin import (
     DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
@@ -45,6 +47,7 @@ from kafka.protocol.consumer import (
     OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 # Security (broker/security/): SASL (KIP-152), SCRAM credentials (KIP-554), ACLs (KIP-140).
 from kafka.protocol.admin import (
@@ -56,6 +59,16 @@ from kafka.protocol.admin import (
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
     SaslHandshakeResponse,
+)
+
+# Transactions (broker/transactions/).
+from kafka.protocol.admin import (
+    DescribeTransactionsRequest, DescribeTransactionsResponse, ListTransactionsRequest,
+    ListTransactionsResponse,
+)
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse,
 )
 
 from . import hot_requests
@@ -122,6 +135,9 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
     _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 9),
     _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 9),
+    # TxnOffsetCommit stops at v3 (KIP-447's member fields): v4 is KIP-890's, which needs
+    # the transaction coordinator's verification, v5+ the same without AddOffsetsToTxn.
+    _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
     _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
     _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
     _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
@@ -136,6 +152,17 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(DescribeAclsRequest, DescribeAclsResponse, 1, 3),
     _spec(CreateAclsRequest, CreateAclsResponse, 1, 3),
     _spec(DeleteAclsRequest, DeleteAclsResponse, 1, 3),
+    # Transactions.  AddPartitionsToTxn, AddOffsetsToTxn and EndTxn stop at v3 (v4+ are
+    # KIP-890's: brokers' batched verification, transaction version 2);
+    # ListTransactions at v1 (v2 filters by a regular expression).
+    _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
+    _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
+    _spec(EndTxnRequest, EndTxnResponse, 0, 3),
+    _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
+    _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1),
+    # Transactions: the partition leader's side.  WriteTxnMarkers starts at v1 (Kafka 4
+    # removed v0) and stops there: v2's transaction version 2 is not served.
+    _spec(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
 )}
 
 

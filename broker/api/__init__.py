@@ -16,6 +16,8 @@ from . import admin, configs, fetch, log_offsets, metadata, produce, producer_id
 from . import cluster, describe_partitions, elections, partitions, records  # issue #16
 from . import group_acls  # consumer groups (broker/groups/) behind their authorization gate
 from . import acls, sasl, scram_users  # security (broker/security/)
+from . import transactions  # the transaction coordinator (broker/transactions/)
+from . import txn_markers  # transactions: the partition leader's side
 from .context import ApiContext
 from .outcome import CLOSE, Handler
 
@@ -46,6 +48,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.Heartbeat: group_acls.handle_heartbeat,
     ApiKey.LeaveGroup: group_acls.handle_leave_group,
     ApiKey.OffsetCommit: group_acls.handle_offset_commit,
+    ApiKey.TxnOffsetCommit: group_acls.handle_txn_offset_commit,
     ApiKey.OffsetFetch: group_acls.handle_offset_fetch,
     ApiKey.ListGroups: group_acls.handle_list_groups,
     ApiKey.DescribeGroups: group_acls.handle_describe_groups,
@@ -57,4 +60,10 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DescribeAcls: acls.handle_describe_acls,
     ApiKey.CreateAcls: acls.handle_create_acls,
     ApiKey.DeleteAcls: acls.handle_delete_acls,
+    ApiKey.AddPartitionsToTxn: transactions.handle_add_partitions_to_txn,
+    ApiKey.AddOffsetsToTxn: transactions.handle_add_offsets_to_txn,
+    ApiKey.EndTxn: transactions.handle_end_txn,
+    ApiKey.DescribeTransactions: transactions.handle_describe_transactions,
+    ApiKey.ListTransactions: transactions.handle_list_transactions,
+    ApiKey.WriteTxnMarkers: txn_markers.handle_write_txn_markers,
 }

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ..replication.producer_ids import ProducerIdManager
     from ..replication.replica_manager import ReplicaManager
     from ..security.sasl import SaslMechanisms
+    from ..transactions import TransactionCoordinator
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class ApiContext:
     groups: GroupCoordinator
     producer_ids: ProducerIdManager
     sasl: SaslMechanisms
+    transactions: TransactionCoordinator
     # ACLs (authorizer.class.name); its ``allows*`` / ``refused`` say what a request's
     # principal may do.  Off (the default, and the Broker's without the setting):
     # everything is allowed.

@@ -1,12 +1,17 @@
 """Fetch: long poll through the fetch purgatory, below the HW for consumers.
 
+isolation_level 1 (read_committed) reads below the last stable offset and lists the
+aborted transactions (producer id, first offset) whose records the answer may hold, so
+the client can drop them; the last_stable_offset field is always the partition's LSO.
+
 No fetch sessions (KIP-227): every response carries session_id 0, which tells
 clients that no session was created, so they keep sending full fetches.
 """
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
-from protocol.fetch_response import FetchPartitionResult, encode_fetch_response
+from protocol.fetch_response import AbortedTransaction, FetchPartitionResult, \
+    encode_fetch_response
 from protocol.messages import Framed
 
 from ..replication.delayed import FetchPartitionStatus
@@ -38,13 +43,15 @@ async def handle_fetch(ctx, request):
             order.append((topic.topic, p.partition))
     max_bytes = body.max_bytes if request.api_version >= 3 else 2 ** 31 - 1
     results = iter(await rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes,
-                                  max_bytes) if statuses else ())
+                                  max_bytes, body.isolation_level) if statuses else ())
     by_topic: dict[str, list[FetchPartitionResult]] = {}
     for topic, index in order:
         result = DENIED if topic in denied else next(results)
         by_topic.setdefault(topic, []).append(FetchPartitionResult(
-            index, result.error, result.high_watermark, result.high_watermark,
-            result.log_start_offset, result.records))
+            index, result.error, result.high_watermark, result.last_stable_offset,
+            result.log_start_offset, result.records,
+            [AbortedTransaction(t.producer_id, t.first_offset)
+             for t in result.aborted_transactions]))
     # Encoded here rather than through kafka-python: the records are not copied.
     return Framed(encode_fetch_response(request.api_version, request.correlation_id,
                                         topics=list(by_topic.items())))

@@ -25,6 +25,8 @@ async def handle_list_offsets(ctx, request):
     rm = ctx.replica_manager
     denied = ctx.authorizer.refused(request, AclOperation.DESCRIBE,
                                     (t.name for t in request.body.topics))
+    # v2+ carries the isolation level: read_committed's "latest" is the last stable offset.
+    isolation = request.body.isolation_level if request.api_version >= 2 else 0
     topics = []
     for topic in request.body.topics:
         answers = []
@@ -36,7 +38,7 @@ async def handle_list_offsets(ctx, request):
                 if partition is None:
                     raise PartitionError(rm.missing_partition_error(topic.name, p.partition_index))
                 partition.check_leader_epoch(p.current_leader_epoch)
-                timestamp, offset = partition.offset_for_timestamp(p.timestamp)
+                timestamp, offset = partition.offset_for_timestamp(p.timestamp, isolation)
                 epoch = partition.epoch_for_offset(offset) if offset >= 0 else -1
                 answers.append(ListPartition(partition_index=p.partition_index,
                                              error_code=ErrorCode.NONE, timestamp=timestamp,

@@ -1,4 +1,9 @@
-"""Produce: acks 0 (no response), 1 (after the leader's append), all (after the HW)."""
+"""Produce: acks 0 (no response), 1 (after the leader's append), all (after the HW).
+
+Authorization (Kafka's): Write on each topic (TOPIC_AUTHORIZATION_FAILED per partition);
+a transactional produce (``transactional_id`` set) also needs Write on that
+TransactionalId, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+"""
 from __future__ import annotations
 
 import logging
@@ -11,7 +16,7 @@ from protocol.messages import Framed
 
 from ..replication.delayed import ProducePartitionStatus
 from ..replication.origin import AppendOrigin
-from ..security.acls import AclOperation
+from ..security.acls import AclOperation, ResourceType
 from .outcome import CLOSE
 
 log = logging.getLogger(__name__)
@@ -29,6 +34,9 @@ async def handle_produce(ctx, request):
         return _uniform(body, ErrorCode.UNSUPPORTED_VERSION)
     if acks not in (0, 1, -1):
         return _uniform(body, ErrorCode.INVALID_REQUIRED_ACKS)
+    if body.transactional_id is not None and not ctx.authorizer.allows(
+            request, WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        return _uniform(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     statuses = {}
     max_batch = ctx.config["message.max.bytes"]
     denied = ctx.authorizer.refused(request, WRITE, (t.name for t in body.topic_data))

@@ -3,8 +3,8 @@
 FindCoordinator answers with the leader of the group's ``__consumer_offsets`` partition,
 creating the topic on first use (``offsets.topic.num.partitions`` partitions, replication
 factor min(``offsets.topic.replication.factor``, live brokers)), one creation at a time.
-Only group keys are served: Raftwood has no transaction coordinator, so key type 1 is
-refused with INVALID_REQUEST rather than left to retry forever.
+Key type 1 (a transactional id) is answered by the transaction coordinator
+(``broker/transactions/``); any other key type is refused with INVALID_REQUEST.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from .state import GroupState
 log = logging.getLogger(__name__)
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 TOPIC_CREATION_TIMEOUT_S = 15.0
 GROUP_TYPE_CLASSIC = "classic"
 
@@ -60,9 +61,11 @@ class AdminMixin:
     # -- FindCoordinator --------------------------------------------------------------------
 
     async def find_coordinator(self, key: str, key_type: int) -> CoordinatorAnswer:
+        if key_type == KEY_TYPE_TRANSACTION:
+            return await self.broker.transactions.find_coordinator(key)
         if key_type != KEY_TYPE_GROUP:
             return CoordinatorAnswer(ErrorCode.INVALID_REQUEST,
-                                     f"key type {key_type}: Raftwood only coordinates groups")
+                                     f"key type {key_type}: not a group or transactional id")
         if OFFSETS_TOPIC not in self.broker.image.topics:
             problem = await self._ensure_offsets_topic()
             if problem is not None:

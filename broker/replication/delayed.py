@@ -127,10 +127,12 @@ class DelayedFetch(DelayedOperation):
     """
 
     def __init__(self, timeout_ms: int, min_bytes: int, replica_id: int,
-                 statuses: list[FetchPartitionStatus], respond: Callable[[], None]):
+                 statuses: list[FetchPartitionStatus], respond: Callable[[], None],
+                 isolation_level: int = 0):
         super().__init__(timeout_ms)
         self.min_bytes = max(1, min_bytes)
         self.replica_id = replica_id
+        self.isolation_level = isolation_level  # read_committed: visible up to the LSO
         self.statuses = statuses
         self._by_key = {status.key: status for status in statuses}
         self._respond = respond
@@ -140,11 +142,13 @@ class DelayedFetch(DelayedOperation):
         for status in self.statuses:
             if self._must_answer(status):  # (A)/(B)
                 return self.force_complete()
-            if status.partition.available_to(self.replica_id) > status.fetch_offset:
+            if status.partition.available_to(self.replica_id, self.isolation_level) \
+                    > status.fetch_offset:
                 if self.min_bytes <= 1:  # (C), the usual case: any data at all
                     return self.force_complete()
                 accumulated += len(status.partition.read(
-                    status.fetch_offset, status.max_bytes, replica_id=self.replica_id).records)
+                    status.fetch_offset, status.max_bytes, replica_id=self.replica_id,
+                    isolation_level=self.isolation_level).records)
                 if accumulated >= self.min_bytes:  # (C)
                     return self.force_complete()
         return False
@@ -157,8 +161,8 @@ class DelayedFetch(DelayedOperation):
         status = self._by_key.get(key)
         if status is None or self.min_bytes > 1:
             return self.try_complete()
-        if self._must_answer(status) or \
-                status.partition.available_to(self.replica_id) > status.fetch_offset:
+        if self._must_answer(status) or status.partition.available_to(
+                self.replica_id, self.isolation_level) > status.fetch_offset:
             return self.force_complete()  # (A)/(B)/(C)
         return False
 

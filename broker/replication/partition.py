@@ -24,6 +24,7 @@ from protocol.records import BatchHeader
 from storage.errors import CorruptLog, OffsetOutOfRange, StorageIOError
 from storage.log import AppendInfo, PartitionLog
 from storage.producer_state import ProducerStateError
+from protocol.control import build_marker_batch
 
 from .isr import CommittedIsr, IsrState, PendingExpandIsr, PendingIsrChange, PendingShrinkIsr
 
@@ -72,11 +73,18 @@ class FollowerState:
         self.last_fetch_ms = now_ms
 
 
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+
 class ReadResult(NamedTuple):
     records: bytes
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int
+    #: read_committed only: AbortedTxn entries with records in the range read
+    aborted_transactions: tuple = ()
 
 
 @dataclass
@@ -393,16 +401,7 @@ class Partition:
         if current_leader_epoch > self.leader_epoch:
             raise PartitionError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
-    def append_as_leader(self, batch: bytearray, header: BatchHeader,
-                         required_acks: int) -> tuple[AppendInfo, bool]:
-        """Append one validated client batch; offsets and our epoch are assigned in place.
-
-        Returns (where it landed, whether it was a duplicate).  A duplicate of one of
-        the producer's last five batches is not appended again: its original offsets
-        are returned.  Refuses with NOT_ENOUGH_REPLICAS *before* appending when acks=all
-        and the ISR is smaller than min.insync.replicas.  A disk failure is raised (and
-        reported): then nothing was appended and nothing may be acknowledged.
-        """
+    def _check_can_append(self, required_acks: int) -> None:
         self.check_online()
         if not self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -410,10 +409,25 @@ class Partition:
             raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
                                  f"isr {self.isr} is smaller than min.insync.replicas="
                                  f"{self.settings.min_insync_replicas}")
+
+    def append_as_leader(self, batch: bytearray, header: BatchHeader,
+                         required_acks: int, *, check_sequence: bool = True
+                         ) -> tuple[AppendInfo, bool]:
+        """Append one validated client batch; offsets and our epoch are assigned in place.
+
+        Returns (where it landed, whether it was a duplicate).  A duplicate of one of
+        the producer's last five batches is not appended again: its original offsets
+        are returned.  Refuses with NOT_ENOUGH_REPLICAS *before* appending when acks=all
+        and the ISR is smaller than min.insync.replicas.  A disk failure is raised (and
+        reported): then nothing was appended and nothing may be acknowledged.
+        ``check_sequence`` False (a coordinator's own transactional write, which has no
+        sequence numbers) checks only the producer epoch.
+        """
+        self._check_can_append(required_acks)
         # The log's producer state judges the batch; check and append run with no await
         # between them, so a retry of the same batch cannot be appended twice.
         try:
-            duplicate = self.log.producer_state.check(header)
+            duplicate = self.log.producer_state.check(header, check_sequence=check_sequence)
         except ProducerStateError as exc:
             raise PartitionError(ErrorCode[exc.code_name], str(exc)) from exc
         if duplicate is not None:
@@ -423,6 +437,25 @@ class Partition:
             self.maybe_increment_high_watermark()
             self.log.maybe_flush()
         return info, False
+
+    def append_marker_as_leader(self, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int, commit: bool) -> AppendInfo:
+        """Append the COMMIT or ABORT marker that ends ``producer_id``'s transaction here
+        (WriteTxnMarkers; always acks=all).  PartitionError: NOT_LEADER_OR_FOLLOWER,
+        NOT_ENOUGH_REPLICAS, INVALID_PRODUCER_EPOCH (an older producer epoch than the
+        log's), TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch)."""
+        self._check_can_append(-1)
+        try:
+            self.log.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        except ProducerStateError as exc:
+            raise PartitionError(ErrorCode[exc.code_name], str(exc)) from exc
+        batch = build_marker_batch(producer_id, producer_epoch, coordinator_epoch, commit,
+                                   _now_ms())
+        with self._storage_guard("marker append"):
+            info = self.log.append_as_leader(batch, self.leader_epoch)
+            self.maybe_increment_high_watermark()
+            self.log.maybe_flush()
+        return info
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW := min LEO over the maximal ISR, if that is higher. Triggers: append,
@@ -438,16 +471,20 @@ class Partition:
         return False
 
     def read(self, fetch_offset: int, max_bytes: int, *, replica_id: int = -1,
-             current_leader_epoch: int = NO_EPOCH, min_one_batch: bool = True) -> ReadResult:
-        """Batches from ``fetch_offset``: below the HW for consumers, the LEO for followers."""
+             current_leader_epoch: int = NO_EPOCH, min_one_batch: bool = True,
+             isolation_level: int = READ_UNCOMMITTED) -> ReadResult:
+        """Batches from ``fetch_offset``: below the HW for consumers (below the last
+        stable offset for read_committed ones, with the aborted transactions in the range
+        read), the LEO for followers."""
         self.check_online()
         if not self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.check_leader_epoch(current_leader_epoch)
-        upper_bound = self.log.log_end_offset if replica_id >= 0 else self.log.high_watermark
+        upper_bound = self.available_to(replica_id, isolation_level)
+        last_stable = self.log.last_stable_offset
         if fetch_offset == upper_bound:  # caught up: the common case of an idle partition
             return ReadResult(b"", self.log.high_watermark, self.log.log_start_offset,
-                              self.log.log_end_offset)
+                              self.log.log_end_offset, last_stable)
         try:
             if fetch_offset > upper_bound and fetch_offset <= self.log.log_end_offset:
                 records = b""  # between HW and LEO: nothing visible yet, not an error
@@ -457,24 +494,34 @@ class Partition:
                                             min_one_batch=min_one_batch)
         except OffsetOutOfRange as exc:
             raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, str(exc)) from exc
+        aborted = ()
+        if isolation_level == READ_COMMITTED and replica_id < 0 and records:
+            aborted = tuple(self.log.aborted_transactions(fetch_offset, upper_bound))
         return ReadResult(records, self.log.high_watermark, self.log.log_start_offset,
-                          self.log.log_end_offset)
+                          self.log.log_end_offset, last_stable, aborted)
 
-    def available_to(self, replica_id: int) -> int:
+    def available_to(self, replica_id: int, isolation_level: int = READ_UNCOMMITTED) -> int:
         """The exclusive offset bound a reader of this kind may see."""
-        return self.log.log_end_offset if replica_id >= 0 else self.log.high_watermark
+        if replica_id >= 0:
+            return self.log.log_end_offset
+        if isolation_level == READ_COMMITTED:
+            return self.log.last_stable_offset
+        return self.log.high_watermark
 
-    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int]:
-        """ListOffsets for a consumer: (timestamp, offset), -1s when none qualifies."""
+    def offset_for_timestamp(self, timestamp: int,
+                             isolation_level: int = READ_UNCOMMITTED) -> tuple[int, int]:
+        """ListOffsets for a consumer: (timestamp, offset), -1s when none qualifies.
+        Under read_committed, "latest" is the last stable offset and nothing at or past it
+        is found (Kafka's rule)."""
         self.check_online()
         if not self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        hw = self.log.high_watermark
-        if hw < self.epoch_start_offset():
+        if self.log.high_watermark < self.epoch_start_offset():
             # A new leader whose HW has not yet reached the start of its epoch may be
             # behind what the old leader exposed: answer "retry" rather than a smaller
             # offset, so latest offsets never go backwards (Kafka does the same).
             raise PartitionError(ErrorCode.OFFSET_NOT_AVAILABLE)
+        hw = self.available_to(-1, isolation_level)
         if timestamp == LATEST_TIMESTAMP:
             return -1, hw
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):

@@ -35,7 +35,8 @@ from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
 from .fetcher import ReplicaFetcherManager
 from .log_cleaner import LogCleanerManager
 from .origin import AppendOrigin
-from .partition import Partition, PartitionError, PartitionSettings, PendingIsrChange
+from .partition import READ_UNCOMMITTED, Partition, PartitionError, PartitionSettings, \
+    PendingIsrChange
 from ..topics import is_internal, topic_config_problem
 from .purgatory import Purgatory
 from ..tasks import StopCallback, TaskSupervisor
@@ -53,6 +54,8 @@ class FetchedPartition:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: bytes = b""
+    last_stable_offset: int = -1
+    aborted_transactions: tuple = ()
 
 
 class ReplicaManager:
@@ -446,7 +449,9 @@ class ReplicaManager:
             if partition.log.config.compact:
                 _check_keys(batch)
             high_watermark = partition.high_watermark
-            info, duplicate = partition.append_as_leader(batch, header, acks)
+            # A coordinator's transactional write (TxnOffsetCommit) has no sequences.
+            info, duplicate = partition.append_as_leader(
+                batch, header, acks, check_sequence=origin is not AppendOrigin.COORDINATOR)
         except RecordError as exc:
             log.warning("[Partition %s-%d] refused produce: %s", topic, index, exc)
             return ProducePartitionStatus(partition, -1, -1, exc.code)
@@ -457,6 +462,27 @@ class ReplicaManager:
             return ProducePartitionStatus(partition, -1, -1, storage_error_code(exc))
         if not duplicate:
             self.on_append(partition, partition.high_watermark > high_watermark)
+        return ProducePartitionStatus(partition, info.last_offset + 1, info.first_offset,
+                                      log_start_offset=partition.log_start_offset)
+
+    def append_txn_marker(self, topic: str, index: int, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int, commit: bool) -> ProducePartitionStatus:
+        """Append a transaction's COMMIT/ABORT marker as leader (WriteTxnMarkers); wait
+        for it with ``wait_for_acks``.  Never raises for bad input: the status carries
+        Kafka's error (see ``Partition.append_marker_as_leader``)."""
+        partition = self.get_partition(topic, index)
+        if partition is None:
+            return ProducePartitionStatus(None, -1, -1, self.missing_partition_error(topic, index))
+        high_watermark = partition.high_watermark
+        try:
+            info = partition.append_marker_as_leader(producer_id, producer_epoch,
+                                                     coordinator_epoch, commit)
+        except PartitionError as exc:
+            return ProducePartitionStatus(partition, -1, -1, exc.code)
+        except StorageError as exc:
+            log.warning("[Partition %s-%d] marker append failed: %s", topic, index, exc)
+            return ProducePartitionStatus(partition, -1, -1, storage_error_code(exc))
+        self.on_append(partition, partition.high_watermark > high_watermark)
         return ProducePartitionStatus(partition, info.last_offset + 1, info.first_offset,
                                       log_start_offset=partition.log_start_offset)
 
@@ -502,7 +528,8 @@ class ReplicaManager:
     # -- fetch -------------------------------------------------------------------
 
     def read_partitions(self, statuses: list[FetchPartitionStatus], replica_id: int,
-                        max_bytes: int) -> list[FetchedPartition]:
+                        max_bytes: int, isolation_level: int = READ_UNCOMMITTED
+                        ) -> list[FetchedPartition]:
         """Read every requested partition, respecting the response's ``max_bytes``.
 
         The first partition with data may exceed the limits (KIP-74), so a consumer
@@ -519,7 +546,8 @@ class ReplicaManager:
             try:
                 read = partition.read(status.fetch_offset, limit, replica_id=replica_id,
                                       current_leader_epoch=status.current_leader_epoch,
-                                      min_one_batch=remaining == max_bytes)
+                                      min_one_batch=remaining == max_bytes,
+                                      isolation_level=isolation_level)
             except PartitionError as exc:
                 hw = partition.high_watermark if exc.code == ErrorCode.OFFSET_OUT_OF_RANGE else -1
                 results.append(FetchedPartition(exc.code, hw, partition.log_start_offset))
@@ -530,15 +558,19 @@ class ReplicaManager:
                 continue
             remaining -= len(read.records)
             results.append(FetchedPartition(ErrorCode.NONE, read.high_watermark,
-                                            read.log_start_offset, read.records))
+                                            read.log_start_offset, read.records,
+                                            read.last_stable_offset, read.aborted_transactions))
         return results
 
     async def fetch(self, statuses: list[FetchPartitionStatus], replica_id: int,
-                    max_wait_ms: int, min_bytes: int, max_bytes: int) -> list[FetchedPartition]:
-        """Answer at once if there is enough (or an error); otherwise long-poll."""
+                    max_wait_ms: int, min_bytes: int, max_bytes: int,
+                    isolation_level: int = READ_UNCOMMITTED) -> list[FetchedPartition]:
+        """Answer at once if there is enough (or an error); otherwise long-poll.
+        ``isolation_level`` READ_COMMITTED: consumers read below the last stable offset."""
         if replica_id >= 0:
             self.record_follower_fetches(statuses, replica_id)
-        results = self.read_partitions(statuses, replica_id, max_bytes)
+            isolation_level = READ_UNCOMMITTED
+        results = self.read_partitions(statuses, replica_id, max_bytes, isolation_level)
         available = sum(len(r.records) for r in results)
         has_error = any(r.error != ErrorCode.NONE for r in results)
         if max_wait_ms <= 0 or available >= max(1, min_bytes) or has_error or not statuses:
@@ -549,14 +581,15 @@ class ReplicaManager:
             if not future.done():
                 future.set_result(None)
 
-        operation = DelayedFetch(max_wait_ms, min_bytes, replica_id, statuses, respond)
+        operation = DelayedFetch(max_wait_ms, min_bytes, replica_id, statuses, respond,
+                                 isolation_level)
         self.fetch_purgatory.try_complete_else_watch(
             operation, [s.partition.key for s in statuses if s.partition is not None])
         try:
             await future
         finally:
             operation.force_complete()
-        return self.read_partitions(statuses, replica_id, max_bytes)
+        return self.read_partitions(statuses, replica_id, max_bytes, isolation_level)
 
 
 def _check_keys(batch: bytearray) -> None:

@@ -8,6 +8,10 @@ import random
 import struct
 
 import pytest
+from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
+from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest,
+                                     EndTxnRequest, TxnOffsetCommitRequest,
+                                     WriteTxnMarkersRequest)
 from kafka.protocol.admin import (
     AlterConfigsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
     IncrementalAlterConfigsRequest)
@@ -259,6 +263,54 @@ def _describe_topic_partitions(v):
         cursor=DescribeTopicPartitionsRequest.Cursor(topic_name="orders", partition_index=2))
 
 
+def _write_txn_markers(v):
+    M = WriteTxnMarkersRequest.WritableTxnMarker
+    T = M.WritableTxnMarkerTopic
+    return WriteTxnMarkersRequest[v](markers=[M(
+        producer_id=7, producer_epoch=2, transaction_result=True, coordinator_epoch=4,
+        topics=[T(name="orders", partition_indexes=[0, 3])])])
+
+
+def _add_partitions_to_txn(v):
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    return AddPartitionsToTxnRequest[v](
+        v3_and_below_transactional_id="tx-1", v3_and_below_producer_id=7,
+        v3_and_below_producer_epoch=2, v3_and_below_topics=[T(name="orders", partitions=[0, 3])])
+
+
+def _add_offsets_to_txn(v):
+    return AddOffsetsToTxnRequest[v](transactional_id="tx-1", producer_id=7, producer_epoch=2,
+                                     group_id="billing")
+
+
+def _end_txn(v):
+    return EndTxnRequest[v](transactional_id="tx-1", producer_id=7, producer_epoch=2,
+                            committed=True)
+
+
+def _txn_offset_commit(v):
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    P = T.TxnOffsetCommitRequestPartition
+    args = dict(transactional_id="tx-1", group_id="billing", producer_id=7, producer_epoch=2,
+                topics=[T(name="orders", partitions=[P(
+                    partition_index=3, committed_offset=42, committed_leader_epoch=1,
+                    committed_metadata="m")])])
+    if v >= 3:
+        args.update(generation_id=4, member_id="m-1", group_instance_id=None)
+    return TxnOffsetCommitRequest[v](**args)
+
+
+def _describe_transactions(v):
+    return DescribeTransactionsRequest[v](transactional_ids=["tx-1", "tx-2"])
+
+
+def _list_transactions(v):
+    args = dict(state_filters=["Ongoing"], producer_id_filters=[7])
+    if v >= 1:
+        args["duration_filter"] = 60_000
+    return ListTransactionsRequest[v](**args)
+
+
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
     "Fetch": (_fetch, [4, 11, 12]),
@@ -295,6 +347,13 @@ CORPUS_BUILDERS = {
     "DescribeLogDirs": (_describe_log_dirs, [1, 2, 3, 4]),
     "ElectLeaders": (_elect_leaders, [0, 1, 2]),
     "DescribeTopicPartitions": (_describe_topic_partitions, [0]),
+    "WriteTxnMarkers": (_write_txn_markers, [1]),
+    "AddPartitionsToTxn": (_add_partitions_to_txn, [0, 2, 3]),
+    "AddOffsetsToTxn": (_add_offsets_to_txn, [0, 3]),
+    "EndTxn": (_end_txn, [0, 3]),
+    "TxnOffsetCommit": (_txn_offset_commit, [0, 2, 3]),
+    "DescribeTransactions": (_describe_transactions, [0]),
+    "ListTransactions": (_list_transactions, [0, 1]),
 }
 
 

@@ -12,6 +12,13 @@ import io
 import struct
 import uuid
 
+from kafka.protocol.admin import (DescribeTransactionsRequest, DescribeTransactionsResponse,
+                                  ListTransactionsRequest, ListTransactionsResponse)
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse)
+
 from kafka.protocol.admin import (
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
     CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
@@ -101,6 +108,14 @@ EXPECTED_RANGES = {
     35: (1, 4),   # DescribeLogDirs (v0 is gone from Kafka 4 and kafka-python)
     43: (0, 2),   # ElectLeaders
     75: (0, 0),   # DescribeTopicPartitions
+    # Transactions (issue 15): the versions before KIP-890's transaction version 2.
+    24: (0, 3),   # AddPartitionsToTxn
+    25: (0, 3),   # AddOffsetsToTxn
+    26: (0, 3),   # EndTxn
+    27: (1, 1),   # WriteTxnMarkers (v0 is gone from Kafka 4 and kafka-python)
+    28: (0, 3),   # TxnOffsetCommit
+    65: (0, 0),   # DescribeTransactions
+    66: (0, 1),   # ListTransactions
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -108,7 +123,8 @@ EXPECTED_RANGES = {
 FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32: 4, 33: 2, 44: 1,
                   8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2,
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
-                  29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0}
+                  29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
+                  24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -730,6 +746,18 @@ _REQUESTS = {
                                          **({"election_type": 1} if v >= 1 else {})),
     75: lambda v: DescribeTopicPartitionsRequest[v](topics=[], response_partition_limit=4,
                                                     cursor=None),
+    24: lambda v: AddPartitionsToTxnRequest[v](
+        v3_and_below_transactional_id="tx", v3_and_below_producer_id=7,
+        v3_and_below_producer_epoch=0, v3_and_below_topics=[]),
+    25: lambda v: AddOffsetsToTxnRequest[v](transactional_id="tx", producer_id=7,
+                                            producer_epoch=0, group_id="g"),
+    26: lambda v: EndTxnRequest[v](transactional_id="tx", producer_id=7, producer_epoch=0,
+                                   committed=False),
+    27: lambda v: WriteTxnMarkersRequest[v](markers=[]),
+    28: lambda v: TxnOffsetCommitRequest[v](transactional_id="tx", group_id="g", producer_id=7,
+                                           producer_epoch=0, topics=[]),
+    65: lambda v: DescribeTransactionsRequest[v](transactional_ids=["tx"]),
+    66: lambda v: ListTransactionsRequest[v](state_filters=[], producer_id_filters=[]),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -823,6 +851,42 @@ _RESPONSES = {
          lambda resp, v: (resp.topics[0].partitions[0].offline_replicas == [1]
                           and resp.next_cursor.partition_index == 4)
          or pytest.fail("DescribeTopicPartitions"), DescribeTopicPartitionsResponse),
+    24: (lambda v: AddPartitionsToTxnResponse[v](
+            throttle_time_ms=0, error_code=0, results_by_transaction=[],
+            results_by_topic_v3_and_below=[
+                AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(
+                    name="t", results_by_partition=[
+                        AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+                        .AddPartitionsToTxnPartitionResult(partition_index=3,
+                                                           partition_error_code=51)])]),
+         lambda resp, v: resp.results_by_topic_v3_and_below[0].results_by_partition[0]
+         .partition_error_code == 51 or pytest.fail("AddPartitionsToTxn"),
+         AddPartitionsToTxnResponse),
+    25: (_error_only_response(AddOffsetsToTxnResponse, 51), _check_error_code(51),
+         AddOffsetsToTxnResponse),
+    26: (_error_only_response(EndTxnResponse, 48), _check_error_code(48), EndTxnResponse),
+    27: (lambda v: WriteTxnMarkersResponse[v](markers=[
+            WriteTxnMarkersResponse.WritableTxnMarkerResult(producer_id=7, topics=[])]),
+         lambda resp, v: resp.markers[0].producer_id == 7 or pytest.fail("WriteTxnMarkers"),
+         WriteTxnMarkersResponse),
+    28: (lambda v: TxnOffsetCommitResponse[v](throttle_time_ms=0, topics=[
+            TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(name="t", partitions=[
+                TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+                .TxnOffsetCommitResponsePartition(partition_index=1, error_code=90)])]),
+         lambda resp, v: resp.topics[0].partitions[0].error_code == 90
+         or pytest.fail("TxnOffsetCommit"), TxnOffsetCommitResponse),
+    65: (lambda v: DescribeTransactionsResponse[v](throttle_time_ms=0, transaction_states=[
+            DescribeTransactionsResponse.TransactionState(
+                error_code=0, transactional_id="tx", transaction_state="Ongoing",
+                transaction_timeout_ms=60_000, transaction_start_time_ms=5, producer_id=7,
+                producer_epoch=1, topics=[])]),
+         lambda resp, v: resp.transaction_states[0].transaction_state == "Ongoing"
+         or pytest.fail("DescribeTransactions"), DescribeTransactionsResponse),
+    66: (lambda v: ListTransactionsResponse[v](throttle_time_ms=0, error_code=0,
+                                               unknown_state_filters=["Nope"],
+                                               transaction_states=[]),
+         lambda resp, v: resp.unknown_state_filters == ["Nope"]
+         or pytest.fail("ListTransactions"), ListTransactionsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]

@@ -24,11 +24,11 @@ class LeaderPartition:
     def check_leader_epoch(self, epoch):
         pass
 
-    def available_to(self, replica_id):
+    def available_to(self, replica_id, isolation_level=0):
         self.queries += 1
         return self.log_end_offset
 
-    def read(self, offset, max_bytes, replica_id):
+    def read(self, offset, max_bytes, replica_id, isolation_level=0):
         return Records(100 * (self.log_end_offset - offset))
 
 
