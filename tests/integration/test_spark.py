@@ -203,3 +203,46 @@ def test_batch_read_of_a_compacted_topic_sees_every_surviving_record(
     for r in rows:
         seen[bytes(r["key"])] = bytes(r["value"])
     assert seen == latest
+
+
+def test_batch_read_committed_counts_exactly_the_committed_transactions(
+        spark_env, raftwood_broker_factory):
+    """``kafka.isolation.level=read_committed``: Spark's batch read of a topic written by a
+    transactional producer (committed and aborted transactions interleaved) sees exactly
+    the committed records; read_uncommitted sees the aborted ones too."""
+    spark, missing = spark_env
+    if missing is not None:
+        pytest.skip(missing)
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+
+    broker = raftwood_broker_factory()
+    bootstrap = broker.bootstrap
+    with KafkaConnection(bootstrap) as conn:
+        assert conn.create_topic("txn", PARTITIONS) == 0
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap,
+                                         "transactional.id": "spark-txn"})
+    producer.init_transactions(30)
+    committed = aborted = 0
+    for n in range(10):
+        producer.begin_transaction()
+        for i in range(12):
+            producer.produce("txn", f"t{n}-{i}".encode(), partition=i % PARTITIONS)
+        if n % 3 == 2:
+            producer.abort_transaction(30)
+            aborted += 12
+        else:
+            producer.commit_transaction(30)
+            committed += 12
+
+    def read(isolation: str) -> list[bytes]:
+        rows = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", "txn").option("startingOffsets", "earliest")
+                .option("endingOffsets", "latest")
+                .option("kafka.isolation.level", isolation)
+                .load().select("value").collect())
+        return [bytes(r["value"]) for r in rows]
+
+    seen = read("read_committed")
+    assert len(seen) == len(set(seen)) == committed
+    assert not any(v.startswith((b"t2-", b"t5-", b"t8-")) for v in seen)
+    assert len(read("read_uncommitted")) == committed + aborted
