@@ -63,7 +63,7 @@ from kafka.protocol.sasl import (
 
 # Transactions (broker/transactions/).
 from kafka.protocol.admin import (
-    DescribeTransactionsRequest, DescribeTransactionsResponse, ListTransactionsRequest,
+    DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest, DescribeTransactionsResponse, ListTransactionsRequest,
     ListTransactionsResponse,
 )
 from kafka.protocol.producer import (
@@ -163,6 +163,7 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     # Transactions: the partition leader's side.  WriteTxnMarkers starts at v1 (Kafka 4
     # removed v0) and stops there: v2's transaction version 2 is not served.
     _spec(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
+    _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),
 )}
 
 

@@ -30,12 +30,14 @@ _HEADER = struct.Struct(">hI")        # version, crc32c of everything after the 
 _COUNT = struct.Struct(">i")          # producer count
 _PRODUCER = struct.Struct(">qhi")     # producer_id, producer_epoch, batch count
 _BATCH = struct.Struct(">iiqq")       # first/last sequence, first/last offset
-_TXN = struct.Struct(">qi")           # current_txn_first_offset, coordinator_epoch (v2)
+_TXN = struct.Struct(">qiq")          # current_txn_first_offset, coordinator_epoch,
+                                      # last_timestamp (v2)
 _ABORTED = struct.Struct(">qqqq")     # producer_id, first, last, last stable offset (v2)
 
 #: (producer_id, producer_epoch, [(first_sequence, last_sequence, first_offset,
-#: last_offset), ...] oldest batch first, current_txn_first_offset, coordinator_epoch)
-SnapshotEntry = tuple[int, int, Sequence[tuple[int, int, int, int]], int, int]
+#: last_offset), ...] oldest batch first, current_txn_first_offset, coordinator_epoch,
+#: last_timestamp)
+SnapshotEntry = tuple[int, int, Sequence[tuple[int, int, int, int]], int, int, int]
 #: (producer_id, first_offset, last_offset, last_stable_offset)
 AbortedEntry = tuple[int, int, int, int]
 
@@ -65,10 +67,10 @@ def list_snapshots(directory: str) -> list[int]:
 def encode(entries: Iterable[SnapshotEntry], aborted: Sequence[AbortedEntry] = ()) -> bytes:
     entries = list(entries)
     parts = [_COUNT.pack(len(entries))]
-    for producer_id, producer_epoch, batches, txn_first, coordinator_epoch in entries:
+    for producer_id, producer_epoch, batches, *transactional in entries:
         parts.append(_PRODUCER.pack(producer_id, producer_epoch, len(batches)))
         parts.extend(_BATCH.pack(*batch) for batch in batches)
-        parts.append(_TXN.pack(txn_first, coordinator_epoch))
+        parts.append(_TXN.pack(*transactional))
     parts.append(_COUNT.pack(len(aborted)))
     parts.extend(_ABORTED.pack(*txn) for txn in aborted)
     body = b"".join(parts)
@@ -105,11 +107,11 @@ def decode(data: bytes, max_batches: int) -> tuple[list[SnapshotEntry], list[Abo
             batches = [_BATCH.unpack_from(body, position + i * _BATCH.size)
                        for i in range(batch_count)]
             position += batch_count * _BATCH.size
-            txn_first, coordinator_epoch = -1, -1
+            extra = (-1, -1, -1)
             if transactional:
-                txn_first, coordinator_epoch = _TXN.unpack_from(body, position)
+                extra = _TXN.unpack_from(body, position)
                 position += _TXN.size
-            entries.append((producer_id, producer_epoch, batches, txn_first, coordinator_epoch))
+            entries.append((producer_id, producer_epoch, batches, *extra))
         aborted: list[AbortedEntry] = []
         if transactional:
             (aborted_count,) = _COUNT.unpack_from(body, position)

@@ -49,6 +49,7 @@ big-endian, Kafka's header but every kept batch rather than only the last::
         first_sequence int32, last_sequence int32, first_offset int64, last_offset int64
       current_txn_first_offset int64   -1: no open transaction      (version 2)
       coordinator_epoch int32           -1: no marker seen yet       (version 2)
+      last_timestamp   int64            its newest batch's max timestamp (version 2)
     aborted_count    int32                                           (version 2)
     aborted_count times: producer_id int64, first_offset int64, last_offset int64,
                          last_stable_offset int64
@@ -109,6 +110,8 @@ class ProducerEntry:
     batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
     current_txn_first_offset: int = -1
     coordinator_epoch: int = -1
+    #: max timestamp of its newest batch or marker (-1: none; DescribeProducers shows it)
+    last_timestamp: int = -1
 
     @property
     def last_sequence(self) -> int:
@@ -269,6 +272,7 @@ class ProducerStateManager:
             entry = self._new_epoch(entry, header.producer_id, header.producer_epoch)
         entry.batches.append(BatchMetadata(header.base_sequence, last_sequence_of(header),
                                            header.base_offset, header.last_offset))
+        entry.last_timestamp = header.max_timestamp
         if header.is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = header.base_offset
             self.ongoing_txns[header.producer_id] = header.base_offset
@@ -281,6 +285,7 @@ class ProducerStateManager:
         if entry is not None:
             fresh.current_txn_first_offset = entry.current_txn_first_offset
             fresh.coordinator_epoch = entry.coordinator_epoch
+            fresh.last_timestamp = entry.last_timestamp
         self.producers[producer_id] = fresh
         return fresh
 
@@ -292,6 +297,7 @@ class ProducerStateManager:
         if entry is None or header.producer_epoch > entry.producer_epoch:
             entry = self._new_epoch(entry, header.producer_id, header.producer_epoch)
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
+        entry.last_timestamp = header.max_timestamp
         self._last_marker_offset = header.base_offset
         first = entry.current_txn_first_offset
         if first < 0:
@@ -392,7 +398,7 @@ class ProducerStateManager:
 
     def _entries(self) -> list[SnapshotEntry]:
         return [(entry.producer_id, entry.producer_epoch, list(entry.batches),
-                 entry.current_txn_first_offset, entry.coordinator_epoch)
+                 entry.current_txn_first_offset, entry.coordinator_epoch, entry.last_timestamp)
                 for _, entry in sorted(self.producers.items())]
 
     @staticmethod
@@ -400,7 +406,8 @@ class ProducerStateManager:
         """The producers of the snapshot at ``offset``; CorruptSnapshot if a producer id
         is -1 or repeats, or a batch does not end below ``offset``."""
         producers: dict[int, ProducerEntry] = {}
-        for producer_id, producer_epoch, batches, txn_first, coordinator_epoch in entries:
+        for producer_id, producer_epoch, batches, txn_first, coordinator_epoch, last_timestamp \
+                in entries:
             if producer_id in producers or producer_id == NO_PRODUCER_ID:
                 raise CorruptSnapshot(f"producer id {producer_id} is invalid or repeated")
             if txn_first >= offset:
@@ -408,7 +415,8 @@ class ProducerStateManager:
                                       f"{txn_first}, not below {offset}")
             entry = ProducerEntry(producer_id, producer_epoch,
                                   current_txn_first_offset=txn_first,
-                                  coordinator_epoch=coordinator_epoch)
+                                  coordinator_epoch=coordinator_epoch,
+                                  last_timestamp=last_timestamp)
             for batch in map(BatchMetadata._make, batches):
                 if batch.last_offset >= offset:
                     raise CorruptSnapshot(f"producer {producer_id} has a batch ending at "

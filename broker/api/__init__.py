@@ -18,6 +18,7 @@ from . import group_acls  # consumer groups (broker/groups/) behind their author
 from . import acls, sasl, scram_users  # security (broker/security/)
 from . import transactions  # the transaction coordinator (broker/transactions/)
 from . import txn_markers  # transactions: the partition leader's side
+from . import describe_producers
 from .context import ApiContext
 from .outcome import CLOSE, Handler
 
@@ -66,4 +67,5 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DescribeTransactions: transactions.handle_describe_transactions,
     ApiKey.ListTransactions: transactions.handle_list_transactions,
     ApiKey.WriteTxnMarkers: txn_markers.handle_write_txn_markers,
+    ApiKey.DescribeProducers: describe_producers.handle_describe_producers,
 }

@@ -8,7 +8,8 @@ import random
 import struct
 
 import pytest
-from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
+from kafka.protocol.admin import (DescribeProducersRequest, DescribeTransactionsRequest,
+                                  ListTransactionsRequest)
 from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest,
                                      EndTxnRequest, TxnOffsetCommitRequest,
                                      WriteTxnMarkersRequest)
@@ -311,6 +312,11 @@ def _list_transactions(v):
     return ListTransactionsRequest[v](**args)
 
 
+def _describe_producers(v):
+    T = DescribeProducersRequest.TopicRequest
+    return DescribeProducersRequest[v](topics=[T(name="orders", partition_indexes=[0, 3])])
+
+
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
     "Fetch": (_fetch, [4, 11, 12]),
@@ -354,6 +360,7 @@ CORPUS_BUILDERS = {
     "TxnOffsetCommit": (_txn_offset_commit, [0, 2, 3]),
     "DescribeTransactions": (_describe_transactions, [0]),
     "ListTransactions": (_list_transactions, [0, 1]),
+    "DescribeProducers": (_describe_producers, [0]),
 }
 
 

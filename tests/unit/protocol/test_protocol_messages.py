@@ -12,7 +12,8 @@ import io
 import struct
 import uuid
 
-from kafka.protocol.admin import (DescribeTransactionsRequest, DescribeTransactionsResponse,
+from kafka.protocol.admin import (DescribeProducersRequest, DescribeProducersResponse,
+                                  DescribeTransactionsRequest, DescribeTransactionsResponse,
                                   ListTransactionsRequest, ListTransactionsResponse)
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
@@ -116,6 +117,7 @@ EXPECTED_RANGES = {
     28: (0, 3),   # TxnOffsetCommit
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions
+    61: (0, 0),   # DescribeProducers
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -124,7 +126,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2,
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
                   29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
-                  24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0}
+                  24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -758,6 +760,7 @@ _REQUESTS = {
                                            producer_epoch=0, topics=[]),
     65: lambda v: DescribeTransactionsRequest[v](transactional_ids=["tx"]),
     66: lambda v: ListTransactionsRequest[v](state_filters=[], producer_id_filters=[]),
+    61: lambda v: DescribeProducersRequest[v](topics=[]),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -887,6 +890,17 @@ _RESPONSES = {
                                                transaction_states=[]),
          lambda resp, v: resp.unknown_state_filters == ["Nope"]
          or pytest.fail("ListTransactions"), ListTransactionsResponse),
+    61: (lambda v: DescribeProducersResponse[v](throttle_time_ms=0, topics=[
+            DescribeProducersResponse.TopicResponse(name="t", partitions=[
+                DescribeProducersResponse.TopicResponse.PartitionResponse(
+                    partition_index=2, error_code=0, error_message=None, active_producers=[
+                        DescribeProducersResponse.TopicResponse.PartitionResponse
+                        .ProducerState(producer_id=7, producer_epoch=1, last_sequence=9,
+                                       last_timestamp=5, coordinator_epoch=3,
+                                       current_txn_start_offset=40)])])]),
+         lambda resp, v: resp.topics[0].partitions[0].active_producers[0]
+         .current_txn_start_offset == 40 or pytest.fail("DescribeProducers"),
+         DescribeProducersResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]

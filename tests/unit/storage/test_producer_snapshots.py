@@ -99,10 +99,11 @@ def open_log(directory):
 # -- the file ----------------------------------------------------------------------------
 
 ENTRIES = [
-    (7, 0, [(0, 1, 0, 1), (2, 3, 2, 3)], -1, -1),
-    (8, 3, [(MAX_SEQUENCE - 1, 0, 4, 5)] + [(n, n, 6 + n, 6 + n) for n in range(1, 5)], 4, 2),
-    (2 ** 62, 32_767, [(1_000_000, 1_000_000, 2 ** 40, 2 ** 40)], -1, 7),
-    (9, 1, [], -1, 3),  # only a marker seen (a fenced producer's abort)
+    (7, 0, [(0, 1, 0, 1), (2, 3, 2, 3)], -1, -1, 1_700_000_000_000),
+    (8, 3, [(MAX_SEQUENCE - 1, 0, 4, 5)] + [(n, n, 6 + n, 6 + n) for n in range(1, 5)], 4, 2,
+     5),
+    (2 ** 62, 32_767, [(1_000_000, 1_000_000, 2 ** 40, 2 ** 40)], -1, 7, -1),
+    (9, 1, [], -1, 3, 12),  # only a marker seen (a fenced producer's abort)
 ]
 ABORTED = [(8, 0, 3, 4), (2 ** 62, 10, 2 ** 40 - 1, 2 ** 40)]
 
@@ -120,7 +121,7 @@ def test_a_snapshot_decodes_to_exactly_what_was_encoded(tmp_path):
 def test_a_version_1_snapshot_from_before_transactions_still_loads():
     body = struct.pack(">i", 1) + struct.pack(">qhi", 7, 0, 1) + struct.pack(">iiqq", 0, 1, 0, 1)
     data = struct.pack(">hI", 1, crc32c.crc32c(body)) + body
-    assert decode(data, BATCHES_KEPT) == ([(7, 0, [(0, 1, 0, 1)], -1, -1)], [])
+    assert decode(data, BATCHES_KEPT) == ([(7, 0, [(0, 1, 0, 1)], -1, -1, -1)], [])
     empty_producer = struct.pack(">i", 1) + struct.pack(">qhi", 7, 0, 0)
     with pytest.raises(CorruptSnapshot):  # version 1 never had a producer without batches
         decode(struct.pack(">hI", 1, crc32c.crc32c(empty_producer)) + empty_producer,
