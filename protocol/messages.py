@@ -63,7 +63,8 @@ from kafka.protocol.sasl import (
 
 # Transactions (broker/transactions/).
 from kafka.protocol.admin import (
-    DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest, DescribeTransactionsResponse, ListTransactionsRequest,
+    DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
+    DescribeTransactionsResponse, ListTransactionsRequest,
     ListTransactionsResponse,
 )
 from kafka.protocol.producer import (
