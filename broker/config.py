@@ -39,6 +39,18 @@ def _str(text: str) -> str:
     return str(text).strip()
 
 
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
+
+def _replica_selector(text: str) -> str:
+    """Kafka's class names for the two selectors it ships; anything else is refused."""
+    name = str(text).strip()
+    if name not in ("", RACK_AWARE_SELECTOR):
+        raise ValueError(f"{name!r}: Raftwood serves only {RACK_AWARE_SELECTOR} (or empty: "
+                         f"consumers read from the leader)")
+    return name
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -72,6 +84,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("min.insync.replicas", int, 1, "Least ISR size for acks=all writes"),
     Setting("replica.lag.time.max.ms", int, 30_000, "A follower behind this long leaves the ISR"),
     Setting("unclean.leader.election.enable", _bool, False, "Allow out-of-sync leaders"),
+    Setting("broker.rack", _str, "", "This broker's rack (rack-aware reads, KIP-392)"),
+    Setting("replica.selector.class", _replica_selector, "",
+            "Which replica consumers read from: empty (the leader) or Kafka's "
+            "RackAwareReplicaSelector (a replica in the consumer's client.rack)"),
     Setting("auto.create.topics.enable", _bool, True, "Create unknown topics on Metadata"),
     Setting("log.segment.bytes", int, 1024 ** 3, "Roll a segment at this size"),
     Setting("log.roll.ms", int, 7 * DAY_MS, "Roll a segment at this age"),

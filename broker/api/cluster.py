@@ -55,7 +55,7 @@ async def handle_describe_cluster(ctx, request):
         if address is None or (info.fenced and not include_fenced):
             continue
         brokers.append(ClusterBroker(broker_id=info.broker_id, host=address[0], port=address[1],
-                                     rack=None, is_fenced=info.fenced))
+                                     rack=info.rack, is_fenced=info.fenced))
     operations = None
     if body.include_cluster_authorized_operations:
         operations = {int(op) for op in CLUSTER_OPERATIONS

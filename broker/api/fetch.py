@@ -4,6 +4,11 @@ isolation_level 1 (read_committed) reads below the last stable offset and lists 
 aborted transactions (producer id, first offset) whose records the answer may hold, so
 the client can drop them; the last_stable_offset field is always the partition's LSO.
 
+Fetch from follower (KIP-392), v11+: a consumer may fetch from a follower, which answers
+below its own high watermark; a leader with ``replica.selector.class`` set to Kafka's
+RackAwareReplicaSelector answers a consumer whose ``rack_id`` (``client.rack``) differs
+from its own ``broker.rack`` with the ``preferred_read_replica`` of that rack, and no data.
+
 No fetch sessions (KIP-227): every response carries session_id 0, which tells
 clients that no session was created, so they keep sending full fetches.
 """
@@ -42,16 +47,20 @@ async def handle_fetch(ctx, request):
                 p.partition_max_bytes, p.current_leader_epoch, p.log_start_offset))
             order.append((topic.topic, p.partition))
     max_bytes = body.max_bytes if request.api_version >= 3 else 2 ** 31 - 1
+    client_rack = body.rack_id if request.api_version >= 11 else None
     results = iter(await rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes,
-                                  max_bytes, body.isolation_level) if statuses else ())
+                                  max_bytes, body.isolation_level, client_rack)
+                   if statuses else ())
     by_topic: dict[str, list[FetchPartitionResult]] = {}
     for topic, index in order:
         result = DENIED if topic in denied else next(results)
+        if result.records:
+            rm.stats.fetched(topic, len(result.records), replica_id >= 0)
         by_topic.setdefault(topic, []).append(FetchPartitionResult(
             index, result.error, result.high_watermark, result.last_stable_offset,
             result.log_start_offset, result.records,
             [AbortedTransaction(t.producer_id, t.first_offset)
-             for t in result.aborted_transactions]))
+             for t in result.aborted_transactions], result.preferred_read_replica))
     # Encoded here rather than through kafka-python: the records are not copied.
     return Framed(encode_fetch_response(request.api_version, request.correlation_id,
                                         topics=list(by_topic.items())))

@@ -51,7 +51,7 @@ async def handle_metadata(ctx, request):
         address = b.endpoint(listener_name) if listener_name else (b.host, b.port)
         if not b.fenced and address is not None:
             brokers.append(MetadataResponse.MetadataResponseBroker(
-                node_id=b.broker_id, host=address[0], port=address[1], rack=None))
+                node_id=b.broker_id, host=address[0], port=address[1], rack=b.rack))
     return MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=image.cluster_id or None,
         controller_id=ctx.metadata.controller_id, topics=topics, error_code=ErrorCode.NONE,

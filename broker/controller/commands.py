@@ -82,6 +82,7 @@ class RegisterBroker(Command):
     # Advertised listeners, name → [host, port]; None in entries written before them
     # (host/port then serve every listener).
     endpoints: dict | None = None
+    rack: str | None = None  # broker.rack; None when unset or written before racks
 
 
 @dataclass(frozen=True)

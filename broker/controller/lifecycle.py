@@ -63,7 +63,7 @@ class BrokerLifecycle:
                 self.broker_epoch = await self.metadata.register_broker(
                     self.node_id, host, port, self.incarnation,
                     self.config["unclean.leader.election.enable"],
-                    self.config.listener_plan.endpoints())
+                    self.config.listener_plan.endpoints(), self.config["broker.rack"] or None)
                 log.info("[Broker %d] registered with broker epoch %d", self.node_id,
                          self.broker_epoch)
                 return self.broker_epoch

@@ -109,10 +109,10 @@ class MetadataClient:
 
     async def register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
                               unclean_default: bool = False,
-                              endpoints: dict | None = None) -> int:
+                              endpoints: dict | None = None, rack: str | None = None) -> int:
         """(Re)register this broker's incarnation; returns its broker epoch."""
         return await self.submit(RegisterBroker(broker_id, host, port, incarnation,
-                                                unclean_default, endpoints))
+                                                unclean_default, endpoints, rack))
 
     async def heartbeat(self, broker_id: int, broker_epoch: int, unclean_default: bool,
                         log_end_offsets: dict, timeout_s: float = DEFAULT_TIMEOUT_S,

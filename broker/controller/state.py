@@ -46,6 +46,8 @@ class BrokerInfo:
     # Advertised listeners, name → [host, port]; empty for a registration that predates
     # them, when (host, port) serves every listener.
     endpoints: dict = field(default_factory=dict)
+    #: ``broker.rack`` (None when unset, or in a registration that predates racks)
+    rack: str | None = None
 
     def endpoint(self, listener_name: str) -> tuple[str, int] | None:
         """Where clients of ``listener_name`` reach this broker; None if it has no such
@@ -199,7 +201,7 @@ class ClusterState:
 
     def apply_register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
                               unclean_default: bool = False,
-                              endpoints: dict | None = None) -> int:
+                              endpoints: dict | None = None, rack: str | None = None) -> int:
         """A broker (re)joins: new broker epoch, unfenced, its replicas online.
 
         Offline partitions it can lead (it is in their ISR, or unclean election is
@@ -216,7 +218,8 @@ class ClusterState:
         self.version += 1
         self.brokers[broker_id] = BrokerInfo(
             broker_id, host, port, self.version, incarnation,
-            endpoints={name: list(address) for name, address in (endpoints or {}).items()})
+            endpoints={name: list(address) for name, address in (endpoints or {}).items()},
+            rack=rack)
         self._bring_online(broker_id, unclean_default)
         return self.version
 

@@ -113,6 +113,8 @@ class FetchPartitionStatus:
     max_bytes: int
     current_leader_epoch: int
     log_start_offset: int = -1  # a follower's, from its request (-1: not said)
+    #: a consumer reading this replica while it follows (KIP-392); set by the fetch
+    follower_read: bool = False
 
 
 class DelayedFetch(DelayedOperation):
@@ -123,7 +125,8 @@ class DelayedFetch(DelayedOperation):
     (B) a partition is gone or the fetch offset fell out of range;
     (C) the visible bytes beyond the fetch offsets reach ``min_bytes``;
     (D) the wait expired (the timer) — answer with whatever is there.
-    Triggers: appends (consumers of a single broker, followers), HW moves (consumers).
+    Triggers: appends (consumers of a single broker, followers), HW moves (consumers),
+    a follower's progress (consumers reading that follower, KIP-392).
     """
 
     def __init__(self, timeout_ms: int, min_bytes: int, replica_id: int,
@@ -170,8 +173,8 @@ class DelayedFetch(DelayedOperation):
         """(A)/(B): the partition is gone, its leadership or epoch changed, or the fetch
         offset is out of its range — the reader must hear about it."""
         partition = status.partition
-        if partition is None or not partition.is_leader:
-            return True
+        if partition is None or partition.is_leader == status.follower_read:
+            return True  # gone, or its role changed since the read
         try:
             partition.check_leader_epoch(status.current_leader_epoch)
         except PartitionError:

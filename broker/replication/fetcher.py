@@ -46,6 +46,7 @@ class FollowedPartition:
     leader_epoch: int
     needs_truncation: bool = True
     backoff_until: float = 0.0
+    lag: int = 0  # the leader's HW minus our LEO at the last fetch (metrics' MaxLag)
 
 
 class ReplicaFetcher:
@@ -180,13 +181,13 @@ class ReplicaFetcher:
                 self._back_off(followed, f"fetch {ErrorCode(result.error_code).name}")
             return True
         by_key = {f.partition.key: f for f in ready}
-        appended = False
         for key, data in result.partitions.items():
             followed = by_key.get(key)
             if followed is not None and self.partitions.get(key) is followed:
-                appended |= self._apply_fetched(followed, data)
-        if appended:
-            self.manager.on_follower_progress()
+                high_watermark = followed.partition.high_watermark
+                if self._apply_fetched(followed, data) or \
+                        followed.partition.high_watermark != high_watermark:
+                    self.manager.on_follower_progress(key)
         return True
 
     def _apply_fetched(self, followed: FollowedPartition, data) -> bool:
@@ -205,6 +206,7 @@ class ReplicaFetcher:
             return False
         try:
             appended = partition.append_as_follower(data.records or b"", data.high_watermark)
+            followed.lag = max(0, data.high_watermark - partition.log_end_offset)
             partition.maybe_follow_leader_log_start_offset(data.log_start_offset)  # DeleteRecords
             return appended > 0
         except StorageError as exc:
@@ -238,6 +240,8 @@ class ReplicaFetcherManager:
         self.endpoint_factory: EndpointFactory = endpoint_factory or self._kafka_endpoint
         self.security = inter_broker_security(config) if endpoint_factory is None else None
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        #: called with a partition's key when its log or high watermark moved here (the
+        #: replica manager wakes consumers long-polling this follower, KIP-392)
         self.on_progress = None
 
     def _kafka_endpoint(self, leader_id: int) -> KafkaLeaderEndpoint:
@@ -278,9 +282,9 @@ class ReplicaFetcherManager:
             fetcher.task = asyncio.get_running_loop().create_task(fetcher.run())
             fetcher.task.add_done_callback(lambda t, f=fetcher: self._fetcher_done(f, t))
 
-    def on_follower_progress(self) -> None:
+    def on_follower_progress(self, key: tuple[str, int]) -> None:
         if self.on_progress is not None:
-            self.on_progress()
+            self.on_progress(key)
 
     async def shutdown(self) -> None:
         tasks = [f.task for f in self.fetchers.values() if f.task is not None]

@@ -472,12 +472,15 @@ class Partition:
 
     def read(self, fetch_offset: int, max_bytes: int, *, replica_id: int = -1,
              current_leader_epoch: int = NO_EPOCH, min_one_batch: bool = True,
-             isolation_level: int = READ_UNCOMMITTED) -> ReadResult:
+             isolation_level: int = READ_UNCOMMITTED,
+             follower_read: bool = False) -> ReadResult:
         """Batches from ``fetch_offset``: below the HW for consumers (below the last
         stable offset for read_committed ones, with the aborted transactions in the range
-        read), the LEO for followers."""
+        read), the LEO for followers.  ``follower_read``: a consumer may read from this
+        replica while it follows (KIP-392), below its own high watermark, which trails
+        the leader's; otherwise only the leader answers."""
         self.check_online()
-        if not self.is_leader:
+        if not self.is_leader and not (follower_read and replica_id < 0):
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.check_leader_epoch(current_leader_epoch)
         upper_bound = self.available_to(replica_id, isolation_level)

@@ -27,7 +27,7 @@ from storage.config import LogConfig
 from storage.errors import CorruptLog, InvalidAppend, StorageError, StorageIOError
 from storage.log import PartitionLog
 
-from ..config import BrokerConfig
+from ..config import RACK_AWARE_SELECTOR, BrokerConfig
 from ..controller.state import ClusterState, TopicInfo
 from ..controller.metadata_client import ApplyError, MetadataClient, MetadataUnavailable
 from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
@@ -37,8 +37,10 @@ from .log_cleaner import LogCleanerManager
 from .origin import AppendOrigin
 from .partition import READ_UNCOMMITTED, Partition, PartitionError, PartitionSettings, \
     PendingIsrChange
+from ..metrics.stats import ReplicaStats
 from ..topics import is_internal, topic_config_problem
 from .purgatory import Purgatory
+from .replica_selector import preferred_read_replica
 from ..tasks import StopCallback, TaskSupervisor
 
 log = logging.getLogger(__name__)
@@ -56,6 +58,7 @@ class FetchedPartition:
     records: bytes = b""
     last_stable_offset: int = -1
     aborted_transactions: tuple = ()
+    preferred_read_replica: int = -1
 
 
 class ReplicaManager:
@@ -82,11 +85,15 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory("produce")
         self.fetch_purgatory = Purgatory("fetch")
         self.delete_records_purgatory = Purgatory("delete-records")  # delete_records.py
+        self.stats = ReplicaStats()  # bytes per topic, ISR changes (broker/metrics)
         self._prefix = f"[ReplicaManager broker={self.node_id}]"
         self.tasks = TaskSupervisor(self._prefix, on_fatal)
         self.log_dir_failure: str | None = None
         self.inter_broker_listener = config.listener_plan.inter_broker_name
         self.fetchers = ReplicaFetcherManager(self.node_id, config, self._broker_address)
+        # Consumers long-polling this broker as a follower wake when it makes progress.
+        self.fetchers.on_progress = self.fetch_purgatory.check_and_complete
+        self.rack_aware_reads = config["replica.selector.class"] == RACK_AWARE_SELECTOR
         self._leadership_listeners: list = []
         self.lag_time_max_ms = config["replica.lag.time.max.ms"]
         self.cleaner = LogCleanerManager(self, config)
@@ -226,6 +233,7 @@ class ReplicaManager:
                                       info.replicas, info.isr)
                 self._leadership_changed(partition)
             elif partition.partition_epoch != info.partition_epoch:
+                self.stats.isr_changed(partition.isr, info.isr)
                 partition.update_isr_from_metadata(info.isr, info.partition_epoch)
                 self.on_isr_changed(partition)
         elif partition.leader_id != info.leader or partition.leader_epoch != info.leader_epoch \
@@ -356,6 +364,7 @@ class ReplicaManager:
         log.info("[Partition %s broker=%d] ISR change to %s committed", partition.name,
                  self.node_id, new_isr)
         if partition.on_isr_change_committed(change, partition_epoch):
+            self.stats.isr_changed(change.isr, change.proposed_isr)
             self.on_isr_changed(partition)
 
     async def _submit_alter_partition(self, partition: Partition,
@@ -461,6 +470,7 @@ class ReplicaManager:
             log.warning("[Partition %s-%d] append failed: %s", topic, index, exc)
             return ProducePartitionStatus(partition, -1, -1, storage_error_code(exc))
         if not duplicate:
+            self.stats.appended(topic, len(batch), info.last_offset - info.first_offset + 1)
             self.on_append(partition, partition.high_watermark > high_watermark)
         return ProducePartitionStatus(partition, info.last_offset + 1, info.first_offset,
                                       log_start_offset=partition.log_start_offset)
@@ -547,7 +557,8 @@ class ReplicaManager:
                 read = partition.read(status.fetch_offset, limit, replica_id=replica_id,
                                       current_leader_epoch=status.current_leader_epoch,
                                       min_one_batch=remaining == max_bytes,
-                                      isolation_level=isolation_level)
+                                      isolation_level=isolation_level,
+                                      follower_read=status.follower_read)
             except PartitionError as exc:
                 hw = partition.high_watermark if exc.code == ErrorCode.OFFSET_OUT_OF_RANGE else -1
                 results.append(FetchedPartition(exc.code, hw, partition.log_start_offset))
@@ -564,12 +575,28 @@ class ReplicaManager:
 
     async def fetch(self, statuses: list[FetchPartitionStatus], replica_id: int,
                     max_wait_ms: int, min_bytes: int, max_bytes: int,
-                    isolation_level: int = READ_UNCOMMITTED) -> list[FetchedPartition]:
+                    isolation_level: int = READ_UNCOMMITTED,
+                    client_rack: str | None = None) -> list[FetchedPartition]:
         """Answer at once if there is enough (or an error); otherwise long-poll.
-        ``isolation_level`` READ_COMMITTED: consumers read below the last stable offset."""
+        ``isolation_level`` READ_COMMITTED: consumers read below the last stable offset.
+        ``client_rack``: None for fetches before v11 (only the leader answers); else the
+        consumer's rack ("" when unset): a follower may answer (KIP-392), and a leader
+        with the rack-aware selector sends the consumer to a replica of its rack."""
         if replica_id >= 0:
             self.record_follower_fetches(statuses, replica_id)
             isolation_level = READ_UNCOMMITTED
+        elif client_rack is not None:
+            for status in statuses:
+                status.follower_read = status.partition is not None \
+                    and not status.partition.is_leader
+        redirected = self._redirect_to_preferred(statuses, client_rack) \
+            if client_rack and self.rack_aware_reads and replica_id < 0 else {}
+        if redirected:  # answered at once (Kafka's rule), the others read as they are
+            read = iter(self.read_partitions(
+                [s for i, s in enumerate(statuses) if i not in redirected], replica_id,
+                max_bytes, isolation_level))
+            return [redirected[i] if i in redirected else next(read)
+                    for i in range(len(statuses))]
         results = self.read_partitions(statuses, replica_id, max_bytes, isolation_level)
         available = sum(len(r.records) for r in results)
         has_error = any(r.error != ErrorCode.NONE for r in results)
@@ -590,6 +617,34 @@ class ReplicaManager:
         finally:
             operation.force_complete()
         return self.read_partitions(statuses, replica_id, max_bytes, isolation_level)
+
+
+    def _redirect_to_preferred(self, statuses: list[FetchPartitionStatus], client_rack: str
+                               ) -> dict[int, FetchedPartition]:
+        """{status index: the answer sending the consumer to another replica} for the
+        partitions this broker leads whose preferred read replica is elsewhere."""
+        brokers = self.image.brokers
+
+        def rack_of(broker_id: int) -> str | None:
+            info = brokers.get(broker_id)
+            return info.rack if info is not None else None
+
+        def is_live(broker_id: int) -> bool:
+            info = brokers.get(broker_id)
+            return info is not None and not info.fenced
+
+        redirected = {}
+        for i, status in enumerate(statuses):
+            partition = status.partition
+            if partition is None or not partition.is_leader or partition.offline:
+                continue
+            preferred = preferred_read_replica(partition, status.fetch_offset, client_rack,
+                                               rack_of, is_live)
+            if preferred is not None:
+                redirected[i] = FetchedPartition(
+                    ErrorCode.NONE, partition.high_watermark, partition.log_start_offset, b"",
+                    partition.log.last_stable_offset, preferred_read_replica=preferred)
+        return redirected
 
 
 def _check_keys(batch: bytearray) -> None:
