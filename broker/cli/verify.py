@@ -1,12 +1,19 @@
 """``raftwood verify``: start a cluster, load it, inject faults, check, report.
 
     raftwood verify [--brokers 3] [--duration SECONDS] [--seed N] [--faults LIST]
-                    [--network auto|netns|proxy] [--keep-data] [--json]
+                    [--network auto|netns|proxy] [--workloads records,txn]
+                    [--keep-data] [--json]
 
 ``--network netns`` (the default where this process can make network namespaces:
 root, iproute2, nftables) runs every broker in a namespace of its own and cuts links
 with nftables, Raft included; ``proxy`` cuts replica fetching through a loopback
 proxy.  The first line says which ran and why.
+
+Workloads: ``records`` (idempotent acks=all producers; always) and ``txn`` (a
+transactional producer, read_committed readers and the LSO; the default includes it
+when confluent-kafka is importable, and says so when it is skipped).  A flag rather
+than a mode: the transactions are worth most under the same faults as everything else,
+and ``--workloads records`` still gives a run without them.
 
 Prints the seed and the fault schedule first (replay a failure with ``--seed``),
 progress lines while it runs, a report, and as its last line::
@@ -48,6 +55,10 @@ def add_command(subparsers) -> None:
     parser.add_argument("--data-dir", help="where to create the run's temporary directory")
     parser.add_argument("--rate", type=float, default=150.0,
                         help="records per second per producer (default 150)")
+    parser.add_argument("--workloads", default="records,txn", metavar="LIST",
+                        help="comma-separated: records (always), txn (transactions, "
+                             "read_committed, LSO; needs confluent-kafka) "
+                             "(default records,txn)")
     parser.add_argument("--json", action="store_true",
                         help="report as JSON on stdout (progress on stderr)")
     parser.set_defaults(func=cmd_verify)
@@ -68,7 +79,8 @@ def cmd_verify(args) -> int:
         options = VerifyOptions(brokers=args.brokers, duration_s=args.duration, seed=args.seed,
                                 faults=faults, network=args.network,
                                 keep_data=args.keep_data, data_dir=args.data_dir,
-                                rate=args.rate)
+                                rate=args.rate, workloads=tuple(
+                                    w.strip() for w in args.workloads.split(",") if w.strip()))
         if options.duration_s <= 0 or options.rate <= 0:
             raise ValueError("--duration and --rate must be positive")
         run = VerifyRun(options, Progress(sys.stderr if args.json else sys.stdout))

@@ -12,8 +12,12 @@ One concept per module:
     netfaults  the netns fault kinds: zombie leader, isolated controller, splits, flaps
     recovery   per fault: heal -> converged time, longest window without an ack
     workload   acks=all idempotent producers and a consumer reading along (threads)
+    txnload    the transactional workload: a transactional producer (committed, aborted,
+               unknown outcomes), read_committed readers along the run and at the end
     observer   the watcher thread: statuses, ListOffsets latest, leader HWs, served batches
     checker    the invariants, pure: fed observations during the run, the logs at the end
+    txncheck   the transactional invariants, pure: none lost, none aborted visible,
+               unknown ones all-or-nothing, exactly once, the LSO never back
     report     progress lines, the closing report, the summary line
     runner     the phases of one run, each bounded; stops every process on the way out
 

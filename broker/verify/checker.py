@@ -60,7 +60,9 @@ def batch_digest(batch: bytes) -> str:
 @dataclass(frozen=True)
 class Violation:
     kind: str     # lost, committed_changed, hw_regression, divergent, out_of_isr_election,
-    #               bad_value, epoch_conflict, not_converged, unhealed, error
+    #               bad_value, epoch_conflict, not_converged, unhealed, error; and
+    #               txncheck's txn-lost, aborted-visible, txn-partial, txn-duplicate,
+    #               txn-stranger, txn-unread, lso-backwards
     detail: str
 
 
@@ -376,7 +378,10 @@ class CheckResult:
 
     FAILING = ("lost", "committed_changed", "hw_regression", "divergent",
                "out_of_isr_election", "bad_value", "epoch_conflict", "not_converged",
-               "unhealed", "error")
+               "unhealed", "error",
+               # the transactional workload's (txncheck.KINDS)
+               "txn-lost", "aborted-visible", "txn-partial", "txn-duplicate",
+               "txn-stranger", "txn-unread", "lso-backwards")
 
     @property
     def passed(self) -> bool:

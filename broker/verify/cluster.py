@@ -29,6 +29,8 @@ CLUSTER_SETTINGS = {
     "replica.fetch.backoff.ms": 200,
     "unclean.leader.election.enable": "false",
     "auto.create.topics.enable": "false",
+    # the transactional workload: a transaction its producer leaves open is aborted soon
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
 }
 TOPIC_CONFIGS = {"min.insync.replicas": "2", "segment.bytes": str(256 * 1024)}
 NETNS_PORTS = (9092, 9093)   # (Kafka, Raft) of every broker, each on its own address

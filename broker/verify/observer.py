@@ -9,6 +9,9 @@ newest image names:
     remembering every batch served — always below the HW — byte for byte.
 and feeds the ``checker`` audits: leader HWs and ListOffsets answers must not go
 backwards, elections must come from the ISR, served batches must never change.
+For the transactional workload's partitions (``lso_partitions``) it asks the newest
+image's leader for ListOffsets latest under read_committed — the last stable offset —
+with the leader epoch too, and feeds ``txncheck.LsoAudit`` (the LSO never goes back).
 A broker whose own status says it leads a partition that the newest image gives to
 another broker or epoch (a deposed leader that has not heard, a zombie cut off from
 the cluster but not from clients) is fetched from too, in its own epoch, from where
@@ -35,9 +38,11 @@ from protocol.records import valid_prefix
 
 from .checker import (CommittedSnapshots, ElectionAudit, EpochAudit, OffsetAudit,
                       PartitionState, ViolationLog, batch_digest)
+from .txncheck import LsoAudit
 
 TopicPartition = tuple[str, int]
 NONE = 0
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 CONNECT_TIMEOUT_S = 2.0
 PARTITION_FETCH_BYTES = 256 * 1024
 ListOffsetsTopic = ListOffsetsRequest.ListOffsetsTopic
@@ -48,9 +53,12 @@ class Observer:
     """See the module docstring.  ``start``/``stop`` from the runner's thread."""
 
     def __init__(self, cluster: ClusterProcess, partitions: list[TopicPartition],
-                 violations: ViolationLog, *, interval_s: float = 0.25):
+                 violations: ViolationLog, *, interval_s: float = 0.25,
+                 lso_partitions: list[TopicPartition] = ()):
         self.cluster = cluster
         self.partitions = list(partitions)
+        self.lso_partitions = list(lso_partitions)
+        self.lso = LsoAudit(violations)
         self.interval_s = interval_s
         self.lock = threading.Lock()
         self.violations = violations
@@ -92,6 +100,7 @@ class Observer:
                     "batches": self.snapshots.batch_count(),
                     "values": self.snapshots.value_count(),
                     "leader_claims": len(self.epochs.claims),
+                    "lso": self.lso.observations,
                     "claimant_batches": self.claimant_batches}
 
     # -- the loop --------------------------------------------------------------------------
@@ -125,6 +134,15 @@ class Observer:
         for leader, led in sorted(by_leader.items()):
             self._ask(leader, lambda conn: self._list_offsets(conn, leader, led))
             self._ask(leader, lambda conn: self._fetch(conn, leader, led))
+        lso_by_leader: dict[int, list[tuple[TopicPartition, int]]] = {}
+        for tp in self.lso_partitions:
+            state = self.cluster.find_partition(image, *tp)
+            if state and state["leader"] in statuses:
+                lso_by_leader.setdefault(state["leader"], []).append(
+                    (tp, state["leader_epoch"]))
+        for leader, led in sorted(lso_by_leader.items()):
+            self._ask(leader, lambda conn: self._list_offsets(conn, leader, led,
+                                                              READ_COMMITTED))
         for node, led in sorted(self._claimants(statuses, by_leader).items()):
             self._ask(node, lambda conn: self._fetch(conn, node, led, claimant=True))
 
@@ -159,20 +177,28 @@ class Observer:
                 self.epochs.observe_claim(node, tp, hosted["leader_epoch"],
                                           hosted["high_watermark"])
 
-    def _list_offsets(self, conn: KafkaConnection, leader: int, led) -> None:
+    def _list_offsets(self, conn: KafkaConnection, leader: int, led,
+                      isolation: int = READ_UNCOMMITTED) -> None:
+        """ListOffsets latest of ``led`` [(tp, epoch)]: the HW (read_uncommitted, fed
+        to ``offsets``) or the LSO (read_committed, fed to ``lso``); error answers are
+        no answer."""
         topics: dict[str, list] = {}
         for (topic, index), epoch in led:
             topics.setdefault(topic, []).append(ListOffsetsTopic.ListOffsetsPartition(
                 partition_index=index, current_leader_epoch=epoch, timestamp=-1))
         response = conn.request(ListOffsetsRequest[7](
-            replica_id=-1, isolation_level=0,
+            replica_id=-1, isolation_level=isolation,
             topics=[ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()]))
         with self.lock:
             for topic in response.topics:
                 for p in topic.partitions:
-                    if p.error_code == NONE:
-                        self.offsets.observe_latest((topic.name, p.partition_index), p.offset,
-                                                    f"broker {leader}")
+                    if p.error_code != NONE:
+                        continue
+                    tp, source = (topic.name, p.partition_index), f"broker {leader}"
+                    if isolation == READ_COMMITTED:
+                        self.lso.observe(tp, p.offset, source)
+                    else:
+                        self.offsets.observe_latest(tp, p.offset, source)
 
     def _fetch(self, conn: KafkaConnection, node: int, led, claimant: bool = False) -> None:
         """A consumer Fetch of ``led`` [(tp, epoch)] from ``node``: the main view

@@ -7,8 +7,13 @@ output)::
 On a failure the word is FAIL and the counts say what broke; violations that have no
 field of their own (committed data changed, an out-of-ISR election, a damaged value,
 two leaders in one leader epoch, a fault after which the cluster did not converge in
-time, a cluster that never healed, a harness error) are appended as extra
-``name=count`` fields, only when non-zero.  Pure formatting, apart from ``Progress`` which writes.
+time, a cluster that never healed, a harness error; and the transactional workload's:
+a committed transaction lost, an aborted record visible, an unknown transaction seen in
+part, a transactional record read twice or never written, a partition not read to its
+end, an LSO going back) are appended as extra ``name=count`` fields, only when
+non-zero.  The report has a ``transactions`` line (committed/aborted/unknown counts
+and each transactional check's count; or why the workload was skipped); the PASS line
+itself is unchanged.  Pure formatting, apart from ``Progress`` which writes.
 """
 from __future__ import annotations
 
@@ -23,7 +28,11 @@ EXTRA_FIELDS = (("committed_changed", "committed_changed"),
                 ("out_of_isr_election", "out_of_isr_elections"),
                 ("bad_value", "bad_values"), ("epoch_conflict", "epoch_conflicts"),
                 ("not_converged", "not_converged"), ("unhealed", "unhealed"),
-                ("error", "errors"))
+                ("error", "errors"),
+                ("txn-lost", "txn_lost"), ("aborted-visible", "aborted_visible"),
+                ("txn-partial", "txn_partial"), ("txn-duplicate", "txn_duplicates"),
+                ("txn-stranger", "txn_strangers"), ("txn-unread", "txn_unread"),
+                ("lso-backwards", "lso_backwards"))
 
 
 def summary_line(passed: bool, faults: int, acked: int, lost: int, duplicates: int,
@@ -87,6 +96,7 @@ class Report:
     network_why: str = ""
     faults_chosen: tuple = ()                  # the kinds, when not the mode's default
     recovery: dict = field(default_factory=dict)   # recovery.RecoveryStats.to_dict
+    transactions: dict = field(default_factory=dict)  # txncheck.TxnResult + counts, or skipped
 
     @property
     def faults(self) -> int:
@@ -135,6 +145,7 @@ class Report:
                          f"failed, {w.get('pending', 0)} unanswered at the end; "
                          f"{result.present} in the logs ({result.unacked_present} never "
                          f"acknowledged), {result.duplicates} duplicates")
+        lines += self._transaction_lines()
         lines += self._observation_lines()
         f = self.final
         if f:
@@ -162,6 +173,31 @@ class Report:
                             if self.faults_chosen else ""))
         lines.append(self.summary())
         return "\n".join(lines)
+
+    def _transaction_lines(self) -> list[str]:
+        t = self.transactions
+        if not t:
+            return []
+        if "skipped" in t:
+            return [f"  transactions skipped: {t['skipped']}"]
+        unknown = t.get("unknown", 0)
+        whole = (f" ({t.get('unknown_visible', 0)} read whole, "
+                 f"{t.get('unknown_invisible', 0)} not at all"
+                 + (f", {t['unjudged']} not judged" if t.get("unjudged") else "") + ")"
+                 if unknown else "")
+        end = ("every partition read to its end" if t.get("final_complete")
+               else "NOT every partition read to its end")
+        return [f"  transactions {t.get('committed', 0)} committed, {t.get('aborted', 0)} "
+                f"aborted ({t.get('planned_aborts', 0)} planned), {unknown} unknown{whole}; "
+                f"{t.get('records', 0)} records on {t.get('topic', '?')}",
+                f"               read_committed: {t.get('live_read', 0)} read along the "
+                f"run, {t.get('final_read', 0)} at the end ({end}), "
+                f"{t.get('lso_observations', 0)} LSO answers; lost "
+                f"{t.get('txn_lost', 0)}, aborted visible {t.get('aborted_visible', 0)}, "
+                f"partial {t.get('txn_partial', 0)}, duplicates "
+                f"{t.get('txn_duplicate', 0)}, strangers {t.get('txn_stranger', 0)}, "
+                f"unread {t.get('txn_unread', 0)}, LSO regressions "
+                f"{t.get('lso_backwards', 0)}"]
 
     def _observation_lines(self) -> list[str]:
         lines = []
@@ -209,6 +245,7 @@ class Report:
             "faults": [f.to_dict() for f in self.applied], "counts": self.counts(),
             "extra": self.extra_counts(), "workload": self.workload,
             "observations": self.observations, "final": self.final,
+            "transactions": self.transactions,
             "violations": [{"kind": v.kind, "detail": v.detail}
                            for v in result.violations.examples],
             "notes": list(result.notes), "data_dir": self.data_dir,

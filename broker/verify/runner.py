@@ -6,16 +6,23 @@
 2. start    — a cluster in a temporary directory (each broker in a network namespace
               of its own, or behind the cut proxy when cuts are scheduled),
               RF=min(3, brokers) topics with min.insync.replicas=2.
-3. load     — producers (acks=all, idempotent), a consumer and the observer start.
+3. load     — producers (acks=all, idempotent), a consumer and the observer start;
+              with the transactional workload (``txnload``; on by default when
+              confluent-kafka is importable, else skipped with the reason printed) a
+              transactional producer on a topic of its own and a read_committed reader
+              too, the observer polling that topic's LSO.
 4. faults   — each step waits for a healthy cluster (bounded), for its planned time,
               then is applied, held and undone; then the time until the cluster has
               converged is measured (bounded, ``recovery``); the load runs on for
               ``duration_s``.
-5. heal     — everything undone, producers stopped and drained (bounded), then the
-              cluster must reach "every replica has the leader's LEO as LEO and HW".
+5. heal     — everything undone, producers stopped and drained (bounded), the
+              transactional producer writes its closing transaction (bounded), then the
+              cluster must reach "every replica has the leader's LEO as LEO and HW";
+              a final read_committed read of the transactional topic (bounded).
 6. check    — stored logs read from every broker's data directory and compared with
               what was acknowledged and observed (``checker``); broker logs scanned for
-              unclean elections.
+              unclean elections; the transaction history against what read_committed
+              served and the LSOs observed (``txncheck``).
 7. report   — counts, violations with examples, the summary line.
 
 Every phase is bounded in time; every process is stopped and the test network
@@ -25,6 +32,14 @@ cluster that never heals) is a violation of its own kind and the run still reach
 the check with what it has.
 The temporary directory is removed after a PASS unless ``keep_data``; after a FAIL
 it is kept and named, with the brokers' logs in it.
+
+Workloads (``VerifyOptions.workloads``, ``--workloads`` on the command line):
+``records`` (always: every fault check is built on it) and ``txn``.  ``txn`` is part
+of a default run rather than a separate mode because the faults are the point: the
+transactions run through the same kills, pauses and cuts as the records, at no cost
+to the records' checks (its topic is not among the schedule's partitions, so a seed
+replays the same schedule with or without it); ``--workloads records`` leaves it out
+(a run comparable with one made before it existed).
 """
 from __future__ import annotations
 
@@ -42,7 +57,7 @@ from dataclasses import dataclass
 from broker.harness import read_records
 
 from .checker import FinalPartition, ViolationLog, check_final
-from .cluster import VerifyCluster
+from .cluster import TOPIC_CONFIGS, VerifyCluster
 from .faults import FaultInjector
 from .netns import netns_available
 from .observer import Observer
@@ -50,6 +65,8 @@ from .recovery import CONVERGENCE_BOUND_S, RecoveryStats, stalls, wait_converged
 from .report import AppliedFault, Progress, Report
 from .schedule import (NETNS_FAULT_KINDS, FaultStep, format_schedule, generate_schedule,
                        kinds_for)
+from .txncheck import check_transactions
+from .txnload import ReadCommittedReader, TxnProducerWorker, final_read, txn_available
 from .workload import AckLog, ConsumerWorker, ProducerWorker, available_clients
 
 HEALTH_WAIT_S = 30.0          # before each fault
@@ -57,6 +74,10 @@ FIRST_ACKS_WAIT_S = 30.0
 PRODUCER_DRAIN_S = 60.0
 FINAL_REPLICATION_WAIT_S = 90.0
 CONSUMER_CATCH_UP_S = 20.0
+TXN_END_S = 60.0              # the closing transaction, retried until committed
+TXN_FINAL_READ_S = 60.0       # the final read_committed read to every partition's end
+TXN_TOPIC = "verify-txn"
+WORKLOADS = ("records", "txn")
 FAULT_PHASE_SLACK_S = 120.0   # the fault phase may overrun duration_s by this much
 WATCHDOG_S = 600.0            # healing, checking and stopping take far less than this
 
@@ -74,6 +95,8 @@ class VerifyOptions:
     partitions: int = 3
     rate: float = 150.0              # records/s per producer
     max_faults: int | None = None
+    workloads: tuple[str, ...] = WORKLOADS   # "records" always; "txn" when importable
+    txn_rate: float = 5.0            # transactions/s of the transactional producer
 
 
 def topic_names(count: int) -> list[str]:
@@ -150,6 +173,19 @@ class VerifyRun:
         self.observer: Observer | None = None
         self.consumer: ConsumerWorker | None = None
         self.producers: list[ProducerWorker] = []
+        unknown = [w for w in options.workloads if w not in WORKLOADS]
+        if unknown or "records" not in options.workloads:
+            raise ValueError(f"workloads {list(options.workloads)}: choose among "
+                             f"{', '.join(WORKLOADS)}, records included (every fault check "
+                             f"is built on it)")
+        usable, why = txn_available()
+        self.txn_wanted = "txn" in options.workloads
+        self.txn_skip_why = None if not self.txn_wanted or usable else why
+        self.txn_skipped = (f"transactional workload skipped: {why}" if self.txn_skip_why
+                            else None)
+        self.txn_worker: TxnProducerWorker | None = None
+        self.txn_reader: ReadCommittedReader | None = None
+        self.txn_final: tuple | None = None      # final_read's answer
         self.notes: list[str] = []
         self._closed = False
 
@@ -209,6 +245,8 @@ class VerifyRun:
                           f"--network {self.network}"
                           + (f" --faults {','.join(chosen)}" if chosen else "") + "):")
         self.progress.raw(format_schedule(self.steps, self.partition_names))
+        if self.txn_skipped:
+            self.progress.raw(self.txn_skipped)
 
     def _start(self) -> None:
         o = self.options
@@ -216,6 +254,10 @@ class VerifyRun:
                                 netns=self.network == "netns")
         self.vc.start()
         self.vc.create_topics(topic_names(o.topics), o.partitions, min(3, o.brokers))
+        if self._txn_on():  # not among vc.partitions: the schedule's roles stay the same
+            self.vc.cluster.create_topic(TXN_TOPIC, partitions=o.partitions,
+                                         replication_factor=min(3, o.brokers),
+                                         configs=TOPIC_CONFIGS)
         problem = self.vc.wait_healthy(HEALTH_WAIT_S)
         if problem:
             raise RuntimeError(f"the new cluster is not healthy: {problem}")
@@ -233,7 +275,9 @@ class VerifyRun:
 
     def _load(self) -> None:
         vc, o = self.vc, self.options
-        self.observer = Observer(vc.cluster, vc.partitions, self.violations).start()
+        txn_partitions = [(TXN_TOPIC, p) for p in range(o.partitions)] if self._txn_on() else []
+        self.observer = Observer(vc.cluster, vc.partitions, self.violations,
+                                 lso_partitions=txn_partitions).start()
         self.consumer = ConsumerWorker(vc.bootstrap, vc.partitions,
                                        self.observer.on_consumed).start()
         clients = available_clients()
@@ -249,9 +293,29 @@ class VerifyRun:
         if self.acks.counts()["acked"] == 0:
             raise RuntimeError(f"no acknowledgement within {FIRST_ACKS_WAIT_S:.0f}s "
                                f"({self.acks.counts()})")
+        txn_words = ""
+        if self._txn_on():
+            partitions = list(range(o.partitions))
+            self.txn_reader = ReadCommittedReader(vc.bootstrap, TXN_TOPIC, partitions).start()
+            self.txn_worker = TxnProducerWorker(vc.bootstrap, TXN_TOPIC, partitions,
+                                                self.seed, rate=o.txn_rate).start()
+            txn_words = (f"; transactions on {TXN_TOPIC} (confluent-kafka, up to "
+                         f"{o.txn_rate:g}/s, 3-10 records each, about 1 in 5 aborted), a "
+                         f"read_committed reader, the LSO polled")
         self.progress(f"load running: {len(self.producers)} producers "
                       f"({', '.join(p.client_name for p in self.producers)}), "
-                      f"{o.rate:g} records/s each, acks=all, idempotent; 1 consumer; observer")
+                      f"{o.rate:g} records/s each, acks=all, idempotent; 1 consumer; observer"
+                      + txn_words)
+
+    def _txn_on(self) -> bool:
+        return self.txn_wanted and self.txn_skipped is None
+
+    def _txn_words(self) -> str:
+        if self.txn_worker is None:
+            return ""
+        c = self.txn_worker.counts()
+        return (f"; txns {c['committed']} committed, {c['aborted']} aborted, "
+                f"{c['unknown']} unknown")
 
     def _faults(self) -> None:
         injector = FaultInjector(self.vc, self.progress)
@@ -279,7 +343,8 @@ class VerifyRun:
             counts = self.acks.counts()
             self.progress(f"  #{step.index} done in {applied.took_s:.1f}s: {applied.action}; "
                           f"{self._converged_words(applied)}; acked {counts['acked']}, "
-                          f"failed {counts['failed']}, pending {counts['pending']}")
+                          f"failed {counts['failed']}, pending {counts['pending']}"
+                          + self._txn_words())
         rest = phase_start + self.options.duration_s - time.monotonic()
         if rest > 0:
             time.sleep(rest)
@@ -333,22 +398,45 @@ class VerifyRun:
                       f"{counts['failed']} failed, {counts['pending']} unanswered"
                       + (f" (errors: {counts['errors']}, first after "
                          f"{counts['first_error_s']} s)" if counts["errors"] else ""))
+        if self.txn_worker is not None:
+            self.txn_worker.finish(TXN_END_S)
+            ended = self.txn_worker.end_values is not None
+            self.progress("transactional producer stopped" + self._txn_words()
+                          + ("; closing transaction committed" if ended else
+                             f"; closing transaction NOT committed within {TXN_END_S:g}s"))
         final = self.vc.wait_fully_replicated(FINAL_REPLICATION_WAIT_S)
         hws = {tp: info["high_watermark"] for tp, info in final.items()}
         deadline = time.monotonic() + CONSUMER_CATCH_UP_S
         while self.consumer and not self.consumer.caught_up(hws) and time.monotonic() < deadline:
             time.sleep(0.2)
+        self._txn_final_read(TXN_FINAL_READ_S)
         time.sleep(2 * self.observer.interval_s)  # one more observation of the final state
         self.progress(f"healed: every replica at the leader's LEO (HW {min(hws.values())}.."
                       f"{max(hws.values())})")
         return final
 
+    def _txn_final_read(self, timeout_s: float) -> None:
+        """The read_committed read of the transactional topic to every partition's
+        closing record (bounded; once)."""
+        if self.txn_worker is None or self.txn_final is not None:
+            return
+        partitions = list(range(self.options.partitions))
+        self.txn_final = final_read(self.vc.bootstrap, TXN_TOPIC, partitions,
+                                    self.txn_worker.end_values, timeout_s)
+        sightings, completed, _errors = self.txn_final
+        self.progress(f"read_committed final read of {TXN_TOPIC}: {len(sightings)} records, "
+                      f"{len(completed)} of {len(partitions)} partitions read to their end")
+
     def _stop_load(self) -> None:
         """Stop producers, consumer and observer (bounded; idempotent)."""
         for producer in self.producers:
             producer.stop()
+        if self.txn_worker is not None:
+            self.txn_worker.stop()
         if self.consumer is not None:
             self.consumer.stop()
+        if self.txn_reader is not None:
+            self.txn_reader.stop()
         if self.observer is not None:
             self.observer.stop()
         for producer in self.producers:
@@ -356,6 +444,11 @@ class VerifyRun:
                 producer.finish(5.0)
             except Exception as exc:
                 self.notes.append(f"stopping producer {producer.name}: {exc!r}")
+        if self.txn_worker is not None:
+            try:
+                self.txn_worker.finish(5.0)
+            except Exception as exc:
+                self.notes.append(f"stopping the transactional producer: {exc!r}")
 
     def _check(self, final: dict | None) -> None:
         vc = self.vc
@@ -389,6 +482,7 @@ class VerifyRun:
                 result.notes.append(
                     f"producer {producer.name} ({producer.client_name}) failed fatally "
                     f"{fatal} time(s) and was replaced: {producer.client.fatal_reasons}")
+        self._check_transactions(result)
         result.notes.extend(self.notes)
         self.report.result = result
         self.report.workload = self.acks.counts()
@@ -397,6 +491,44 @@ class VerifyRun:
         self.report.final = {"min_hw": min(hws), "max_hw": max(hws),
                              "partitions": {f"{t}-{p}": info["high_watermark"]
                                             for (t, p), info in sorted(final.items())}}
+
+    def _check_transactions(self, result) -> None:
+        """``txncheck`` on the transactional workload's evidence (the final read made
+        here, bounded, when healing did not get to it)."""
+        if self.txn_skipped:
+            self.report.transactions = {"skipped": self.txn_skip_why}
+            result.notes.append(self.txn_skipped)
+            return
+        if self.txn_worker is None:
+            return
+        try:
+            self._txn_final_read(TXN_FINAL_READ_S / 2)
+        except Exception as exc:
+            self.violations.add("error", f"final read_committed read: {exc!r}")
+        sightings, completed, read_errors = self.txn_final or ([], set(), {})
+        partitions = list(range(self.options.partitions))
+        lso = self.observer.lso if self.observer is not None else None
+        with (self.observer.lock if self.observer is not None else contextlib.nullcontext()):
+            txn = check_transactions(TXN_TOPIC, self.txn_worker.snapshot(),
+                                     self.txn_reader.snapshot() if self.txn_reader else [],
+                                     sightings, completed, partitions, self.violations, lso)
+        summary = txn.to_dict()
+        summary.update(topic=TXN_TOPIC, reinits=self.txn_worker.reinits,
+                       closing_committed=self.txn_worker.end_values is not None,
+                       client_errors=dict(self.txn_worker.errors.most_common(6)))
+        for kind in ("txn-lost", "aborted-visible", "txn-partial", "txn-duplicate",
+                     "txn-stranger", "txn-unread", "lso-backwards"):
+            summary[kind.replace("-", "_")] = self.violations.count(kind)
+        self.report.transactions = summary
+        reader_errors = dict(self.txn_reader.errors) if self.txn_reader else {}
+        if self.txn_worker.errors or reader_errors or read_errors:
+            result.notes.append(
+                f"transactional client errors (handled): producer "
+                f"{dict(self.txn_worker.errors.most_common(6))}"
+                + (f", {self.txn_worker.reinits} producer re-initialisation(s)"
+                   if self.txn_worker.reinits else "")
+                + (f"; read_committed reader {reader_errors}" if reader_errors else "")
+                + (f"; final read {dict(read_errors)}" if read_errors else ""))
 
     def _partial_final_view(self) -> dict:
         """When the cluster never healed: each partition's leader HW and the replicas
