@@ -18,6 +18,8 @@ partition answers CLUSTER_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 
+import asyncio
+
 from kafka.protocol.producer import WriteTxnMarkersResponse
 
 from protocol.errors import ErrorCode
@@ -40,15 +42,23 @@ async def handle_write_txn_markers(ctx, request):
                           for i, m in enumerate(markers) for t in m.topics
                           for p in t.partition_indexes}, markers)
     rm = ctx.replica_manager
-    appended = {}
-    for i, marker in enumerate(markers):
+    # One dict per marker, keyed (topic, partition): the key the produce purgatory is
+    # triggered under (two markers of one request may name the same partition).
+    appended: list[dict] = []
+    for marker in markers:
+        statuses = {}
         for topic in marker.topics:
             for index in topic.partition_indexes:
-                appended[(i, topic.name, index)] = rm.append_txn_marker(
+                statuses[(topic.name, index)] = rm.append_txn_marker(
                     topic.name, index, marker.producer_id, marker.producer_epoch,
                     marker.coordinator_epoch, marker.transaction_result)
-    acked = await rm.wait_for_acks(appended, MARKER_ACKS_TIMEOUT_MS) if appended else {}
-    errors = {key: status.error for key, status in acked.items()}
+        appended.append(statuses)
+    acked = await asyncio.gather(*(rm.wait_for_acks(statuses, MARKER_ACKS_TIMEOUT_MS)
+                                   for statuses in appended if statuses))
+    done = iter(acked)
+    errors = {(i, topic, index): status.error
+              for i, statuses in enumerate(appended) if statuses
+              for (topic, index), status in next(done).items()}
     for i, marker in enumerate(markers):
         offsets_partitions = {index for (m, topic, index), error in errors.items()
                               if m == i and topic == OFFSETS_TOPIC and error == ErrorCode.NONE}

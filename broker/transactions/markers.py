@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 WRITE_TXN_MARKERS_VERSION = 1
 RETRY_BACKOFF_S = 0.1
 MAX_RETRY_BACKOFF_S = 2.0
-MARKER_REQUEST_TIMEOUT_S = 30.0
+# Longer than the leader's wait for the markers' replication (30 s, WriteTxnMarkers'
+# handler), so its REQUEST_TIMED_OUT answer arrives instead of a dropped connection.
+MARKER_REQUEST_TIMEOUT_S = 40.0
 
 RETRIABLE = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
