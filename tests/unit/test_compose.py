@@ -1,24 +1,39 @@
-"""docker-compose.yml describes a 3-broker cluster the brokers themselves would accept.
+"""docker-compose.yml describes a 3-broker cluster the brokers themselves would accept,
+and the Prometheus and Grafana that watch it.
 
-No Docker engine runs here, so each service's settings (command ``--set`` pairs and
-RAFTWOOD_* environment, as ``raftwood start`` reads them) go through the broker's own
-parser, ``broker.config.load``, and the cluster-wide rules are checked across services.
+No Docker engine runs here, so each broker service's settings (command ``--set`` pairs
+and RAFTWOOD_* environment, as ``raftwood start`` reads them) go through the broker's
+own parser, ``broker.config.load``, and the cluster-wide rules are checked across
+services.  The monitoring services' files (compose/) must exist where they are mounted
+from, Prometheus must scrape every broker's metrics port, and the Grafana dashboard may
+only query metrics the broker exports (``broker.metrics.METRIC_NAMES``).
 """
+import json
+import re
 from pathlib import Path, PurePosixPath
 
 import pytest
 
 from broker import config as config_module
+from broker.metrics import METRIC_NAMES
+from broker.metrics.collector import COUNTERS, HISTOGRAMS
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is in the test extra: pip install -e '.[test]'")
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
+# Services that are not brokers: what watches them.
+MONITORING = {"prometheus": "prom/prometheus", "grafana": "grafana/grafana"}
 
 
 def load_compose() -> dict:
     return yaml.safe_load(COMPOSE.read_text())
+
+
+def broker_services() -> dict[str, dict]:
+    return {name: service for name, service in load_compose()["services"].items()
+            if name not in MONITORING}
 
 
 def environment(service: dict) -> dict[str, str]:
@@ -43,7 +58,7 @@ def broker_configs() -> dict[str, config_module.BrokerConfig]:
     """service name → the BrokerConfig `raftwood start` would build in that container."""
     return {name: config_module.load(None, set_pairs(service["command"]),
                                      environ=environment(service))
-            for name, service in load_compose()["services"].items()}
+            for name, service in broker_services().items()}
 
 
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
@@ -135,7 +150,157 @@ def test_services_build_the_repository_dockerfile_running_raftwood():
     assert "FROM python:3.11-slim" in text
     assert "pip install ." in text
     assert 'ENTRYPOINT ["raftwood"]' in text and 'CMD ["start"]' in text
-    for name, service in load_compose()["services"].items():
+    for name, service in broker_services().items():
         build = service.get("build")
         context = build if isinstance(build, str) else (build or {}).get("context")
         assert context == ".", f"{name} does not build the repository's Dockerfile"
+
+
+# -- monitoring: Prometheus and Grafana -------------------------------------------------------
+
+def test_prometheus_and_grafana_services_run_pinned_official_images():
+    services = load_compose()["services"]
+    for name, image in MONITORING.items():
+        assert name in services, f"no {name} service"
+        repository, _, tag = services[name]["image"].partition(":")
+        assert repository == image
+        assert tag and tag != "latest", f"{name}: pin the image's version"
+
+
+def bind_mounts(service: dict) -> list[tuple[Path, str]]:
+    """(host path in the repository, container path) of each ./ bind mount."""
+    return [(ROOT / source, target) for source, target in volume_targets(service)
+            if source.startswith("./")]
+
+
+def test_monitoring_files_exist_where_they_are_mounted_from():
+    services = load_compose()["services"]
+    for name in MONITORING:
+        mounts = bind_mounts(services[name])
+        assert mounts, f"{name} mounts nothing from the repository"
+        for source, _target in mounts:
+            assert source.exists(), f"{name} mounts {source}, which is not in the repository"
+
+
+def container_file(service: str, container_path: str) -> Path:
+    """The repository file a service sees at ``container_path`` (through its mounts)."""
+    wanted = PurePosixPath(container_path)
+    for source, target in bind_mounts(load_compose()["services"][service]):
+        target = PurePosixPath(target)
+        if wanted == target:
+            return source
+        if target in wanted.parents:
+            return source / wanted.relative_to(target)
+    raise AssertionError(f"{service} has nothing mounted at {container_path}")
+
+
+def test_prometheus_scrapes_every_broker_on_its_metrics_port():
+    prometheus = load_compose()["services"]["prometheus"]
+    config_path = next(arg.split("=", 1)[1] for arg in prometheus["command"]
+                       if arg.startswith("--config.file="))
+    config = yaml.safe_load(container_file("prometheus", config_path).read_text())
+    targets = {target for job in config["scrape_configs"]
+               for static in job["static_configs"] for target in static["targets"]}
+    expected = set()
+    for name, broker in broker_configs().items():
+        assert broker["metrics.port"] > 0, f"{name} serves no metrics"
+        assert broker["metrics.host"] == "0.0.0.0", \
+            f"{name}: metrics on {broker['metrics.host']} are out of Prometheus' reach"
+        expected.add(f"{name}:{broker['metrics.port']}")
+    assert targets == expected
+    assert all(job.get("metrics_path", "/metrics") == "/metrics"
+               for job in config["scrape_configs"])
+
+
+def grafana_provisioning(kind: str) -> list[dict]:
+    directory = container_file("grafana", f"/etc/grafana/provisioning/{kind}")
+    files = sorted(directory.glob("*.yml")) + sorted(directory.glob("*.yaml"))
+    assert files, f"no Grafana {kind} provisioning file"
+    return [yaml.safe_load(path.read_text()) for path in files]
+
+
+def dashboards() -> dict[str, dict]:
+    """Every dashboard JSON the Grafana provider loads, by file name."""
+    [provider] = [p for config in grafana_provisioning("dashboards")
+                  for p in config["providers"]]
+    directory = container_file("grafana", provider["options"]["path"])
+    found = {path.name: json.loads(path.read_text()) for path in directory.glob("*.json")}
+    assert found, f"no dashboard JSON in {directory}"
+    return found
+
+
+def test_grafana_datasource_is_the_prometheus_service():
+    [source] = [d for config in grafana_provisioning("datasources")
+                for d in config["datasources"]]
+    assert source["type"] == "prometheus"
+    assert source["url"] == "http://prometheus:9090"
+    for name, dashboard in dashboards().items():
+        for panel in dashboard["panels"]:
+            for item in (panel, *panel.get("targets", [])):
+                if "datasource" in item:
+                    assert item["datasource"]["uid"] == source["uid"], (name, panel["title"])
+
+
+SUFFIXES = ("_total", "_bucket", "_sum", "_count")
+
+
+def queried_metrics(expr: str) -> set[str]:
+    """Metric names in a PromQL expression (ours all start kafka_ or raftwood_)."""
+    return set(re.findall(r"\b(?:kafka|raftwood)_[a-z0-9_]+", expr))
+
+
+def exported_family(sample_name: str) -> str | None:
+    """The family a sample name belongs to, if the broker exports it with that suffix."""
+    if sample_name in METRIC_NAMES and sample_name not in COUNTERS + HISTOGRAMS:
+        return sample_name
+    for suffix in SUFFIXES:
+        family = sample_name.removesuffix(suffix)
+        if family == sample_name:
+            continue
+        if (suffix == "_total" and family in COUNTERS) or \
+                (suffix != "_total" and family in HISTOGRAMS):
+            return family
+    return None
+
+
+def test_the_dashboard_queries_only_metrics_the_broker_exports():
+    queried = set()
+    for name, dashboard in dashboards().items():
+        assert dashboard["panels"], f"{name} has no panels"
+        for panel in dashboard["panels"]:
+            for target in panel.get("targets", []):
+                names = queried_metrics(target["expr"])
+                assert names, f"{name}: {panel['title']} queries none of our metrics"
+                for sample_name in names:
+                    family = exported_family(sample_name)
+                    assert family, (f"{name}: panel {panel['title']!r} queries "
+                                    f"{sample_name}, which the broker does not export")
+                    queried.add(family)
+    # The issue's list: health, ISR churn, traffic, requests, lag, the Raft position.
+    for family in ("kafka_server_replicamanager_underreplicatedpartitions",
+                   "kafka_controller_kafkacontroller_offlinepartitionscount",
+                   "kafka_server_replicamanager_underminisrpartitioncount",
+                   "kafka_controller_kafkacontroller_activecontrollercount",
+                   "kafka_server_replicamanager_isrshrinks",
+                   "kafka_server_replicamanager_isrexpands",
+                   "kafka_server_replicamanager_leadercount",
+                   "kafka_server_replicamanager_partitioncount",
+                   "kafka_network_requestmetrics_requests",
+                   "kafka_network_requestmetrics_totaltimems",
+                   "kafka_server_brokertopicmetrics_bytesin",
+                   "kafka_server_brokertopicmetrics_bytesout",
+                   "kafka_server_delayedoperationpurgatory_purgatorysize",
+                   "kafka_server_replicafetchermanager_maxlag",
+                   "kafka_log_log_size", "kafka_consumergroup_lag",
+                   "raftwood_raft_commit_index", "raftwood_raft_term"):
+        assert family in queried, f"the dashboard shows no {family}"
+
+
+def test_the_dashboard_check_refuses_names_the_broker_does_not_export():
+    assert exported_family("kafka_server_replicamanager_isrshrinks_total")
+    assert exported_family("kafka_network_requestmetrics_totaltimems_bucket")
+    assert exported_family("kafka_server_replicamanager_isrshrinks") is None  # no _total
+    assert exported_family("kafka_server_replicamanager_leadercount_total") is None
+    assert exported_family("kafka_server_brokertopicmetrics_bytesinpersec") is None
+    assert queried_metrics('sum by (topic) (rate(kafka_log_log_size{topic="x"}[1m]))') \
+        == {"kafka_log_log_size"}

@@ -1,0 +1,51 @@
+"""Prometheus metrics of one broker, with Kafka's metric names.
+
+    stats.py      counters the hot paths update (requests, bytes per topic, ISR changes):
+                  plain dicts and ints, one lookup and an add per event
+    collector.py  every family, read from live state at scrape time (gauges) or from
+                  the stats (counters, histograms); the names (``METRIC_NAMES``)
+    endpoint.py   ``GET /metrics`` over HTTP on the broker's event loop
+
+Ownership: the Broker owns one ``BrokerMetrics``: a ``CollectorRegistry`` of its own
+(never prometheus_client's global one, so nothing of another broker, or of the library's
+process collectors, ends up in it), the ``RequestStats`` its connections record into,
+and the endpoint, which serves only when ``metrics.port`` is set (0, the default: no
+endpoint) and stops in ``Broker.shutdown``.  The ReplicaManager owns its
+``ReplicaStats``.  Counting is always on: it costs too little to need a switch.
+"""
+from __future__ import annotations
+
+from prometheus_client.registry import CollectorRegistry
+
+from .collector import METRIC_NAMES, BrokerCollector
+from .endpoint import MetricsEndpoint
+from .stats import ReplicaStats, RequestStats, request_stats_of
+
+__all__ = ["BrokerMetrics", "BrokerCollector", "METRIC_NAMES", "MetricsEndpoint",
+           "ReplicaStats", "RequestStats", "request_stats_of"]
+
+
+class BrokerMetrics:
+    """One broker's registry, request stats and endpoint. Event-loop only."""
+
+    def __init__(self, broker):
+        config = broker.config
+        self.requests = RequestStats()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(BrokerCollector(broker))
+        self.host = config["metrics.host"]
+        self.port = config["metrics.port"]
+        self.endpoint: MetricsEndpoint | None = None
+        self._prefix = f"[Metrics broker={config.node_id}]"
+
+    async def start(self) -> None:
+        """Listen on ``metrics.host:metrics.port`` when the port is set (an OSError, such
+        as the port being taken, stops the broker's start like its Kafka listener's)."""
+        if self.port <= 0 or self.endpoint is not None:
+            return
+        self.endpoint = MetricsEndpoint(self.registry, self.host, self.port, self._prefix)
+        await self.endpoint.start()
+
+    async def stop(self) -> None:
+        if self.endpoint is not None:
+            await self.endpoint.stop()
