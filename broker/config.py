@@ -165,6 +165,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3_600_000,
             "How often the coordinator forgets expired transactional ids"),
     Setting("cluster.id", _str, "", "Cluster id (generated and stored on first start if empty)"),
+    # Raftwood's own (Kafka exports through JMX): Prometheus text on GET /metrics.
+    Setting("metrics.port", int, 0, "Port serving Prometheus metrics (0: none served)"),
+    Setting("metrics.host", _str, "127.0.0.1", "Address the metrics port binds"),
     *(Setting(name, _str, default, "TLS (PEM only); per listener as listener.name.<l>." + name)
       for name, default in tls.TLS_SETTINGS.items()),
     *(Setting(name, _str, default, "SASL; per listener as listener.name.<l>." + name)

@@ -28,6 +28,7 @@ from .controller.metadata_client import MetadataClient, MetadataUnavailable
 from .controller.store import open_store
 from .replication.producer_ids import ProducerIdManager
 from .groups import GroupCoordinator
+from .metrics import BrokerMetrics
 from .transactions import TransactionCoordinator
 from .replication.replica_manager import ReplicaManager
 from .network.connection import Connection
@@ -73,6 +74,7 @@ class Broker:
             replica_manager=self.replica_manager, groups=self.groups,
             producer_ids=self.producer_ids, sasl=self.sasl, transactions=self.transactions,
             authorizer=Authorizer(config, image_bindings(lambda: self.metadata.image)))
+        self.metrics = BrokerMetrics(self)  # its registry; served when metrics.port is set
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self._stopped = asyncio.Event()
@@ -88,6 +90,7 @@ class Broker:
         self.transactions.start()
         plan = self.config.listener_plan
         await self._start_listeners(plan)
+        await self.metrics.start()
         # Without these loops the broker would run on fenced, or as a controller that
         # fences nobody: a crash in either stops the broker (exit code 1).
         self.tasks.spawn("controller", self.controller.run(), fatal=True)
@@ -161,6 +164,7 @@ class Broker:
         await self.tasks.shutdown()
         for server in self._servers:
             server.close()
+        await self.metrics.stop()
         await self.groups.shutdown()  # waiting joins/syncs answer now, before the drain
         await self.transactions.shutdown()
         connections = list(self.connections)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import deque
 
 from kafka.protocol.api_key import ApiKey
@@ -24,6 +25,7 @@ from protocol.status import STATUS_API_KEY, decode_status_request
 from ..api import CLOSE, HANDLERS
 from ..api.sasl import legacy_token
 from ..api.status import status_response
+from ..metrics import request_stats_of
 from ..security.listeners import UNNAMED_PLAINTEXT, Listener
 from ..security.session import SecuritySession
 
@@ -47,6 +49,7 @@ class Connection(asyncio.Protocol):
         config = broker.config
         self.reader = FrameReader(max_frame_bytes=config["socket.request.max.bytes"])
         self.max_in_flight = max(1, config["queued.max.requests.per.connection"])
+        self.request_stats = request_stats_of(broker)  # per-API counts and times (metrics)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = ""
@@ -145,6 +148,7 @@ class Connection(asyncio.Protocol):
 
     async def _handle(self, request: Request):
         handler = HANDLERS[request.api_key]
+        started = time.perf_counter()
         try:
             body = await handler(self.broker.api_context, request)
             if self.session.close_requested:  # a failed SASL step: answer, then close
@@ -159,6 +163,9 @@ class Connection(asyncio.Protocol):
             log.exception("[Connection %s] %s v%d failed; closing", self.peer,
                           request.spec.name, request.api_version)
             return CLOSE
+        finally:
+            self.request_stats.record(request.spec.name, request.api_version,
+                                      time.perf_counter() - started)
 
     def _on_done(self, _task) -> None:
         self._flush()
