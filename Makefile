@@ -5,7 +5,7 @@ PY      = $(VENV)/bin/python
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: run test venv system-deps unit bench clean
+.PHONY: run test venv system-deps compat-node unit bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,8 +34,21 @@ system-deps:
 	  else echo "missing$$missing and not root: the tests needing them will skip"; fi; \
 	fi
 
+## compat-node: KafkaJS and its codecs for the KafkaJS compat tests (npm ci from
+## compat/kafkajs/package-lock.json, again when the lock changes); without node/npm the tests skip
+KAFKAJS_DIR = compat/kafkajs
+compat-node:
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "node/npm not found: the KafkaJS compat tests will skip"; \
+	elif [ ! -f $(KAFKAJS_DIR)/node_modules/.installed ] \
+	     || [ $(KAFKAJS_DIR)/package-lock.json -nt $(KAFKAJS_DIR)/node_modules/.installed ]; then \
+	  echo "npm ci --prefix $(KAFKAJS_DIR)"; \
+	  npm ci --prefix $(KAFKAJS_DIR) --no-audit --no-fund --loglevel=error \
+	    && touch $(KAFKAJS_DIR)/node_modules/.installed; \
+	fi
+
 ## test: install everything the tests need, then run the whole suite
-test: venv system-deps
+test: venv system-deps compat-node
 	@# pytest exits 5 when it collects no test: not a failure of the code
 	$(PY) -m pytest -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
