@@ -42,6 +42,13 @@ def _str(text: str) -> str:
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"{value} must be at least 1")
+    return value
+
+
 def _replica_selector(text: str) -> str:
     """Kafka's class names for the two selectors it ships; anything else is refused."""
     name = str(text).strip()
@@ -85,6 +92,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("replica.lag.time.max.ms", int, 30_000, "A follower behind this long leaves the ISR"),
     Setting("unclean.leader.election.enable", _bool, False, "Allow out-of-sync leaders"),
     Setting("broker.rack", _str, "", "This broker's rack (rack-aware reads, KIP-392)"),
+    Setting("leader.replication.throttled.rate", _positive_int, 2**63 - 1,
+            "Bytes/s a leader sends to replicas joining by reassignment (default unlimited)"),
     Setting("replica.selector.class", _replica_selector, "",
             "Which replica consumers read from: empty (the leader) or Kafka's "
             "RackAwareReplicaSelector (a replica in the consumer's client.rack)"),

@@ -22,6 +22,8 @@ from kafka.protocol.admin import (
     DescribeClusterRequest, DescribeClusterResponse, DescribeLogDirsRequest,
     DescribeLogDirsResponse, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
     ElectLeadersRequest, ElectLeadersResponse,
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
@@ -165,6 +167,9 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     # removed v0) and stops there: v2's transaction version 2 is not served.
     _spec(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
     _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),
+    # Partition reassignment (KIP-455; v1 is KIP-860's replication-factor guard).
+    _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
+    _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
 )}
 
 

@@ -19,6 +19,7 @@ from . import acls, sasl, scram_users  # security (broker/security/)
 from . import transactions  # the transaction coordinator (broker/transactions/)
 from . import txn_markers  # transactions: the partition leader's side
 from . import describe_producers
+from . import reassignments  # KIP-455, on the controller
 from .context import ApiContext
 from .outcome import CLOSE, Handler
 
@@ -68,4 +69,6 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListTransactions: transactions.handle_list_transactions,
     ApiKey.WriteTxnMarkers: txn_markers.handle_write_txn_markers,
     ApiKey.DescribeProducers: describe_producers.handle_describe_producers,
+    ApiKey.AlterPartitionReassignments: reassignments.handle_alter_partition_reassignments,
+    ApiKey.ListPartitionReassignments: reassignments.handle_list_partition_reassignments,
 }

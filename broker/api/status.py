@@ -46,6 +46,8 @@ def status(ctx) -> dict:
                 "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
                 "isr": list(p.isr),
                 "replica_states": {str(r): s for r, s in sorted(p.replica_states.items())},
+                "adding_replicas": list(p.adding_replicas),
+                "removing_replicas": list(p.removing_replicas),
             } for index, p in sorted(t.partitions.items())],
         } for t in sorted(image.topics.values(), key=lambda t: t.name)],
         "hosted": hosted,

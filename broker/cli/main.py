@@ -10,6 +10,9 @@
     raftwood users add|list|delete NAME ...               SCRAM users
     raftwood acls add|list|remove [--allow-principal User:x] [--operation read] [--topic T]
                                                           ACLs (kafka-acls.sh's options)
+    raftwood reassign --topics T1,T2 [--brokers 1,2,4] [--execute|--status|--cancel]
+                                                          move replicas (KIP-455)
+    raftwood brokers decommission ID [--execute]          move every replica off a broker
     raftwood verify [--brokers 3] [--duration S] [--seed N] [--faults LIST]
                                                           fault injection + invariant checks
 """
@@ -20,7 +23,7 @@ import asyncio
 import logging
 import sys
 
-from . import acls, admin, dev, groups, users, verify
+from . import acls, admin, dev, groups, reassign, users, verify
 from .. import config as config_module
 
 
@@ -85,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.set_defaults(func=cmd_start)
     dev.add_command(commands)
     admin.add_commands(commands)
+    reassign.add_commands(commands)
     groups.add_commands(commands)
     users.add_commands(commands)
     acls.add_commands(commands)

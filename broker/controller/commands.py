@@ -17,8 +17,8 @@ decodes and applies the same way.  Invariants:
 * args hold only plain values (int, str, bool, None, list, tuple, dict): journal
   entries are pickled by pysyncobj, and must not depend on this module's classes;
 * ``controller_term`` is a field only of the decisions the controller takes
-  (``FenceBrokers``, ``ElectPreferred``, ``ElectLeaders``; ``controller_decision`` is
-  True for them);
+  (``FenceBrokers``, ``ElectPreferred``, ``ElectLeaders``, ``AlterReassignments``;
+  ``controller_decision`` is True for them);
   it is not an apply argument: the Raft consumer refuses the entry (NOT_CONTROLLER)
   unless it was committed in that term.  None means "not fenced by a term" (a broker
   fencing itself in a controlled shutdown, or the lone broker's local store).
@@ -136,6 +136,18 @@ class ElectLeaders(Command):
 
 
 @dataclass(frozen=True)
+class AlterReassignments(Command):
+    """AlterPartitionReassignments (KIP-455), taken by the controller that received it:
+    ``requests`` [topic, partition, target replicas or None to cancel], re-decided against
+    the state when applied (reassignment.py)."""
+
+    method: ClassVar[str] = "alter_reassignments"
+    controller_decision: ClassVar[bool] = True
+    requests: list
+    controller_term: int | None = _term_field()
+
+
+@dataclass(frozen=True)
 class CreateTopic(Command):
     method: ClassVar[str] = "create_topic"
     name: str
@@ -224,9 +236,8 @@ class DeleteAcls(Command):
 
 COMMANDS: dict[str, type[Command]] = {cls.method: cls for cls in (
     InitCluster, RegisterBroker, Heartbeat, FenceBrokers, ElectPreferred, ElectLeaders,
-    CreateTopic,
-    CreatePartitions, DeleteTopic, AlterTopicConfigs, AlterPartition, AllocateProducerIds, AlterScramCredentials,
-    CreateAcls, DeleteAcls)}
+    AlterReassignments, CreateTopic, CreatePartitions, DeleteTopic, AlterTopicConfigs,
+    AlterPartition, AllocateProducerIds, AlterScramCredentials, CreateAcls, DeleteAcls)}
 MEMBERSHIP_METHODS = frozenset({RegisterBroker.method, Heartbeat.method})
 
 

@@ -25,10 +25,10 @@ import uuid
 from typing import Any
 
 from .commands import (
-    AllocateProducerIds, AlterPartition, AlterScramCredentials, AlterTopicConfigs, Command,
-    CreateAcls, CreatePartitions, CreateTopic, DeleteAcls, DeleteTopic, ElectLeaders, ElectPreferred,
-    FenceBrokers, Heartbeat,
-    InitCluster, RegisterBroker,
+    AllocateProducerIds, AlterPartition, AlterReassignments, AlterScramCredentials,
+    AlterTopicConfigs, Command, CreateAcls, CreatePartitions, CreateTopic, DeleteAcls,
+    DeleteTopic, ElectLeaders, ElectPreferred, FenceBrokers, Heartbeat, InitCluster,
+    RegisterBroker,
 )
 from .propagation import MetadataPropagation
 from .state import NO_LEADER, ApplyError, ClusterState, Election, assign_replicas
@@ -150,6 +150,15 @@ class MetadataClient:
         ``[topic, partition, error code name, message]`` per partition."""
         return await self.submit(ElectLeaders(election_type, targets,
                                               controller_term=controller_term), timeout_s)
+
+    async def alter_reassignments(self, requests: list, *, controller_term: int | None,
+                                  timeout_s: float = DEFAULT_TIMEOUT_S) -> list[list]:
+        """Start, replace or cancel partition reassignments (KIP-455), decided by this
+        controller; ``requests`` [topic, partition, target or None]; returns
+        ``[topic, partition, error code name, message]`` per request."""
+        return await self.submit(AlterReassignments(requests,
+                                                    controller_term=controller_term),
+                                 timeout_s)
 
     # -- topics --------------------------------------------------------------------
 

@@ -69,6 +69,10 @@ class PartitionInfo:
     partition_epoch: int
     isr: list[int]
     replica_states: dict[int, str] = field(default_factory=dict)
+    # A reassignment in progress (KIP-455, reassignment.py): replicas joining / leaving.
+    # Tuples with class defaults, so states pickled before them still read.
+    adding_replicas: tuple = ()
+    removing_replicas: tuple = ()
 
 
 @dataclass
@@ -338,6 +342,16 @@ class ClusterState:
             self.version += 1
         return elections
 
+    def apply_alter_reassignments(self, requests: list) -> list:
+        """AlterPartitionReassignments (KIP-455): start, replace or cancel (target None)
+        the reassignment of each [topic, partition, target] (reassignment.py has the
+        rules).  Returns ``[topic, partition, error code name, message]`` per request."""
+        from .reassignment import alter_reassignments
+        results = alter_reassignments(self, requests)
+        if any(result[2] == "NONE" for result in results):
+            self.version += 1
+        return results
+
     def apply_elect_leaders(self, election_type: int, targets: list | None) -> list:
         """ElectLeaders (KIP-460): PREFERRED (0) or UNCLEAN (1) elections of ``targets``
         ([topic, partition] pairs; None: every partition), each decided against this
@@ -455,6 +469,8 @@ class ClusterState:
             raise ApplyError("INELIGIBLE_REPLICA", f"{name}-{index}: {added} are fenced")
         partition.isr = [r for r in partition.replicas if r in new_isr]
         partition.partition_epoch += 1
+        from .reassignment import maybe_complete  # reassignment.py builds on this module
+        maybe_complete(self, name, index, partition)
         self.version += 1
         return partition.partition_epoch
 
@@ -518,14 +534,18 @@ def _partition_to_dict(index: int, p: PartitionInfo) -> dict:
     return {"partition": index, "replicas": list(p.replicas), "leader": p.leader,
             "leader_epoch": p.leader_epoch, "partition_epoch": p.partition_epoch,
             "isr": list(p.isr),
-            "replica_states": {str(b): s for b, s in p.replica_states.items()}}
+            "replica_states": {str(b): s for b, s in p.replica_states.items()},
+            "adding_replicas": list(p.adding_replicas),
+            "removing_replicas": list(p.removing_replicas)}
 
 
 def _partition_from_dict(item: dict) -> tuple[int, PartitionInfo]:
     states = {int(b): str(s) for b, s in item["replica_states"].items()}
     return int(item["partition"]), PartitionInfo(
         [int(r) for r in item["replicas"]], int(item["leader"]), int(item["leader_epoch"]),
-        int(item["partition_epoch"]), [int(r) for r in item["isr"]], states)
+        int(item["partition_epoch"]), [int(r) for r in item["isr"]], states,
+        tuple(int(r) for r in item.get("adding_replicas", ())),
+        tuple(int(r) for r in item.get("removing_replicas", ())))
 
 
 def _hint(hints: dict, replica: int) -> int:

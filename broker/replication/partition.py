@@ -122,6 +122,7 @@ class Partition:
     replicas: list[int] = field(default_factory=list)
     followers: dict[int, FollowerState] = field(default_factory=dict)
     offline: bool = False
+    adding_replicas: frozenset = frozenset()
     _partition_epoch: int = field(default=0, init=False)
     _isr_state: IsrState = field(default=CommittedIsr(()), init=False)
     storage_failure_listener: Callable[[Partition, str, Exception], None] | None = \
@@ -209,6 +210,19 @@ class Partition:
     def pending_isr_additions(self) -> frozenset[int]:
         """The replica a pending expansion adds (empty otherwise)."""
         return self.maximal_isr - set(self._isr_state.isr)
+
+    def update_replicas(self, replicas: list[int], adding: tuple = ()) -> None:
+        """Take the image's replica list (a reassignment adds or removes replicas, KIP-455).
+        A leader starts tracking a new follower (not caught up: it joins the ISR the usual
+        way) and forgets a removed one.  ``adding``: the replicas still joining, whose
+        fetches ``leader.replication.throttled.rate`` limits."""
+        self.adding_replicas = frozenset(adding)
+        if list(replicas) == self.replicas:
+            return
+        self.replicas = list(replicas)
+        if self.is_leader:
+            self.followers = {r: self.followers.get(r) or FollowerState(r)
+                              for r in replicas if r != self.node_id}
 
     def update_isr_from_metadata(self, isr: list[int], partition_epoch: int) -> None:
         """Take the ISR and partition epoch of a metadata image (our own change or the

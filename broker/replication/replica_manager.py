@@ -41,6 +41,7 @@ from ..metrics.stats import ReplicaStats
 from ..topics import is_internal, topic_config_problem
 from .purgatory import Purgatory
 from .replica_selector import preferred_read_replica
+from .throttle import ReplicationThrottle
 from ..tasks import StopCallback, TaskSupervisor
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class FetchedPartition:
     last_stable_offset: int = -1
     aborted_transactions: tuple = ()
     preferred_read_replica: int = -1
+    throttled: bool = False  # a joining replica's data held back (leader.replication.throttled.rate)
 
 
 class ReplicaManager:
@@ -94,6 +96,7 @@ class ReplicaManager:
         # Consumers long-polling this broker as a follower wake when it makes progress.
         self.fetchers.on_progress = self.fetch_purgatory.check_and_complete
         self.rack_aware_reads = config["replica.selector.class"] == RACK_AWARE_SELECTOR
+        self.throttle = ReplicationThrottle(config["leader.replication.throttled.rate"])
         self._leadership_listeners: list = []
         self.lag_time_max_ms = config["replica.lag.time.max.ms"]
         self.cleaner = LogCleanerManager(self, config)
@@ -226,6 +229,7 @@ class ReplicaManager:
             self._remove_partition(key)
 
     def _apply_partition_state(self, partition: Partition, info) -> None:
+        partition.update_replicas(info.replicas, info.adding_replicas)
         if info.leader == self.node_id:
             if not partition.is_leader or partition.leader_epoch != info.leader_epoch:
                 self.fetchers.unfollow(partition.key)
@@ -553,6 +557,16 @@ class ReplicaManager:
                 results.append(FetchedPartition(self.missing_partition_error(*status.key)))
                 continue
             limit = max(0, min(status.max_bytes, remaining))
+            # A replica the leader's image does not list yet is one joining as well.
+            throttled = self.throttle.enabled and replica_id >= 0 and (
+                replica_id in partition.adding_replicas or replica_id not in partition.replicas)
+            if throttled:
+                limit = min(limit, self.throttle.allowance())
+                if limit == 0:
+                    results.append(FetchedPartition(
+                        ErrorCode.NONE, partition.high_watermark, partition.log_start_offset,
+                        throttled=True))
+                    continue
             try:
                 read = partition.read(status.fetch_offset, limit, replica_id=replica_id,
                                       current_leader_epoch=status.current_leader_epoch,
@@ -568,6 +582,8 @@ class ReplicaManager:
                 results.append(FetchedPartition(storage_error_code(exc)))
                 continue
             remaining -= len(read.records)
+            if throttled:
+                self.throttle.record(len(read.records))
             results.append(FetchedPartition(ErrorCode.NONE, read.high_watermark,
                                             read.log_start_offset, read.records,
                                             read.last_stable_offset, read.aborted_transactions))
@@ -599,6 +615,10 @@ class ReplicaManager:
                     for i in range(len(statuses))]
         results = self.read_partitions(statuses, replica_id, max_bytes, isolation_level)
         available = sum(len(r.records) for r in results)
+        if not available and any(r.throttled for r in results):
+            # Nothing to send but throttled data: wait for the bucket, not in a spin.
+            await asyncio.sleep(min(self.throttle.delay_s(), max(0, max_wait_ms) / 1000))
+            return self.read_partitions(statuses, replica_id, max_bytes, isolation_level)
         has_error = any(r.error != ErrorCode.NONE for r in results)
         if max_wait_ms <= 0 or available >= max(1, min_bytes) or has_error or not statuses:
             return results

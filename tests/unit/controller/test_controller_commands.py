@@ -16,7 +16,7 @@ from pysyncobj import SyncObj, SyncObjConf
 from pysyncobj.syncobj import _COMMAND_TYPE
 
 from broker.controller.commands import (
-    COMMANDS, AllocateProducerIds, AlterPartition, AlterScramCredentials, AlterTopicConfigs, Command, CreateTopic,
+    COMMANDS, AllocateProducerIds, AlterPartition, AlterReassignments, AlterScramCredentials, AlterTopicConfigs, Command, CreateTopic,
     CreateAcls, CreatePartitions, DeleteAcls, DeleteTopic, ElectLeaders, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker, decode,
 )
 from broker.controller.raft import MetadataConsumer
@@ -50,6 +50,8 @@ EXAMPLES: list[Command] = [
                           [["bob", "SCRAM-SHA-512"]]),
     CreateAcls([[2, "orders", 3, "User:alice", "*", 3, 3], [3, "app-", 4, "User:*", "10.0.0.1", 2, 2]]),
     DeleteAcls([[2, "orders", 3, "User:alice", "*", 3, 3]]),
+    AlterReassignments([["t", 0, [2, 3]], ["t", 1, None]], controller_term=5),
+    RegisterBroker(4, "h", 9096, "inc-4", False, None, "rack-b"),
 ]
 
 
@@ -75,7 +77,7 @@ def test_only_controller_decisions_carry_a_term_and_never_as_an_apply_argument()
     assert ElectPreferred([("t", 0)], controller_term=3).to_wire()[2] == 3
     assert FenceBrokers([2], {}).to_wire()[2] is None, "a controlled shutdown: no term"
     decisions = {cls for cls in COMMANDS.values() if cls.controller_decision}
-    assert decisions == {FenceBrokers, ElectPreferred, ElectLeaders}
+    assert decisions == {FenceBrokers, ElectPreferred, ElectLeaders, AlterReassignments}
     assert all(c.to_wire()[2] is None for c in EXAMPLES if not c.controller_decision)
     assert decode("init_cluster", ("c",), 5) == InitCluster("c"), \
         "a term on another command is the consumer's to check, not the command's"

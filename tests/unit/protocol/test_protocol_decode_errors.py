@@ -8,8 +8,9 @@ import random
 import struct
 
 import pytest
-from kafka.protocol.admin import (DescribeProducersRequest, DescribeTransactionsRequest,
-                                  ListTransactionsRequest)
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
+                                  DescribeProducersRequest, DescribeTransactionsRequest,
+                                  ListPartitionReassignmentsRequest, ListTransactionsRequest)
 from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest,
                                      EndTxnRequest, TxnOffsetCommitRequest,
                                      WriteTxnMarkersRequest)
@@ -317,6 +318,21 @@ def _describe_producers(v):
     return DescribeProducersRequest[v](topics=[T(name="orders", partition_indexes=[0, 3])])
 
 
+def _alter_reassignments(v):
+    T = AlterPartitionReassignmentsRequest.ReassignableTopic
+    P = T.ReassignablePartition
+    return AlterPartitionReassignmentsRequest[v](
+        timeout_ms=5000, allow_replication_factor_change=False, topics=[T(
+            name="orders", partitions=[P(partition_index=0, replicas=[2, 3, 4]),
+                                       P(partition_index=1, replicas=None)])])
+
+
+def _list_reassignments(v):
+    T = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
+    return ListPartitionReassignmentsRequest[v](
+        timeout_ms=5000, topics=[T(name="orders", partition_indexes=[0, 1])])
+
+
 CORPUS_BUILDERS = {
     "Produce": (_produce, [3, 8, 9, 12]),
     "Fetch": (_fetch, [4, 11, 12]),
@@ -361,6 +377,8 @@ CORPUS_BUILDERS = {
     "DescribeTransactions": (_describe_transactions, [0]),
     "ListTransactions": (_list_transactions, [0, 1]),
     "DescribeProducers": (_describe_producers, [0]),
+    "AlterPartitionReassignments": (_alter_reassignments, [0, 1]),
+    "ListPartitionReassignments": (_list_reassignments, [0]),
 }
 
 

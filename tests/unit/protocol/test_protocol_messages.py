@@ -12,7 +12,11 @@ import io
 import struct
 import uuid
 
-from kafka.protocol.admin import (DescribeProducersRequest, DescribeProducersResponse,
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
+                                  AlterPartitionReassignmentsResponse,
+                                  ListPartitionReassignmentsRequest,
+                                  ListPartitionReassignmentsResponse,
+                                  DescribeProducersRequest, DescribeProducersResponse,
                                   DescribeTransactionsRequest, DescribeTransactionsResponse,
                                   ListTransactionsRequest, ListTransactionsResponse)
 from kafka.protocol.producer import (
@@ -118,6 +122,8 @@ EXPECTED_RANGES = {
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions
     61: (0, 0),   # DescribeProducers
+    45: (0, 1),   # AlterPartitionReassignments
+    46: (0, 0),   # ListPartitionReassignments
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -126,7 +132,8 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2,
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
                   29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
-                  24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0}
+                  24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0,
+                  45: 0, 46: 0}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -761,6 +768,9 @@ _REQUESTS = {
     65: lambda v: DescribeTransactionsRequest[v](transactional_ids=["tx"]),
     66: lambda v: ListTransactionsRequest[v](state_filters=[], producer_id_filters=[]),
     61: lambda v: DescribeProducersRequest[v](topics=[]),
+    45: lambda v: AlterPartitionReassignmentsRequest[v](timeout_ms=1, topics=[],
+                                                        allow_replication_factor_change=True),
+    46: lambda v: ListPartitionReassignmentsRequest[v](timeout_ms=1, topics=None),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -901,6 +911,27 @@ _RESPONSES = {
          lambda resp, v: resp.topics[0].partitions[0].active_producers[0]
          .current_txn_start_offset == 40 or pytest.fail("DescribeProducers"),
          DescribeProducersResponse),
+    45: (lambda v: AlterPartitionReassignmentsResponse[v](
+            throttle_time_ms=0, allow_replication_factor_change=True, error_code=0,
+            error_message=None, responses=[
+                AlterPartitionReassignmentsResponse.ReassignableTopicResponse(
+                    name="t", partitions=[AlterPartitionReassignmentsResponse
+                                          .ReassignableTopicResponse
+                                          .ReassignablePartitionResponse(
+                                              partition_index=2, error_code=85,
+                                              error_message="no")])]),
+         lambda resp, v: resp.responses[0].partitions[0].error_code == 85
+         or pytest.fail("AlterPartitionReassignments"), AlterPartitionReassignmentsResponse),
+    46: (lambda v: ListPartitionReassignmentsResponse[v](
+            throttle_time_ms=0, error_code=0, error_message=None, topics=[
+                ListPartitionReassignmentsResponse.OngoingTopicReassignment(
+                    name="t", partitions=[ListPartitionReassignmentsResponse
+                                          .OngoingTopicReassignment
+                                          .OngoingPartitionReassignment(
+                                              partition_index=1, replicas=[2, 3, 4, 1],
+                                              adding_replicas=[4], removing_replicas=[1])])]),
+         lambda resp, v: resp.topics[0].partitions[0].adding_replicas == [4]
+         or pytest.fail("ListPartitionReassignments"), ListPartitionReassignmentsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]

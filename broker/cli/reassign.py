@@ -1,0 +1,206 @@
+"""``raftwood reassign`` and ``raftwood brokers decommission``: moving replicas (KIP-455).
+
+    raftwood reassign --topics orders,events --brokers 1,2,4              # print the plan
+    raftwood reassign --topics orders,events --brokers 1,2,4 --execute    # start it
+    raftwood reassign --topics orders,events --status                     # progress
+    raftwood reassign --topics orders,events --cancel                     # back to before
+    raftwood brokers decommission 3 [--execute]     # move every replica off broker 3
+
+The plan (``reassign_plan.py``) keeps each partition's replica count, evens the load over
+the brokers named and moves as little as it can (rack-aware when brokers have
+``broker.rack``).  ``--execute`` sends AlterPartitionReassignments to the controller; the
+controller adds the new replicas, waits until they are in sync, then drops the old ones
+(see the README's "Reassigning partitions").  ``--status`` lists the partitions still
+moving (ListPartitionReassignments) with their ISR.  Exit codes as the other commands:
+0 done, 1 the cluster refused something (each refusal printed), 2 unreachable.
+"""
+from __future__ import annotations
+
+import argparse
+
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
+                                  ListPartitionReassignmentsRequest)
+
+from protocol.errors import ErrorCode
+
+from .admin import _client_options, _controller_connection, _metadata
+from .client import EXIT_KAFKA_ERROR, EXIT_OK, CommandFailure, error_name, guarded
+from .reassign_plan import PlanError, moves, plan, replace_broker
+from .tables import format_table
+
+ALTER_VERSION = 0
+LIST_VERSION = 0
+
+
+def _broker_list(text: str) -> list[int]:
+    try:
+        brokers = [int(b) for b in text.split(",") if b.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected broker ids like 1,2,4, got {text!r}")
+    if not brokers:
+        raise argparse.ArgumentTypeError("no broker id given")
+    return brokers
+
+
+def add_commands(commands) -> None:
+    common = _client_options()
+    reassign = commands.add_parser(
+        "reassign", parents=[common],
+        help="move topics' replicas onto a set of brokers (plan, --execute, --status, --cancel)")
+    reassign.add_argument("--topics", required=True, metavar="T1,T2",
+                          type=lambda text: [t for t in text.split(",") if t])
+    reassign.add_argument("--brokers", type=_broker_list, metavar="1,2,4",
+                          help="the brokers the replicas may live on (plan / --execute)")
+    action = reassign.add_mutually_exclusive_group()
+    action.add_argument("--execute", action="store_true", help="start the planned moves")
+    action.add_argument("--status", action="store_true", help="partitions still moving")
+    action.add_argument("--cancel", action="store_true",
+                        help="cancel the topics' moves in progress (back to before)")
+    reassign.set_defaults(func=cmd_reassign)
+    brokers = commands.add_parser("brokers", help="broker operations")
+    actions = brokers.add_subparsers(dest="brokers_command", required=True, metavar="ACTION")
+    decommission = actions.add_parser(
+        "decommission", parents=[common],
+        help="plan (or --execute) moving every replica off a broker")
+    decommission.add_argument("broker_id", type=int)
+    decommission.add_argument("--execute", action="store_true", help="start the moves")
+    decommission.set_defaults(func=cmd_decommission)
+
+
+def _current(conn, topics: list[str] | None) -> tuple[dict, dict, list[int], dict]:
+    """(replicas by (topic, partition), ISR by (topic, partition), live broker ids, racks)."""
+    metadata = _metadata(conn, topics)
+    replicas, isr = {}, {}
+    for topic in metadata.topics:
+        if topic.error_code != ErrorCode.NONE:
+            raise CommandFailure(f"topic {topic.name}: {error_name(topic.error_code)}")
+        for p in topic.partitions:
+            replicas[(topic.name, p.partition_index)] = list(p.replica_nodes)
+            isr[(topic.name, p.partition_index)] = list(p.isr_nodes)
+    brokers = sorted(b.node_id for b in metadata.brokers)
+    racks = {b.node_id: b.rack for b in metadata.brokers}
+    return replicas, isr, brokers, racks
+
+
+def _alter(conn, targets: dict) -> list[tuple]:
+    """Send the moves; [(topic, partition, error code, message)] of the refused ones."""
+    T = AlterPartitionReassignmentsRequest.ReassignableTopic
+    by_topic: dict[str, list] = {}
+    for (name, index), replicas in sorted(targets.items()):
+        by_topic.setdefault(name, []).append(T.ReassignablePartition(
+            partition_index=index, replicas=replicas))
+    response = conn.request(AlterPartitionReassignmentsRequest[ALTER_VERSION](
+        timeout_ms=30_000, allow_replication_factor_change=True,
+        topics=[T(name=name, partitions=partitions) for name, partitions in by_topic.items()]))
+    refused = []
+    for topic in response.responses:
+        for p in topic.partitions:
+            code = p.error_code if p.error_code != ErrorCode.NONE else response.error_code
+            if code != ErrorCode.NONE:
+                refused.append((topic.name, p.partition_index, code,
+                                p.error_message or response.error_message))
+    return refused
+
+
+def _print_plan(current: dict, targets: dict) -> None:
+    if not targets:
+        print("nothing to move: the replicas are already where the plan puts them")
+        return
+    print(format_table(["TOPIC", "PARTITION", "CURRENT", "PROPOSED"],
+                       [[name, index, current[(name, index)], replicas]
+                        for (name, index), replicas in sorted(targets.items())],
+                       right=[1]))
+
+
+def _execute(conn, current: dict, targets: dict) -> int:
+    _print_plan(current, targets)
+    if not targets:
+        return EXIT_OK
+    refused = _alter(conn, targets)
+    for name, index, code, message in refused:
+        print(f"raftwood: {name}-{index}: {error_name(code)}"
+              + (f": {message}" if message else ""))
+    print(f"started {len(targets) - len(refused)} of {len(targets)} moves; follow them with "
+          f"--status")
+    return EXIT_KAFKA_ERROR if refused else EXIT_OK
+
+
+@guarded
+def cmd_reassign(args) -> int:
+    with _controller_connection(args.bootstrap_server, args.timeout, args.security) as conn:
+        current, isr, brokers, racks = _current(conn, args.topics)
+        if args.status:
+            return _status(conn, args.topics, isr)
+        if args.cancel:
+            moving = _ongoing(conn, args.topics)
+            if not moving:
+                print("nothing to cancel: no partition of these topics is moving")
+                return EXIT_OK
+            refused = _alter(conn, {(name, index): None for name, index, *_ in moving})
+            for name, index, code, message in refused:
+                print(f"raftwood: {name}-{index}: {error_name(code)}")
+            print(f"cancelled {len(moving) - len(refused)} of {len(moving)} moves")
+            return EXIT_KAFKA_ERROR if refused else EXIT_OK
+        if args.brokers is None:
+            raise CommandFailure("--brokers is required to plan or --execute a reassignment")
+        unknown = sorted(set(args.brokers) - set(brokers))
+        if unknown:
+            raise CommandFailure(f"brokers {unknown} are not in the cluster ({brokers})")
+        try:
+            targets = moves(current, plan(current, args.brokers, racks))
+        except PlanError as exc:
+            raise CommandFailure(str(exc)) from exc
+        if not args.execute:
+            _print_plan(current, targets)
+            if targets:
+                print("(a plan only: add --execute to start it)")
+            return EXIT_OK
+        return _execute(conn, current, targets)
+
+
+def _ongoing(conn, topics: list[str]) -> list[tuple]:
+    response = conn.request(ListPartitionReassignmentsRequest[LIST_VERSION](
+        timeout_ms=30_000, topics=None))
+    if response.error_code != ErrorCode.NONE:
+        raise CommandFailure(f"ListPartitionReassignments: {error_name(response.error_code)}"
+                             + (f": {response.error_message}" if response.error_message
+                                else ""))
+    return [(topic.name, p.partition_index, list(p.replicas), list(p.adding_replicas),
+             list(p.removing_replicas))
+            for topic in response.topics if topic.name in topics for p in topic.partitions]
+
+
+def _status(conn, topics: list[str], isr: dict) -> int:
+    moving = _ongoing(conn, topics)
+    if not moving:
+        print("no partition of these topics is moving")
+        return EXIT_OK
+    print(format_table(
+        ["TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING", "ISR", "IN-SYNC"],
+        [[name, index, replicas, adding, removing, isr.get((name, index)),
+          f"{sum(r in isr.get((name, index), ()) for r in adding)}/{len(adding)}"]
+         for name, index, replicas, adding, removing in sorted(moving)], right=[1]))
+    return EXIT_OK
+
+
+@guarded
+def cmd_decommission(args) -> int:
+    with _controller_connection(args.bootstrap_server, args.timeout, args.security) as conn:
+        current, _, brokers, racks = _current(conn, None)
+        if args.broker_id not in brokers:
+            raise CommandFailure(f"broker {args.broker_id} is not in the cluster ({brokers})")
+        remaining = [b for b in brokers if b != args.broker_id]
+        hosted = {k: r for k, r in current.items() if args.broker_id in r}
+        try:
+            targets = replace_broker(current, args.broker_id, remaining, racks)
+        except PlanError as exc:
+            raise CommandFailure(str(exc)) from exc
+        if not args.execute:
+            _print_plan(hosted, targets)
+            if targets:
+                print("(a plan only: add --execute to start it)")
+            return EXIT_OK
+        code = _execute(conn, hosted, targets)
+        print(f"when `raftwood reassign --topics ... --status` shows nothing moving, broker "
+              f"{args.broker_id} holds no replica and can be stopped")
+        return code

@@ -1,0 +1,123 @@
+"""Partition reassignment (KIP-455) on a real cluster, under load, through `raftwood reassign`.
+
+A 4-broker cluster, a partition on brokers 1,2,3 taking acks=all writes from an idempotent
+confluent-kafka producer while it moves:
+
+* grow onto broker 4 (`--brokers 2,3,4 --execute`): broker 4 joins, catches up, enters
+  the ISR; broker 1, the leader, hands over and drops its log;
+* cancel halfway: with `leader.replication.throttled.rate` low the new replica stays
+  behind, `--status` shows it moving, `--cancel` puts the replicas back and removes the
+  new copy;
+* the controller killed (kill -9) right after the move started: the next controller
+  completes it, as the state lives in the Raft metadata.
+
+Each ends with every acknowledged record in the log once, at its acknowledged offset,
+and the replicas identical byte for byte below the high watermark.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("confluent_kafka")
+
+from broker.testing import read_records  # noqa: E402
+from tests.faults.checker import (assert_replicas_identical_below,  # noqa: E402
+                                  wait_fully_replicated)
+from tests.faults.test_faults_replication import PacedProducer  # noqa: E402
+
+TOPIC = "moving"
+COMMAND_TIMEOUT_S = 60
+MOVE_TIMEOUT_S = 60.0
+
+
+def raftwood(cluster, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "broker.cli", *args, "--bootstrap-server",
+                           cluster.bootstrap.split(",")[0]], capture_output=True, text=True,
+                          timeout=COMMAND_TIMEOUT_S)
+
+
+def replicas_become(cluster, expected: list[int]) -> dict:
+    def done(statuses):
+        state = cluster.find_partition(cluster.freshest(statuses), TOPIC, 0)
+        return state if sorted(state["replicas"]) == sorted(expected) \
+            and not state["adding_replicas"] and sorted(state["isr"]) == sorted(expected) \
+            else None
+    return cluster.wait_for(done, MOVE_TIMEOUT_S, f"{TOPIC}-0 on {expected}")
+
+
+def assert_every_ack_present(cluster, producer: PacedProducer, replicas: list[int]) -> None:
+    assert not producer.errors, producer.errors[:3]
+    high_watermark = wait_fully_replicated(cluster, TOPIC, 0, timeout_s=MOVE_TIMEOUT_S)
+    leader = cluster.leader_of(TOPIC, 0)
+    stored = {}
+    with cluster.connect(leader) as conn:
+        offset = 0
+        while offset < high_watermark:
+            records = read_records(conn.fetch(TOPIC, 0, offset, max_bytes=1 << 20).records)
+            assert records, f"no records at {offset} below HW {high_watermark}"
+            for record_offset, _, value, _, _ in records:
+                stored[record_offset] = value
+            offset = max(stored) + 1
+    assert len(stored) == high_watermark == len(producer.acked)
+    assert all(stored[o] == v for o, v in producer.acked.items())
+    assert_replicas_identical_below(cluster, TOPIC, 0, high_watermark, replicas)
+
+
+def test_a_partition_moves_onto_a_new_broker_under_load(raftwood_cluster_factory):
+    cluster = raftwood_cluster_factory(4)
+    cluster.create_topic(TOPIC, assignments=[[1, 2, 3]], configs={"min.insync.replicas": "2"})
+    producer = PacedProducer(cluster.bootstrap, TOPIC, 6_000).start()
+    cluster.wait_for(lambda s: len(producer.acked) > 500, 30, "the first acknowledgements")
+    plan = raftwood(cluster, "reassign", "--topics", TOPIC, "--brokers", "2,3,4")
+    assert plan.returncode == 0 and "[1,2,3]" not in plan.stdout
+    assert "1,2,3" in plan.stdout and "(a plan only" in plan.stdout, plan.stdout
+    moved = raftwood(cluster, "reassign", "--topics", TOPIC, "--brokers", "2,3,4", "--execute")
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    state = replicas_become(cluster, [2, 3, 4])
+    assert state["leader"] in (2, 3, 4)
+    producer.join(120)
+    assert_every_ack_present(cluster, producer, [2, 3, 4])
+    cluster.wait_for(lambda s: not cluster.partition_dir(1, TOPIC, 0).exists(), 30,
+                     "broker 1 to drop its copy")
+
+
+def test_cancelling_a_throttled_move_puts_the_replicas_back(raftwood_cluster_factory):
+    cluster = raftwood_cluster_factory(4, **{"leader.replication.throttled.rate": "500"})
+    cluster.create_topic(TOPIC, assignments=[[1, 2, 3]])
+    producer = PacedProducer(cluster.bootstrap, TOPIC, 2_000).start()
+    producer.join(120)
+    started = raftwood(cluster, "reassign", "--topics", TOPIC, "--brokers", "2,3,4",
+                       "--execute")
+    assert started.returncode == 0, started.stdout + started.stderr
+    status = raftwood(cluster, "reassign", "--topics", TOPIC, "--status")
+    assert status.returncode == 0 and "REMOVING" in status.stdout
+    assert TOPIC in status.stdout and "0/1" in status.stdout, status.stdout
+    cancelled = raftwood(cluster, "reassign", "--topics", TOPIC, "--cancel")
+    assert cancelled.returncode == 0 and "cancelled 1 of 1" in cancelled.stdout, \
+        cancelled.stdout + cancelled.stderr
+    replicas_become(cluster, [1, 2, 3])
+    after = raftwood(cluster, "reassign", "--topics", TOPIC, "--status")
+    assert "no partition of these topics is moving" in after.stdout
+    cluster.wait_for(lambda s: not cluster.partition_dir(4, TOPIC, 0).exists(), 30,
+                     "broker 4 to drop its partial copy")
+    assert_every_ack_present(cluster, producer, [1, 2, 3])
+
+
+def test_the_next_controller_completes_a_move_when_the_controller_dies(
+        raftwood_cluster_factory):
+    cluster = raftwood_cluster_factory(4)
+    cluster.create_topic(TOPIC, assignments=[[1, 2, 3]], configs={"min.insync.replicas": "2"})
+    producer = PacedProducer(cluster.bootstrap, TOPIC, 4_000).start()
+    cluster.wait_for(lambda s: len(producer.acked) > 500, 30, "the first acknowledgements")
+    controller = cluster.controller_id()
+    target = [b for b in (1, 2, 3, 4) if b != controller][:3]
+    moved = raftwood(cluster, "reassign", "--topics", TOPIC, "--brokers",
+                     ",".join(map(str, target)), "--execute")
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    cluster.kill(controller)
+    replicas_become(cluster, target)
+    producer.join(120)
+    assert_every_ack_present(cluster, producer, target)
