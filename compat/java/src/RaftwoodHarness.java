@@ -18,6 +18,16 @@
 //   verify-numbered  --bootstrap B --topic T --count N [--partitions 3]
 //       Reads every partition to its end: each number exactly once, on its partition,
 //       in increasing order (the idempotent producer's promise).
+//   txn-ctp          --bootstrap B --prefix P [--partitions 3] [--count 60] [--replication-factor 1]
+//       Transactions (KIP-98/447): a transactional producer writes N numbered inputs to
+//       P-in in transactions of 10 with an aborted one among them; a read_committed
+//       consumer in group P-group and a transactional producer run consume-transform-
+//       produce into P-out (sendOffsetsToTransaction with the group's metadata), the third
+//       transaction aborted and the consumer rewound to the committed offsets; the output,
+//       read with read_committed, holds every input exactly once, in order per partition,
+//       and the group's committed offsets are one past each partition's last input; a
+//       second producer with a transactional id fences the first (ProducerFencedException
+//       on its commit) and its own transaction is the only one read.
 //
 // Every mode also takes [--client-config FILE]: a Java properties file of client settings
 // (security.protocol, sasl.*, ssl.*) added to every Admin, producer and consumer it makes,
@@ -52,6 +62,8 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
@@ -64,6 +76,7 @@ import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
@@ -109,6 +122,7 @@ public final class RaftwoodHarness {
             case "suite" -> harness.suite();
             case "produce-numbered" -> harness.produceNumbered();
             case "verify-numbered" -> harness.verifyNumbered();
+            case "txn-ctp" -> harness.txnConsumeTransformProduce();
             default -> usage("unknown mode " + args[0]);
         }
         boolean ok = harness.failures == 0 && harness.steps > 0;
@@ -212,6 +226,10 @@ public final class RaftwoodHarness {
     }
 
     KafkaConsumer<byte[], byte[]> consumer(String groupId, String isolation) {
+        return consumer(groupId, isolation, Map.of());
+    }
+
+    KafkaConsumer<byte[], byte[]> consumer(String groupId, String isolation, Map<String, String> extra) {
         Properties props = new Properties();
         props.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
@@ -225,6 +243,7 @@ public final class RaftwoodHarness {
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         props.putAll(clientConfig);
+        props.putAll(extra);
         return new KafkaConsumer<>(props);
     }
 
@@ -278,8 +297,8 @@ public final class RaftwoodHarness {
                 if (!produced) continue;
                 step("admin-list-offsets-" + codec,
                         () -> listOffsets(admin, topic, partitions, records, baseTimestamp));
-                // Spark's default isolation, and read_committed (Raftwood has no
-                // transactions: its last stable offset is the high watermark)
+                // Spark's default isolation, and read_committed (this producer is not
+                // transactional: the last stable offset is the high watermark)
                 String isolation = codec.equals("gzip") || codec.equals("lz4")
                         ? "read_uncommitted" : "read_committed";
                 step("consume-assign-seek-" + codec,
@@ -657,5 +676,217 @@ public final class RaftwoodHarness {
             check(total == count, "%d records in the topic, want %d", total, count);
             return count + " numbers each exactly once, in order on their partitions";
         });
+    }
+
+    // -- transactions: consume-transform-produce ------------------------------------------------
+
+    static final int TXN_SIZE = 10;
+
+    KafkaProducer<byte[], byte[]> txnProducer(String transactionalId) {
+        KafkaProducer<byte[], byte[]> producer = producer("none", Map.of(
+                ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId,
+                ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "60000",
+                ProducerConfig.CLIENT_ID_CONFIG, "raftwood-harness-" + transactionalId));
+        producer.initTransactions();
+        return producer;
+    }
+
+    void txnConsumeTransformProduce() {
+        String prefix = require("prefix");
+        int partitions = intOpt("partitions", 3);
+        int count = intOpt("count", 60);
+        short replication = (short) intOpt("replication-factor", 1);
+        String input = prefix + "-in";
+        String output = prefix + "-out";
+        String group = prefix + "-group";
+        try (Admin admin = admin()) {
+            boolean produced = step("txn-produce-input", () -> {
+                admin.createTopics(List.of(new NewTopic(input, partitions, replication),
+                        new NewTopic(output, partitions, replication))).all().get(WAIT_S, TimeUnit.SECONDS);
+                waitForLeaders(admin, List.of(input, output), partitions);
+                int aborted = 0;
+                try (KafkaProducer<byte[], byte[]> producer = txnProducer(prefix + "-input-tid")) {
+                    for (int start = 0; start < count; start += TXN_SIZE) {
+                        if (start == 2 * TXN_SIZE) {   // an aborted transaction among the inputs
+                            producer.beginTransaction();
+                            for (int p = 0; p < partitions; p++) {
+                                producer.send(new ProducerRecord<>(input, p, null, utf8("junk-" + p)));
+                                aborted++;
+                            }
+                            producer.flush();
+                            producer.abortTransaction();
+                        }
+                        producer.beginTransaction();
+                        for (int n = start; n < Math.min(count, start + TXN_SIZE); n++) {
+                            producer.send(new ProducerRecord<>(input, n % partitions, null, utf8("in-" + n)));
+                        }
+                        producer.commitTransaction();
+                    }
+                }
+                return count + " inputs committed in transactions of " + TXN_SIZE + ", " + aborted
+                        + " aborted records among them";
+            });
+            if (!produced) return;
+            boolean transformed = step("txn-consume-transform-produce",
+                    () -> consumeTransformProduce(input, output, group, prefix, count));
+            if (!transformed) return;
+            step("txn-verify-output", () -> verifyTransformed(input, output, group, partitions, count));
+            step("txn-fence-zombie", () -> fenceZombie(output, prefix));
+        }
+    }
+
+    String consumeTransformProduce(String input, String output, String group, String prefix, int count)
+            throws Exception {
+        int processed = 0;
+        int transactions = 0;
+        int abortedRecords = 0;
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(group, "read_committed",
+                     Map.of(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest",
+                            ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "7"));
+             KafkaProducer<byte[], byte[]> producer = txnProducer(prefix + "-ctp-tid")) {
+            consumer.subscribe(List.of(input));
+            long start = System.nanoTime();
+            int polls = 0;
+            while (processed < count && elapsedMs(start) < 60_000 && polls++ < 600) {
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(200));
+                if (records.isEmpty()) continue;
+                transactions++;
+                producer.beginTransaction();
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                Map<TopicPartition, Long> firstOffsets = new HashMap<>();
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    check(text(r.value()).startsWith("in-"), "read_committed returned %s at %s-%d@%d",
+                            text(r.value()), r.topic(), r.partition(), r.offset());
+                    producer.send(new ProducerRecord<>(output, r.partition(), null, utf8("out-" + text(r.value()))));
+                    TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+                    offsets.put(tp, new OffsetAndMetadata(r.offset() + 1));
+                    firstOffsets.putIfAbsent(tp, r.offset());
+                }
+                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                if (transactions != 3) {
+                    producer.commitTransaction();
+                    processed += records.count();
+                    continue;
+                }
+                producer.flush();
+                producer.abortTransaction();       // rewind to what the group committed
+                abortedRecords += records.count();
+                Map<TopicPartition, OffsetAndMetadata> committed =
+                        consumer.committed(firstOffsets.keySet(), Duration.ofSeconds(WAIT_S));
+                for (TopicPartition tp : firstOffsets.keySet()) {
+                    OffsetAndMetadata c = committed.get(tp);
+                    long first = firstOffsets.get(tp);
+                    // nothing committed on tp yet, or the batch starts at the committed offset
+                    // (or past it: only markers and aborted inputs lie between)
+                    check(c == null || c.offset() <= first,
+                            "%s: committed %s, but the aborted batch started at %d", tp, c, first);
+                    if (c == null) consumer.seekToBeginning(List.of(tp));
+                    else consumer.seek(tp, c.offset());
+                }
+            }
+            check(processed == count, "%d of %d inputs processed in %d transactions, %d polls", processed,
+                    count, transactions, polls);
+            check(abortedRecords > 0, "the third transaction was not aborted (%d transactions)", transactions);
+        }
+        return processed + " inputs transformed in " + transactions + " transactions, " + abortedRecords
+                + " records in the aborted one";
+    }
+
+    String verifyTransformed(String input, String output, String group, int partitions, int count)
+            throws Exception {
+        Map<Integer, List<String>> inputs = readCommitted(input, partitions, "raftwood-harness-verify-in");
+        Map<Integer, List<String>> outputs = readCommitted(output, partitions, "raftwood-harness-verify-out");
+        int total = 0;
+        for (int p = 0; p < partitions; p++) {
+            List<String> want = new ArrayList<>();
+            for (String value : inputs.get(p)) {
+                String[] parts = value.split("@");
+                check(parts[0].startsWith("in-"), "input %d holds %s", p, value);
+                want.add("out-" + parts[0]);
+            }
+            List<String> got = new ArrayList<>();
+            for (String value : outputs.get(p)) got.add(value.split("@")[0]);
+            check(got.equals(want), "output partition %d is %s, want %s", p, got, want);
+            total += got.size();
+        }
+        check(total == count, "%d outputs, want %d", total, count);
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(input, p));
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(group, "read_committed")) {
+            Map<TopicPartition, OffsetAndMetadata> committed =
+                    consumer.committed(Set.copyOf(tps), Duration.ofSeconds(WAIT_S));
+            for (int p = 0; p < partitions; p++) {
+                List<String> in = inputs.get(p);
+                long lastOffset = Long.parseLong(in.get(in.size() - 1).split("@")[1]);
+                OffsetAndMetadata c = committed.get(tps.get(p));
+                check(c != null && c.offset() == lastOffset + 1,
+                        "group %s committed %s on %s, want %d", group, c, tps.get(p), lastOffset + 1);
+            }
+        }
+        return total + " outputs, each input exactly once in order; the group's offsets one past "
+                + "each partition's last input";
+    }
+
+    /** Every partition of ``topic`` read with read_committed to its end (the LSO): per
+     * partition the values as "value@offset". */
+    Map<Integer, List<String>> readCommitted(String topic, int partitions, String groupId) throws Exception {
+        Map<Integer, List<String>> got = new TreeMap<>();
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int p = 0; p < partitions; p++) {
+            tps.add(new TopicPartition(topic, p));
+            got.put(p, new ArrayList<>());
+        }
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer(groupId, "read_committed")) {
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = consumer.endOffsets(tps, Duration.ofSeconds(WAIT_S));
+            long start = System.nanoTime();
+            int polls = 0;
+            while (elapsedMs(start) < POLL_DEADLINE_MS && polls++ < 1000) {
+                boolean done = true;
+                for (TopicPartition tp : tps) done &= consumer.position(tp) >= end.get(tp);
+                if (done) return got;
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    got.get(r.partition()).add(text(r.value()) + "@" + r.offset());
+                }
+            }
+            Map<TopicPartition, Long> positions = new HashMap<>();
+            for (TopicPartition tp : tps) positions.put(tp, consumer.position(tp));
+            throw new CheckFailed(topic + " not read to its end " + end + " (read_committed): positions "
+                    + positions);
+        }
+    }
+
+    String fenceZombie(String topic, String prefix) throws Exception {
+        String tid = prefix + "-zombie-tid";
+        KafkaProducer<byte[], byte[]> zombie = txnProducer(tid);
+        try {
+            zombie.beginTransaction();
+            zombie.send(new ProducerRecord<>(topic, 0, null, utf8("zombie-a"))).get(WAIT_S, TimeUnit.SECONDS);
+            try (KafkaProducer<byte[], byte[]> successor = txnProducer(tid)) {
+                boolean fenced = false;
+                try {
+                    zombie.commitTransaction();
+                } catch (ProducerFencedException expected) {
+                    fenced = true;
+                }
+                check(fenced, "the first producer committed after a second one with its "
+                        + "transactional id initialised");
+                successor.beginTransaction();
+                successor.send(new ProducerRecord<>(topic, 0, null, utf8("zombie-b")));
+                successor.commitTransaction();
+            }
+        } finally {
+            zombie.close(Duration.ofSeconds(5));
+        }
+        List<String> values = new ArrayList<>();
+        for (String value : readCommitted(topic, 1, "raftwood-harness-verify-zombie").get(0)) {
+            String v = value.split("@")[0];
+            if (v.startsWith("zombie-")) values.add(v);
+        }
+        check(values.equals(List.of("zombie-b")), "read_committed zombie records %s, want [zombie-b]",
+                values);
+        return "commitTransaction of the fenced producer threw ProducerFencedException; only the "
+                + "successor's transaction is read";
     }
 }
