@@ -22,7 +22,6 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsResponse,
 from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
-from ..controller.reassignment import ongoing, original_replicas
 from ..security.acls import AclOperation
 
 AlterTopic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
@@ -47,7 +46,7 @@ async def handle_alter_partition_reassignments(ctx, request):
         refused = [[name, index, "INVALID_REPLICATION_FACTOR",
                     "the target changes the replication factor"]
                    for name, index, target in requests
-                   if target is not None and _changes_factor(ctx.image, name, index, target)]
+                   if target is not None and _changes_factor(ctx.metadata, name, index, target)]
     skipped = {(name, index) for name, index, _, _ in refused}
     wanted = [r for r in requests if (r[0], r[1]) not in skipped]
     try:
@@ -60,10 +59,9 @@ async def handle_alter_partition_reassignments(ctx, request):
     return _alter_response(ErrorCode.NONE, None, requests, results + refused)
 
 
-def _changes_factor(image, name: str, index: int, target: list[int]) -> bool:
-    topic = image.topics.get(name)
-    partition = topic.partitions.get(index) if topic is not None else None
-    return partition is not None and len(target) != len(original_replicas(partition))
+def _changes_factor(metadata, name: str, index: int, target: list[int]) -> bool:
+    before = metadata.replicas_before_reassignment(name, index)
+    return before is not None and len(target) != len(before)
 
 
 def _alter_response(top: ErrorCode, message: str | None, requests: list, results: list):
@@ -93,7 +91,7 @@ async def handle_list_partition_reassignments(ctx, request):
     topics = request.body.topics
     wanted = None if topics is None else [[t.name, list(t.partition_indexes)] for t in topics]
     by_topic: dict[str, list] = {}
-    for name, index, replicas, adding, removing in ongoing(ctx.image, wanted):
+    for name, index, replicas, adding, removing in ctx.metadata.ongoing_reassignments(wanted):
         by_topic.setdefault(name, []).append(ListPartition(
             partition_index=index, replicas=replicas, adding_replicas=adding,
             removing_replicas=removing))

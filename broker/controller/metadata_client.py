@@ -31,6 +31,7 @@ from .commands import (
     RegisterBroker,
 )
 from .propagation import MetadataPropagation
+from .reassignment import ongoing, original_replicas
 from .state import NO_LEADER, ApplyError, ClusterState, Election, assign_replicas
 from .store import MetadataUnavailable
 
@@ -159,6 +160,18 @@ class MetadataClient:
         return await self.submit(AlterReassignments(requests,
                                                     controller_term=controller_term),
                                  timeout_s)
+
+    def ongoing_reassignments(self, wanted: list | None) -> list[list]:
+        """[topic, partition, replicas, adding, removing] of the partitions being
+        reassigned in the newest image, among ``wanted`` ([topic, [partitions]]; None: all)."""
+        return ongoing(self.image, wanted)
+
+    def replicas_before_reassignment(self, topic: str, index: int) -> list[int] | None:
+        """The partition's replicas without those a reassignment is adding (None when the
+        partition is not in the newest image)."""
+        info = self.image.topics.get(topic)
+        partition = info.partitions.get(index) if info is not None else None
+        return None if partition is None else original_replicas(partition)
 
     # -- topics --------------------------------------------------------------------
 
