@@ -17,6 +17,8 @@ Kafka's rules (KafkaApis), with the authorizer of ``ctx.authorizer``:
   TOPIC_AUTHORIZATION_FAILED, a listing of all of the group's offsets leaves it out;
 * DescribeGroups: Describe, DeleteGroups: Delete on each group (refused ones answer
   GROUP_AUTHORIZATION_FAILED, the others are served);
+* ConsumerGroupHeartbeat (KIP-848): Read on the group, else GROUP_AUTHORIZATION_FAILED;
+  ConsumerGroupDescribe: Describe on each group, as DescribeGroups;
 * ListGroups: every group with Describe on the cluster, else the groups the principal
   may Describe.
 
@@ -33,6 +35,9 @@ from kafka.protocol.consumer import (HeartbeatResponse, JoinGroupResponse, Leave
 from kafka.protocol.metadata import FindCoordinatorResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
+from protocol.consumer_group_messages import (ConsumerGroupDescribeResponse,
+                                              ConsumerGroupHeartbeatResponse)
+from protocol.consumer_group_messages import DescribedGroup as DescribedConsumerGroup
 from protocol.errors import ErrorCode
 
 from ..security.acls import AclOperation, ResourceType
@@ -259,4 +264,28 @@ async def handle_delete_groups(ctx, request):
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         answered.get(g) or DeleteGroupsResponse.DeletableGroupResult(group_id=g,
                                                                      error_code=GROUP_DENIED)
+        for g in wanted])
+
+
+# -- KIP-848 consumer groups --------------------------------------------------------------------
+
+async def handle_consumer_group_heartbeat(ctx, request):
+    if _may(ctx, request, READ, request.body.group_id):
+        return await groups.handle_consumer_group_heartbeat(ctx, request)
+    return ConsumerGroupHeartbeatResponse(error_code=GROUP_DENIED,
+                                          error_message=GROUP_DENIED.name)
+
+
+async def handle_consumer_group_describe(ctx, request):
+    wanted = list(request.body.group_ids)
+    allowed = [g for g in wanted if _may(ctx, request, DESCRIBE, g)]
+    if len(allowed) == len(wanted):
+        return await groups.handle_consumer_group_describe(ctx, request)
+    answered = {}
+    if allowed:
+        request.body.group_ids = allowed
+        answered = {g.group_id: g for g in
+                    (await groups.handle_consumer_group_describe(ctx, request)).groups}
+    return ConsumerGroupDescribeResponse(groups=[answered.get(g) or DescribedConsumerGroup(
+        error_code=GROUP_DENIED, error_message=GROUP_DENIED.name, group_id=g)
         for g in wanted])

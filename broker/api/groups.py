@@ -1,5 +1,8 @@
 """Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-TxnOffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
+TxnOffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, and KIP-848's
+ConsumerGroupHeartbeat and ConsumerGroupDescribe (topic ids are UUIDs on the wire,
+the image's strings in the coordinator; ConsumerGroupHeartbeat v1 has the regex field
+and a client-made member id, v0 may leave the member id to the coordinator).
 
 Translation only: each handler turns the request into a call on ``ctx.groups`` (the
 GroupCoordinator, broker/groups/) and its result into the response of the request's
@@ -17,6 +20,7 @@ older than that treat the loading error as fatal); FindCoordinator v4+ batches k
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
@@ -27,6 +31,11 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import FindCoordinatorResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
+from protocol.consumer_group_messages import (
+    ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, DescribedGroup as
+    DescribedConsumerGroup, DescribedMember as DescribedConsumerMember,
+    DescribedTopicPartitions, TopicPartitions,
+)
 from protocol.errors import ErrorCode
 
 from ..groups.admin import CoordinatorAnswer
@@ -251,8 +260,8 @@ async def handle_list_groups(ctx, request):
         body.states_filter if version >= 4 else None, body.types_filter if version >= 5 else None)
     return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=[
         ListGroupsResponse.ListedGroup(group_id=group_id, protocol_type=protocol_type,
-                                       group_state=state, group_type="classic")
-        for group_id, protocol_type, state in groups])
+                                       group_state=state, group_type=group_type)
+        for group_id, protocol_type, state, group_type in groups])
 
 
 async def handle_describe_groups(ctx, request):
@@ -276,3 +285,51 @@ async def handle_delete_groups(ctx, request):
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error)
         for group_id, error in results.items()])
+
+
+# -- KIP-848 consumer groups --------------------------------------------------------------------
+
+async def handle_consumer_group_heartbeat(ctx, request):
+    body = request.body
+    owned = None
+    if body.topic_partitions is not None:
+        owned = {str(t.topic_id): set(t.partitions) for t in body.topic_partitions
+                 if t.partitions}
+    answer = await ctx.groups.consumer_group_heartbeat(
+        body.group_id, body.member_id, body.member_epoch, body.instance_id, body.rack_id,
+        body.rebalance_timeout_ms, body.subscribed_topic_names, body.subscribed_topic_regex,
+        body.server_assignor, owned, client_id=request.client_id or "",
+        client_host=request.client_host, client_makes_member_id=request.api_version >= 1)
+    assignment = None
+    if answer.assignment is not None:
+        assignment = [TopicPartitions(uuid.UUID(topic_id), sorted(partitions))
+                      for topic_id, partitions in sorted(answer.assignment.items())]
+    return ConsumerGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=answer.error, error_message=answer.message,
+        member_id=answer.member_id, member_epoch=answer.member_epoch,
+        heartbeat_interval_ms=answer.heartbeat_interval_ms, assignment=assignment)
+
+
+def _described_partitions(assignment) -> list[DescribedTopicPartitions]:
+    return [DescribedTopicPartitions(uuid.UUID(topic_id), name, partitions)
+            for topic_id, name, partitions in assignment]
+
+
+async def handle_consumer_group_describe(ctx, request):
+    described = []
+    for group_id in request.body.group_ids:
+        group = ctx.groups.describe_consumer_group(group_id)
+        described.append(DescribedConsumerGroup(
+            error_code=group.error, error_message=group.message, group_id=group_id,
+            group_state=group.state, group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch, assignor_name=group.assignor,
+            members=[DescribedConsumerMember(
+                member_id=d.member.member_id, instance_id=d.member.instance_id,
+                rack_id=d.member.rack_id, member_epoch=d.member.member_epoch,
+                client_id=d.member.client_id, client_host=d.member.client_host,
+                subscribed_topic_names=list(d.member.subscribed_topic_names),
+                subscribed_topic_regex=None,
+                assignment=_described_partitions(d.assignment),
+                target_assignment=_described_partitions(d.target_assignment))
+                for d in group.members]))
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=described)

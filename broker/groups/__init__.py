@@ -1,4 +1,5 @@
-"""Consumer groups: the classic group protocol and committed offsets (issue 7).
+"""Consumer groups: the classic group protocol, KIP-848's consumer group protocol and
+committed offsets (issues 7 and 14).
 
     placement.py          group id → ``__consumer_offsets`` partition (Kafka's hash)
     state.py              a group, its members and the state-machine table (pure)
@@ -10,6 +11,9 @@
     results.py            what JoinGroup and SyncGroup answer (pure)
     offsets.py            OffsetCommit, TxnOffsetCommit (KIP-98/447), OffsetFetch
     admin.py              FindCoordinator, ListGroups, DescribeGroups, DeleteGroups
+    consumer_group.py     a KIP-848 group: members, epochs, reconciliation (pure)
+    assignors.py          KIP-848's server-side assignors, uniform and range (pure)
+    consumer_coordinator.py  ConsumerGroupHeartbeat, ConsumerGroupDescribe, their timers
 
 The coordinator of a group is the leader of the group's ``__consumer_offsets`` partition;
 a broker that becomes that leader loads the partition and takes over (manager.py).  The

@@ -23,7 +23,6 @@ log = logging.getLogger(__name__)
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 TOPIC_CREATION_TIMEOUT_S = 15.0
-GROUP_TYPE_CLASSIC = "classic"
 
 
 @dataclass
@@ -120,29 +119,31 @@ class AdminMixin:
     # -- ListGroups / DescribeGroups / DeleteGroups ----------------------------------------------
 
     def list_groups(self, states: list[str] | None = None, types: list[str] | None = None
-                    ) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
-        """(error, [(group id, protocol type, state)]) of the groups coordinated here.
+                    ) -> tuple[ErrorCode, list[tuple[str, str, str, str]]]:
+        """(error, [(group id, protocol type, state, group type)]) of the groups
+        coordinated here; a group type is "classic" or "consumer" (KIP-848).
         COORDINATOR_LOAD_IN_PROGRESS (with what is loaded) while a partition loads."""
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.is_loading() \
             else ErrorCode.NONE
         wanted_states = {s.lower() for s in states or []}
         wanted_types = {t.lower() for t in types or []}
-        if wanted_types and GROUP_TYPE_CLASSIC not in wanted_types:
-            return error, []
-        groups = [(g.group_id, g.protocol_type or "", g.state.value)
+        groups = [(g.group_id, g.protocol_type or "", g.state_name(), g.group_type)
                   for g in self.manager.loaded_groups()
                   if not g.is_state(GroupState.DEAD)
-                  and (not wanted_states or g.state.value.lower() in wanted_states)]
+                  and (not wanted_states or g.state_name().lower() in wanted_states)
+                  and (not wanted_types or g.group_type in wanted_types)]
         return error, sorted(groups)
 
     def describe_group(self, group_id: str) -> GroupSummary:
         """Kafka's summary: members with metadata and assignment only when Stable; an
-        unknown group is reported Dead without error (DescribeGroups up to v5)."""
+        unknown group, or a KIP-848 consumer group (not a classic group: Kafka 4.0 has
+        ConsumerGroupDescribe for it), is reported Dead without error (DescribeGroups
+        up to v5)."""
         error = self._validate(group_id, allow_empty=True)
         if error != ErrorCode.NONE:
             return GroupSummary(error, group_id)
         group = self.manager.get_group(group_id)
-        if group is None:
+        if group is None or group.consumer is not None:
             return GroupSummary(ErrorCode.NONE, group_id)
         stable = group.is_state(GroupState.STABLE)
         members = [MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -164,7 +165,7 @@ class AdminMixin:
                 results[group_id] = error
             elif group is None or group.is_state(GroupState.DEAD):
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
-            elif not group.is_state(GroupState.EMPTY) or group.pending_members:
+            elif not group.is_empty():
                 results[group_id] = NON_EMPTY_GROUP
             else:
                 group.transition_to(GroupState.DEAD, self.clock_ms())

@@ -25,6 +25,10 @@ Timers and what they complete:
   * pending-member timer: an id handed out with MEMBER_ID_REQUIRED expires after the
     session timeout if its second JoinGroup never comes.
 
+KIP-848 consumer groups (ConsumerGroupHeartbeat) are served by
+consumer_coordinator.py on the same object; a classic JoinGroup turns an empty one
+classic and is refused INCONSISTENT_GROUP_PROTOCOL by one with members.
+
 Static membership (KIP-345, ``group.instance.id``), as Kafka's coordinator: a static
 member joining with an empty member id whose instance id the group knows takes over
 that member under a new member id (``_replace_static_member``) — no rebalance while the
@@ -45,6 +49,7 @@ from protocol.errors import ErrorCode
 
 from ..tasks import TaskSupervisor
 from .admin import AdminMixin
+from .consumer_coordinator import ConsumerGroupsMixin
 from .manager import GroupMetadataManager
 from .offsets import OffsetsMixin
 from .results import JoinResult, SyncResult
@@ -60,7 +65,7 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-class GroupCoordinator(StaticMembersMixin, OffsetsMixin, AdminMixin):
+class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, AdminMixin):
     """Coordinates the groups whose offsets partitions this broker leads."""
 
     def __init__(self, broker, clock_ms=_wall_clock_ms):
@@ -72,6 +77,7 @@ class GroupCoordinator(StaticMembersMixin, OffsetsMixin, AdminMixin):
         self.max_session_timeout_ms = config["group.max.session.timeout.ms"]
         self.initial_rebalance_delay_ms = config["group.initial.rebalance.delay.ms"]
         self.offset_metadata_max_bytes = config["offset.metadata.max.bytes"]
+        self._init_consumer_groups(config)
         self.manager = GroupMetadataManager(broker, self._on_group_loaded,
                                             self._on_group_unloaded, clock_ms)
         broker.replica_manager.add_leadership_listener(self.manager.on_leadership_changed)
@@ -124,6 +130,10 @@ class GroupCoordinator(StaticMembersMixin, OffsetsMixin, AdminMixin):
                 state_timestamp_ms=self.clock_ms()))
         if group.is_state(GroupState.DEAD):
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+        if group.consumer is not None:
+            if group.consumer.members:  # a consumer-protocol group with members
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
+            self._convert_to_classic(group)
         if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         future = asyncio.get_running_loop().create_future()
@@ -545,6 +555,8 @@ class GroupCoordinator(StaticMembersMixin, OffsetsMixin, AdminMixin):
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         for member in group.members.values():
             self._schedule_heartbeat_expiry(group, member)
+        if group.consumer is not None:
+            self._consumer_group_loaded(group)
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
         """This broker stopped coordinating ``group``: answer its waiters NOT_COORDINATOR
@@ -561,3 +573,5 @@ class GroupCoordinator(StaticMembersMixin, OffsetsMixin, AdminMixin):
             self._cancel_heartbeat(member)
             self._invoke_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
             self._invoke_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
+        if group.consumer is not None:
+            self._consumer_group_unloaded(group)

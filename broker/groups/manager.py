@@ -39,6 +39,18 @@ start: markers are appended while a partition loads, and the last read and the
 publishing of the groups happen without an ``await`` between them, so every marker is
 either read by the loader or completed on the loaded groups.
 
+KIP-848 consumer groups (``group.protocol=consumer``) are written with Kafka's record
+types 3, 5-8 (records.py) through ``write_now``: unlike the classic group, their
+memory changes first and the records are appended in the same step, with no ``await``
+between, so the log holds every change in the order memory made it; the member's
+heartbeat is answered once they are acknowledged.  A failed write is answered with its
+error and memory keeps the change: the records were appended and either reach the
+replicas or are truncated by a leadership change — which unloads the group, so the next
+coordinator loads what the log kept (an append refused outright means leadership is
+already gone).
+The loader rebuilds such a group from the latest record of each key; a tombstone of
+its type-3 record deletes it.
+
 Event-loop only.
 """
 from __future__ import annotations
@@ -47,7 +59,7 @@ import asyncio
 import enum
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
 from protocol.control import COMMIT, marker_of
@@ -57,6 +69,7 @@ from protocol.records import iter_headers
 from ..replication.origin import AppendOrigin
 from . import records
 from .placement import OFFSETS_TOPIC, partition_for
+from .consumer_group import ConsumerGroupState, ConsumerMember, MemberState, copy_assignment
 from .state import CommittedOffset, GroupMetadata, GroupState, MemberMetadata
 
 log = logging.getLogger(__name__)
@@ -395,12 +408,27 @@ class GroupMetadataManager:
         for pending in group.pending_txn_offsets.values():
             keys.update(dict.fromkeys(pending))
         entries = [(records.offset_key(group.group_id, t, p), None) for t, p in keys]
-        entries.append((records.group_key(group.group_id), None))
+        entries += group_tombstones(group)
         self.remove_group(group)
         pending = self._append_now(group.partition, entries)
 
         async def acknowledged() -> ErrorCode:
             error, _ = await self._wait_for_acks(group.partition, pending)
+            return _GROUP_STORE_ERRORS.get(error, error)
+        return acknowledged()
+
+    def write_now(self, group: GroupMetadata,
+                  entries: list[tuple[bytes, bytes | None]]) -> Awaitable[ErrorCode]:
+        """Append ``entries`` (a KIP-848 group's records) to the group's partition now
+        (no ``await``: the log gets them in the order memory changed); await the result
+        for the acks, with Kafka's group-store error mapping."""
+        pending = self._append_now(group.partition, entries)
+
+        async def acknowledged() -> ErrorCode:
+            error, _ = await self._wait_for_acks(group.partition, pending)
+            if error != ErrorCode.NONE:
+                log.warning("%s writing %d records of group %s failed: %s", self._prefix,
+                            len(entries), group.group_id, error.name)
             return _GROUP_STORE_ERRORS.get(error, error)
         return acknowledged()
 
@@ -423,11 +451,10 @@ class GroupMetadataManager:
             group.remove_offsets(expired)
             entries += [(records.offset_key(group.group_id, *key), None) for key in expired]
             expired_total += len(expired)
-            if group.is_state(GroupState.EMPTY) and not group.has_offsets() \
-                    and not group.pending_members:
+            if group.is_empty() and not group.has_offsets():
                 group.transition_to(GroupState.DEAD, now_ms)
                 self.remove_group(group)
-                entries.append((records.group_key(group.group_id), None))
+                entries += group_tombstones(group)
                 log.info("%s group %s is empty and has no offsets left: removed",
                          self._prefix, group.group_id)
         pending = [(p, self._append_now(p, entries)) for p, entries in by_partition.items()
@@ -454,6 +481,7 @@ class _Loader:
     def __init__(self, partition: int):
         self.partition = partition
         self.group_values: dict[str, records.GroupValue] = {}
+        self.consumer_groups: dict[str, _ConsumerRecords] = {}
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         # producer id -> group -> partition -> offset, waiting for the producer's marker
         self.pending: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
@@ -501,6 +529,9 @@ class _Loader:
     def _apply_one(self, offset: int, key: bytes, value: bytes | None,
                    producer_id: int | None) -> None:
         decoded = records.decode_key(key)
+        if isinstance(decoded, records.ConsumerGroupKey):
+            self._apply_consumer(decoded, value)
+            return
         if isinstance(decoded, records.GroupKey):
             if value is None:
                 self.group_values.pop(decoded.group, None)
@@ -523,6 +554,29 @@ class _Loader:
                                             v.commit_timestamp_ms, v.expire_timestamp_ms,
                                             record_offset=offset)
 
+    def _apply_consumer(self, key: records.ConsumerGroupKey, value: bytes | None) -> None:
+        if key.record_type == records.CONSUMER_GROUP_METADATA and value is None:
+            self.consumer_groups.pop(key.group, None)  # the group was deleted
+            return
+        group = self.consumer_groups.setdefault(key.group, _ConsumerRecords())
+        if key.record_type == records.CONSUMER_GROUP_METADATA:
+            group.epoch = records.decode_epoch_value(value)
+        elif key.record_type == records.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+            group.assignment_epoch = 0 if value is None else records.decode_epoch_value(value)
+        else:
+            decode, table = {
+                records.CONSUMER_GROUP_MEMBER_METADATA:
+                    (records.decode_consumer_member_value, group.members),
+                records.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+                    (records.decode_target_member_value, group.targets),
+                records.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT:
+                    (records.decode_current_assignment_value, group.current),
+            }[key.record_type]
+            if value is None:
+                table.pop(key.member_id, None)
+            else:
+                table[key.member_id] = decode(value)
+
     def groups(self) -> list[GroupMetadata]:
         pending_by_group: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
         for producer_id, by_group in self.pending.items():
@@ -530,16 +584,60 @@ class _Loader:
                 if offsets:
                     pending_by_group.setdefault(group_id, {})[producer_id] = dict(offsets)
         result = []
-        for group_id in sorted(set(self.group_values) | set(pending_by_group)
+        consumer_ids = {g for g, c in self.consumer_groups.items() if c.epoch is not None}
+        for group_id in sorted(set(self.group_values) | set(pending_by_group) | consumer_ids
                                | {g for g, o in self.offsets.items() if o}):
             group = GroupMetadata(group_id, self.partition)
             value = self.group_values.get(group_id)
-            if value is not None:
+            if group_id in consumer_ids:
+                self.consumer_groups[group_id].restore(group)
+            elif value is not None:
                 restore_group(group, value)
             group.offsets = dict(self.offsets.get(group_id, {}))
             group.pending_txn_offsets = pending_by_group.get(group_id, {})
             result.append(group)
         return result
+
+
+@dataclass
+class _ConsumerRecords:
+    """What the log says of one KIP-848 group, by record type (the latest of each key)."""
+
+    epoch: int | None = None
+    assignment_epoch: int = 0
+    members: dict = field(default_factory=dict)   # member id -> ConsumerMemberValue
+    targets: dict = field(default_factory=dict)   # member id -> topic id -> partitions
+    current: dict = field(default_factory=dict)   # member id -> CurrentAssignmentValue
+
+    def restore(self, group: GroupMetadata) -> None:
+        """The loaded group: its members with their epochs and assignments, the target;
+        ``subscribed_metadata`` is left for the coordinator to take from its image."""
+        state = ConsumerGroupState(group_epoch=self.epoch,
+                                   assignment_epoch=self.assignment_epoch)
+        for member_id, meta in self.members.items():
+            member = ConsumerMember(
+                member_id, meta.client_id, meta.client_host, meta.instance_id, meta.rack_id,
+                meta.rebalance_timeout_ms, meta.subscribed_topic_names, meta.server_assignor)
+            current = self.current.get(member_id)
+            if current is not None:
+                member.member_epoch = current.member_epoch
+                member.previous_member_epoch = current.previous_member_epoch
+                member.state = MemberState(current.state)
+                member.assigned = copy_assignment(current.assigned)
+                member.pending_revocation = copy_assignment(current.pending_revocation)
+            state.members[member_id] = member
+            state.target[member_id] = copy_assignment(self.targets.get(member_id, {}))
+        group.consumer = state
+        group.protocol_type = "consumer"
+
+
+def group_tombstones(group: GroupMetadata) -> list[tuple[bytes, None]]:
+    """The tombstones that delete an empty group's own record(s), offsets aside."""
+    if group.consumer is None:
+        return [(records.group_key(group.group_id), None)]
+    return [(records.consumer_group_key(t, group.group_id), None)
+            for t in (records.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+                      records.CONSUMER_GROUP_METADATA)]
 
 
 def restore_group(group: GroupMetadata, value: records.GroupValue) -> None:

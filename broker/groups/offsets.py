@@ -3,7 +3,9 @@ handleCommitOffsets, handleTxnCommitOffsets and handleFetchOffsets).
 
 A commit is accepted from (a) a member of the group's current generation while the group
 is Stable or PreparingRebalance, or (b) anyone with generation -1 while the group is
-Empty or unknown (``assign()`` consumers and admin tools: a "simple" group).  It is
+Empty or unknown (``assign()`` consumers and admin tools: a "simple" group).  In a
+KIP-848 consumer group the generation is the member epoch: a member commits at its
+current epoch (STALE_MEMBER_EPOCH otherwise), anyone with -1 while it has no members.  It is
 written to the group's ``__consumer_offsets`` partition with acks=all before it is
 acknowledged or visible to OffsetFetch.  Partitions of unknown topics are refused with
 UNKNOWN_TOPIC_OR_PARTITION, metadata longer than ``offset.metadata.max.bytes`` with
@@ -83,6 +85,9 @@ class OffsetsMixin:
         static member's older incarnation gets FENCED_INSTANCE_ID)."""
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if group.consumer is not None:  # KIP-848: the generation is the member epoch
+            return self._check_consumer_commit(group, member_id, generation_id,
+                                               ErrorCode.STALE_MEMBER_EPOCH)
         if generation_id < 0 and group.is_state(GroupState.EMPTY):
             return ErrorCode.NONE  # a simple consumer or an admin tool
         if group.is_state(GroupState.COMPLETING_REBALANCE):
@@ -134,6 +139,9 @@ class OffsetsMixin:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and not member_id and group_instance_id is None:
             return ErrorCode.NONE
+        if group.consumer is not None:
+            return self._check_consumer_commit(group, member_id, generation_id,
+                                               ErrorCode.ILLEGAL_GENERATION)
         error = self._validate_member(group, member_id, group_instance_id,
                                       "txn-offset-commit")
         if error != ErrorCode.NONE:

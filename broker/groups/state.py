@@ -14,6 +14,11 @@ Kafka's classic group protocol, as in ``GroupMetadata.scala`` / ``ClassicGroup.j
 Every allowed edge is in ``VALID_PREVIOUS_STATES`` (the table Kafka keeps per state);
 ``GroupMetadata.transition_to`` refuses the others with ``IllegalGroupTransition``.
 
+A KIP-848 consumer group (``group.protocol=consumer``) is a ``GroupMetadata`` whose
+``consumer`` holds its members and epochs (consumer_group.py); its classic side stays
+Empty with no classic members, so the classic APIs find no member of it.  A group is one
+or the other, never both.
+
 This module does no I/O and keeps no timers: callers pass ``now_ms``; the join and sync
 "callbacks" of waiting members are opaque objects the coordinator owns (futures there).
 Event-loop only, like everything that holds a ``GroupMetadata``.
@@ -25,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from .consumer_group import ConsumerGroupState
 from .consumer_protocol import subscribed_topics
 
 
@@ -157,6 +163,8 @@ class GroupMetadata:
     # pendingTransactionalOffsetCommits).  Invisible to OffsetFetch until committed.
     pending_txn_offsets: dict[int, dict[tuple[str, int], CommittedOffset]] = \
         field(default_factory=dict)
+    # The KIP-848 side of a consumer-protocol group; None for a classic group.
+    consumer: ConsumerGroupState | None = None
     join_timer: Any = None
     # True while ``join_timer`` is the initial delay (only its expiry completes the join).
     join_timer_initial: bool = False
@@ -176,6 +184,20 @@ class GroupMetadata:
 
     def can_rebalance(self) -> bool:
         return can_transition(self.state, GroupState.PREPARING_REBALANCE)
+
+    def is_empty(self) -> bool:
+        """No member of either protocol and no handed-out member id: deletable, and
+        removed once its offsets are gone."""
+        return self.state is GroupState.EMPTY and not self.pending_members and \
+            not (self.consumer is not None and self.consumer.members)
+
+    @property
+    def group_type(self) -> str:
+        return "classic" if self.consumer is None else "consumer"
+
+    def state_name(self) -> str:
+        return self.state.value if self.consumer is None or self.is_state(GroupState.DEAD) \
+            else self.consumer.state_name()
 
     # -- members ---------------------------------------------------------------------------
 
@@ -388,8 +410,8 @@ class GroupMetadata:
 
         * a group with a protocol type that is Empty: retention counts from when it
           became empty (or from each commit when that is unknown);
-        * a consumer group that is Stable: offsets of topics nobody subscribes to expire
-          from their commit time;
+        * a consumer group that is Stable, or a KIP-848 group with members: offsets of
+          topics nobody subscribes to expire from their commit time;
         * a simple group (commits only, no protocol type): from each commit time;
         * otherwise none.  A commit with its own expire timestamp expires then.
 
@@ -397,7 +419,11 @@ class GroupMetadata:
         before any tombstone written now, so dropping it here would let its
         acknowledgement bring back an offset the log says is gone.
         """
-        if self.protocol_type is not None and self.state is GroupState.EMPTY:
+        if self.consumer is not None and self.consumer.members:
+            def base(c: CommittedOffset) -> int:
+                return c.commit_timestamp_ms
+            keep_topics = self.consumer.subscribed_topics()
+        elif self.protocol_type is not None and self.state is GroupState.EMPTY:
             def base(c: CommittedOffset) -> int:
                 return self.state_timestamp_ms if self.state_timestamp_ms >= 0 \
                     else c.commit_timestamp_ms

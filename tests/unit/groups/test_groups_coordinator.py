@@ -503,8 +503,9 @@ def test_list_describe_and_delete(tmp_path):
         _, c = await started(tmp_path)
         [(a, gen)] = await form_group(c, 1)
         await c.commit_offsets("simple", "", -1, {("t", 0): (1, -1, "")})
-        assert c.list_groups() == (NONE, [("g", "consumer", "Stable"), ("simple", "", "Empty")])
-        assert c.list_groups(states=["empty"]) == (NONE, [("simple", "", "Empty")])
+        assert c.list_groups() == (NONE, [("g", "consumer", "Stable", "classic"),
+                                          ("simple", "", "Empty", "classic")])
+        assert c.list_groups(states=["empty"]) == (NONE, [("simple", "", "Empty", "classic")])
         assert c.list_groups(types=["consumer"]) == (NONE, [])
         summary = c.describe_group("g")
         assert (summary.state, summary.protocol_type, summary.protocol_data) == \

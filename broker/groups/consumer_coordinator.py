@@ -1,0 +1,448 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe on the group coordinator: KIP-848's
+consumer group protocol (``group.protocol=consumer``), as Kafka 4.0's
+``GroupMetadataManager.consumerGroupHeartbeat`` serves it.
+
+A heartbeat is the member's whole conversation with the coordinator:
+
+* member epoch 0 joins (with its subscription; the member id is the client's, KIP-1082,
+  or one made here for a v0 request that sends none); a known member id joining again
+  starts over owning nothing;
+* a positive epoch must be the member's current epoch, or its previous one when the
+  heartbeat shows the answer that moved it was lost (it owns no more than it was given);
+  else FENCED_MEMBER_EPOCH, and the client joins again with epoch 0;
+* epoch -1 leaves (-2, a static member's temporary leave, is refused with the rest of
+  static membership, see below).
+
+Each heartbeat first updates the member (subscription, assignor, rebalance timeout);
+when the group's inputs changed — a member joined, left or was fenced, a subscription
+or assignor changed, or a subscribed topic's partition count changed — the group epoch
+moves and the target assignment is computed again (assignors.py).  Then the member is
+reconciled one step towards its target (consumer_group.py) and answered with its epoch,
+``group.consumer.heartbeat.interval.ms`` and, when it changed or differs from what the
+member reported owning, its assignment.  Every change is written to
+``__consumer_offsets`` with Kafka's records (manager.write_now) before the answer.
+
+Timers, kept on the member: the session (``group.consumer.session.timeout.ms``, from
+each heartbeat) and, while the member has partitions pending revocation, its rebalance
+timeout; either expiring fences the member: it is removed, its partitions released,
+and the group epoch moves.
+
+Not served, each refused with a message: regex subscriptions (INVALID_REQUEST) and
+static membership (``group.instance.id``, INVALID_REQUEST; classic groups serve it);
+client-side assignors do not exist in Kafka 4.0's protocol either.
+
+Classic and consumer groups (Kafka 4.0's conversion, reduced to empty groups): a
+heartbeat with epoch 0 turns an *empty* classic group into a consumer group, a classic
+JoinGroup turns an empty consumer group into a classic one; a group with members of
+one protocol refuses the other (GROUP_ID_NOT_FOUND "not a consumer group" to a
+heartbeat, INCONSISTENT_GROUP_PROTOCOL to a JoinGroup).  Event-loop only.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from protocol.errors import ErrorCode
+
+from . import records
+from .assignors import ASSIGNORS, assign
+from .consumer_group import (ConsumerGroupState, ConsumerMember, MemberState, TopicAssignment,
+                             contains, copy_assignment, reconcile, same_assignment)
+from .state import GroupMetadata, GroupState
+
+log = logging.getLogger(__name__)
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+@dataclass
+class HeartbeatAnswer:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    # None: not sent (unchanged); else the member's assignment, topic id -> partitions.
+    assignment: TopicAssignment | None = None
+
+
+@dataclass
+class DescribedConsumerMember:
+    member: ConsumerMember
+    assignment: list[tuple[str, str, list[int]]]         # (topic id, name, partitions)
+    target_assignment: list[tuple[str, str, list[int]]]
+
+
+@dataclass
+class DescribedConsumerGroup:
+    error: ErrorCode
+    group_id: str
+    message: str | None = None
+    state: str = ""
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor: str = ""
+    members: list[DescribedConsumerMember] = field(default_factory=list)
+
+
+def assignor_names(setting: str) -> list[str]:
+    """``group.consumer.assignors``: short names, or Kafka's class names
+    (``...UniformAssignor`` → ``uniform``); ValueError for one not served."""
+    names = []
+    for item in (part.strip() for part in setting.split(",") if part.strip()):
+        name = item.rsplit(".", 1)[-1]
+        name = name[:-len("Assignor")].lower() if name.endswith("Assignor") else name
+        if name not in ASSIGNORS:
+            raise ValueError(f"group.consumer.assignors: {item!r} is not served "
+                             f"(served: {', '.join(ASSIGNORS)})")
+        names.append(name)
+    if not names:
+        raise ValueError("group.consumer.assignors is empty")
+    return names
+
+
+class ConsumerGroupsMixin:
+    """Part of GroupCoordinator (uses its manager, clock, tasks and ``_validate``)."""
+
+    def _init_consumer_groups(self, config) -> None:
+        self.consumer_heartbeat_interval_ms = config["group.consumer.heartbeat.interval.ms"]
+        self.consumer_session_timeout_ms = config["group.consumer.session.timeout.ms"]
+        low = config["group.consumer.min.session.timeout.ms"]
+        high = config["group.consumer.max.session.timeout.ms"]
+        if not low <= self.consumer_session_timeout_ms <= high:
+            raise ValueError(f"group.consumer.session.timeout.ms "
+                             f"{self.consumer_session_timeout_ms} is outside [{low}, {high}]")
+        self.consumer_assignors = assignor_names(config["group.consumer.assignors"])
+        self.consumer_max_size = config["group.consumer.max.size"]
+
+    # -- ConsumerGroupHeartbeat -------------------------------------------------------------
+
+    async def consumer_group_heartbeat(
+            self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
+            rack_id: str | None, rebalance_timeout_ms: int,
+            subscribed_topic_names: list[str] | None, subscribed_topic_regex: str | None,
+            server_assignor: str | None, owned: TopicAssignment | None,
+            client_id: str = "", client_host: str = "",
+            client_makes_member_id: bool = True) -> HeartbeatAnswer:
+        """One ConsumerGroupHeartbeat; ``owned`` is the request's topic partitions (None
+        when not sent).  ``client_makes_member_id``: v1+, where the member id is the
+        client's (KIP-1082); a v0 join may leave it empty for the coordinator to make."""
+        error = self._validate(group_id)
+        if error != ErrorCode.NONE:
+            return HeartbeatAnswer(error)
+        refusal = self._refuse_heartbeat(member_id, member_epoch, instance_id,
+                                         rebalance_timeout_ms, subscribed_topic_names,
+                                         subscribed_topic_regex, server_assignor,
+                                         client_makes_member_id)
+        if refusal is not None:
+            return refusal
+        group = self.manager.get_group(group_id)
+        entries: list[tuple[bytes, bytes | None]] = []
+        if group is None:
+            if member_epoch != 0:
+                return HeartbeatAnswer(ErrorCode.GROUP_ID_NOT_FOUND,
+                                       f"Group {group_id} not found.")
+            group = self.manager.add_group(GroupMetadata(
+                group_id, self.manager.partition_for(group_id),
+                state_timestamp_ms=self.clock_ms(), protocol_type="consumer",
+                consumer=ConsumerGroupState()))
+        elif group.consumer is None:
+            if member_epoch != 0 or not group.is_empty() or group.is_state(GroupState.DEAD):
+                return HeartbeatAnswer(ErrorCode.GROUP_ID_NOT_FOUND,
+                                       f"Group {group_id} is not a consumer group.")
+            log.info("%s empty classic group %s becomes a consumer group", self._prefix,
+                     group_id)
+            group.consumer, group.protocol_type = ConsumerGroupState(), "consumer"
+            entries.append((records.group_key(group_id), None))
+        consumer = group.consumer
+        if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            member = consumer.members.get(member_id)
+            if member is None:
+                return HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID,
+                                       f"Member {member_id} is not in group {group_id}.")
+            entries += self._remove_consumer_member(group, member, "the member left")
+            error = await self.manager.write_now(group, entries)
+            return HeartbeatAnswer(error, None, member_id, member_epoch)
+        if member_epoch == 0:
+            member_id = member_id or str(uuid.uuid4())
+            member = consumer.members.get(member_id)
+            if member is None:
+                if len(consumer.members) >= self.consumer_max_size:
+                    return HeartbeatAnswer(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                           f"Group {group_id} has {len(consumer.members)} "
+                                           f"members, the most group.consumer.max.size "
+                                           f"allows.")
+                member = consumer.members[member_id] = ConsumerMember(
+                    member_id, client_id, client_host)
+                bump = True
+            else:  # it starts over: whatever it had, it owns nothing now
+                member.member_epoch, member.state = 0, MemberState.STABLE
+                member.assigned, member.pending_revocation = {}, {}
+                bump = False
+        else:
+            member = consumer.members.get(member_id)
+            if member is None:
+                return HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID,
+                                       f"Member {member_id} is not in group {group_id}.")
+            if not self._epoch_is_valid(member, member_epoch, owned):
+                return HeartbeatAnswer(ErrorCode.FENCED_MEMBER_EPOCH,
+                                       f"Member epoch {member_epoch} is not the current "
+                                       f"epoch {member.member_epoch}.")
+            bump = False
+        before = (member.subscribed_topic_names, member.server_assignor,
+                  member.rebalance_timeout_ms, member.rack_id)
+        if subscribed_topic_names is not None:
+            member.subscribed_topic_names = tuple(sorted(set(subscribed_topic_names)))
+        if server_assignor is not None:
+            member.server_assignor = server_assignor
+        if rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = rebalance_timeout_ms
+        if rack_id is not None:
+            member.rack_id = rack_id
+        after = (member.subscribed_topic_names, member.server_assignor,
+                 member.rebalance_timeout_ms, member.rack_id)
+        if after != before or member_epoch == 0:
+            entries.append(_member_metadata_record(group_id, member))
+        bump = bump or after[:2] != before[:2] \
+            or self._subscribed_metadata(consumer) != consumer.subscribed_metadata
+        if bump:
+            entries += self._bump_group_epoch(group)
+        previous = copy_assignment(member.assigned)
+        entries += self._reconcile(group, member, owned)
+        self._schedule_consumer_session(group, member)
+        error = await self.manager.write_now(group, entries) if entries else ErrorCode.NONE
+        if error != ErrorCode.NONE:
+            return HeartbeatAnswer(error)
+        send = member_epoch == 0 or not same_assignment(previous, member.assigned) \
+            or (owned is not None and not same_assignment(owned, member.assigned))
+        return HeartbeatAnswer(ErrorCode.NONE, None, member_id, member.member_epoch,
+                               self.consumer_heartbeat_interval_ms,
+                               copy_assignment(member.assigned) if send else None)
+
+    def _refuse_heartbeat(self, member_id, member_epoch, instance_id, rebalance_timeout_ms,
+                          subscribed_topic_names, subscribed_topic_regex, server_assignor,
+                          client_makes_member_id) -> HeartbeatAnswer | None:
+        """Kafka's request validation, and what is not served here."""
+        def invalid(message: str) -> HeartbeatAnswer:
+            return HeartbeatAnswer(ErrorCode.INVALID_REQUEST, message)
+        if member_epoch < STATIC_LEAVE_EPOCH:
+            return invalid(f"MemberEpoch {member_epoch} is invalid.")
+        if not member_id and (member_epoch != 0 or client_makes_member_id):
+            return invalid("MemberId can't be empty.")
+        if instance_id is not None:
+            return invalid("Static membership (group.instance.id) is not served with "
+                           "group.protocol=consumer; use the classic protocol.")
+        if subscribed_topic_regex:  # librdkafka sends "" for none, as Kafka reads it
+            return invalid("Regular expression subscriptions are not served with "
+                           "group.protocol=consumer; subscribe to topic names.")
+        if member_epoch == 0:
+            if rebalance_timeout_ms < 0:
+                return invalid("RebalanceTimeoutMs must be provided in first request.")
+            if subscribed_topic_names is None:
+                return invalid("SubscribedTopicNames must be set in first request.")
+        if server_assignor is not None and server_assignor not in self.consumer_assignors:
+            return HeartbeatAnswer(ErrorCode.UNSUPPORTED_ASSIGNOR,
+                                   f"ServerAssignor {server_assignor} is not supported. "
+                                   f"Supported assignors: "
+                                   f"{', '.join(self.consumer_assignors)}.")
+        return None
+
+    @staticmethod
+    def _epoch_is_valid(member: ConsumerMember, epoch: int,
+                        owned: TopicAssignment | None) -> bool:
+        """Kafka's throwIfMemberEpochIsInvalid: the current epoch, or the previous one
+        when the answer that moved the member was lost (it owns no more than it has)."""
+        if epoch == member.member_epoch:
+            return True
+        return epoch < member.member_epoch and epoch == member.previous_member_epoch \
+            and owned is not None and contains(member.assigned, owned)
+
+    def _subscribed_metadata(self, consumer: ConsumerGroupState) -> dict[str, tuple[str, int]]:
+        topics = self.broker.image.topics
+        return {name: (topics[name].topic_id, len(topics[name].partitions))
+                for name in sorted(consumer.subscribed_topics()) if name in topics}
+
+    def _bump_group_epoch(self, group: GroupMetadata) -> list[tuple[bytes, bytes | None]]:
+        """The group's inputs changed: next group epoch, a new target assignment at it."""
+        consumer = group.consumer
+        consumer.group_epoch += 1
+        consumer.subscribed_metadata = self._subscribed_metadata(consumer)
+        assignor = consumer.chosen_assignor(self.consumer_assignors[0])
+        target = assign(assignor,
+                        {m.member_id: set(m.subscribed_topic_names)
+                         for m in consumer.members.values()},
+                        consumer.subscribed_metadata, consumer.target)
+        group_id = group.group_id
+        entries = [(records.consumer_group_key(records.CONSUMER_GROUP_METADATA, group_id),
+                    records.epoch_value(consumer.group_epoch))]
+        for member_id, assignment in sorted(target.items()):
+            if not same_assignment(assignment, consumer.target.get(member_id, {})) \
+                    or member_id not in consumer.target:
+                entries.append((records.consumer_group_key(
+                    records.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group_id, member_id),
+                    records.target_member_value(assignment)))
+        consumer.target = {m: copy_assignment(a) for m, a in target.items()}
+        consumer.assignment_epoch = consumer.group_epoch
+        entries.append((records.consumer_group_key(
+            records.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group_id),
+            records.epoch_value(consumer.assignment_epoch)))
+        log.info("%s group %s epoch %d: target assignment by %s for %d members",
+                 self._prefix, group_id, consumer.group_epoch, assignor, len(target))
+        return entries
+
+    def _reconcile(self, group: GroupMetadata, member: ConsumerMember,
+                   owned: TopicAssignment | None) -> list[tuple[bytes, bytes | None]]:
+        """One reconciliation step of ``member``; its record when it changed.  While it
+        has partitions pending revocation its rebalance timeout runs."""
+        consumer = group.consumer
+        before = (member.member_epoch, member.state, copy_assignment(member.assigned),
+                  copy_assignment(member.pending_revocation))
+        reconcile(member, consumer.assignment_epoch, consumer.target.get(member.member_id, {}),
+                  owned, lambda t, p: consumer.owner_of(t, p, member.member_id) is not None)
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if member.rebalance_timer is None:
+                member.rebalance_timer = self._call_later(
+                    max(member.rebalance_timeout_ms, 0), self._on_consumer_timeout, group,
+                    member, "it did not revoke its partitions within its rebalance timeout")
+        elif member.rebalance_timer is not None:
+            member.rebalance_timer.cancel()
+            member.rebalance_timer = None
+        after = (member.member_epoch, member.state, member.assigned, member.pending_revocation)
+        if after == before:
+            return []
+        return [_current_assignment_record(group.group_id, member)]
+
+    def _remove_consumer_member(self, group: GroupMetadata, member: ConsumerMember,
+                                reason: str) -> list[tuple[bytes, bytes | None]]:
+        """Remove (fence) ``member``: tombstones for its records, next group epoch."""
+        _cancel_consumer_timers(member)
+        consumer = group.consumer
+        del consumer.members[member.member_id]
+        consumer.target.pop(member.member_id, None)
+        if not consumer.members:
+            group.state_timestamp_ms = self.clock_ms()  # offsets expire from here
+        log.info("%s member %s left consumer group %s: %s", self._prefix, member.member_id,
+                 group.group_id, reason)
+        entries = [(records.consumer_group_key(t, group.group_id, member.member_id), None)
+                   for t in (records.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                             records.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                             records.CONSUMER_GROUP_MEMBER_METADATA)]
+        return entries + self._bump_group_epoch(group)
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    def _schedule_consumer_session(self, group: GroupMetadata, member: ConsumerMember) -> None:
+        if member.session_timer is not None:
+            member.session_timer.cancel()
+        member.session_timer = self._call_later(
+            self.consumer_session_timeout_ms, self._on_consumer_timeout, group, member,
+            "its session timed out")
+
+    def _on_consumer_timeout(self, group: GroupMetadata, member: ConsumerMember,
+                             reason: str) -> None:
+        if not self.manager.is_current(group) or group.consumer is None \
+                or group.consumer.members.get(member.member_id) is not member:
+            return
+        entries = self._remove_consumer_member(group, member, reason)
+        self.tasks.spawn(f"fence-member {group.group_id}",
+                         self.manager.write_now(group, entries))
+
+    def _consumer_group_loaded(self, group: GroupMetadata) -> None:
+        """A loaded group: the subscribed topics as this broker's image has them, and every
+        member's timers (as Kafka's coordinator arms them on load)."""
+        consumer = group.consumer
+        consumer.subscribed_metadata = self._subscribed_metadata(consumer)
+        for member in consumer.members.values():
+            self._schedule_consumer_session(group, member)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                member.rebalance_timer = self._call_later(
+                    max(member.rebalance_timeout_ms, 0), self._on_consumer_timeout, group,
+                    member, "it did not revoke its partitions within its rebalance timeout")
+
+    def _consumer_group_unloaded(self, group: GroupMetadata) -> None:
+        for member in group.consumer.members.values():
+            _cancel_consumer_timers(member)
+
+    def _convert_to_classic(self, group: GroupMetadata) -> None:
+        """An empty consumer group is joined by a classic member: it becomes classic; its
+        consumer records are deleted (the classic group record follows with the join)."""
+        log.info("%s empty consumer group %s becomes a classic group", self._prefix,
+                 group.group_id)
+        group.consumer, group.protocol_type = None, None
+        entries = [(records.consumer_group_key(t, group.group_id), None)
+                   for t in (records.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+                             records.CONSUMER_GROUP_METADATA)]
+        self.tasks.spawn(f"convert-group {group.group_id}",
+                         self.manager.write_now(group, entries))
+
+    # -- offsets ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_consumer_commit(group: GroupMetadata, member_id: str, member_epoch: int,
+                               stale: ErrorCode) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetCommit: anyone with a negative epoch while
+        the group has no members (admin tools), else a member at its current epoch
+        (``stale`` otherwise: STALE_MEMBER_EPOCH, ILLEGAL_GENERATION for transactions)."""
+        consumer = group.consumer
+        if member_epoch < 0 and not consumer.members:
+            return ErrorCode.NONE
+        member = consumer.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.NONE if member_epoch == member.member_epoch else stale
+
+    # -- ConsumerGroupDescribe ----------------------------------------------------------------
+
+    def describe_consumer_group(self, group_id: str) -> DescribedConsumerGroup:
+        error = self._validate(group_id)
+        if error != ErrorCode.NONE:
+            return DescribedConsumerGroup(error, group_id)
+        group = self.manager.get_group(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return DescribedConsumerGroup(ErrorCode.GROUP_ID_NOT_FOUND, group_id,
+                                          f"Group {group_id} not found.")
+        if group.consumer is None:
+            return DescribedConsumerGroup(ErrorCode.GROUP_ID_NOT_FOUND, group_id,
+                                          f"Group {group_id} is not a consumer group.")
+        consumer = group.consumer
+        members = [DescribedConsumerMember(m, self._named(m.assigned),
+                                           self._named(consumer.target.get(m.member_id, {})))
+                   for m in consumer.members.values()]
+        return DescribedConsumerGroup(
+            ErrorCode.NONE, group_id, None, consumer.state_name(), consumer.group_epoch,
+            consumer.assignment_epoch, consumer.chosen_assignor(self.consumer_assignors[0]),
+            members)
+
+    def _named(self, assignment: TopicAssignment) -> list[tuple[str, str, list[int]]]:
+        result = []
+        for topic_id, partitions in sorted(assignment.items()):
+            topic = self.broker.image.topic_by_id(topic_id)
+            result.append((topic_id, topic.name if topic is not None else "",
+                           sorted(partitions)))
+        return result
+
+
+def _cancel_consumer_timers(member: ConsumerMember) -> None:
+    for timer in (member.session_timer, member.rebalance_timer):
+        if timer is not None:
+            timer.cancel()
+    member.session_timer = member.rebalance_timer = None
+
+
+def _member_metadata_record(group_id: str, member: ConsumerMember) -> tuple[bytes, bytes]:
+    return (records.consumer_group_key(records.CONSUMER_GROUP_MEMBER_METADATA, group_id,
+                                       member.member_id),
+            records.consumer_member_value(records.ConsumerMemberValue(
+                member.instance_id, member.rack_id, member.client_id, member.client_host,
+                member.subscribed_topic_names, member.rebalance_timeout_ms,
+                member.server_assignor)))
+
+
+def _current_assignment_record(group_id: str, member: ConsumerMember) -> tuple[bytes, bytes]:
+    return (records.consumer_group_key(records.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                                       group_id, member.member_id),
+            records.current_assignment_value(records.CurrentAssignmentValue(
+                member.member_epoch, member.previous_member_epoch, int(member.state),
+                member.assigned, member.pending_revocation)))
