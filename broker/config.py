@@ -42,6 +42,13 @@ def _str(text: str) -> str:
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
+def _log_format(text: str) -> str:
+    value = str(text).strip().lower()
+    if value not in ("text", "json"):
+        raise ValueError(f"{text!r}: log.format is text or json")
+    return value
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -174,6 +181,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3_600_000,
             "How often the coordinator forgets expired transactional ids"),
     Setting("cluster.id", _str, "", "Cluster id (generated and stored on first start if empty)"),
+    Setting("log.format", _log_format, "text",
+            "Broker log lines: text, or json (one object a line, state changes with fields)"),
     # Raftwood's own (Kafka exports through JMX): Prometheus text on GET /metrics.
     Setting("metrics.port", int, 0, "Port serving Prometheus metrics (0: none served)"),
     Setting("metrics.host", _str, "127.0.0.1", "Address the metrics port binds"),

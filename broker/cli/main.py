@@ -25,12 +25,11 @@ import sys
 
 from . import acls, admin, dev, groups, reassign, users, verify
 from .. import config as config_module
+from .. import logs
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-                        stream=sys.stderr)
+def _setup_logging(level: str, log_format: str = "text") -> None:
+    logs.configure(level, log_format, sys.stderr)
 
 
 def _run(coro):
@@ -62,6 +61,7 @@ def cmd_start(args) -> int:
     except (config_module.ConfigError, OSError) as exc:
         print(f"raftwood: {exc}", file=sys.stderr)
         return 2
+    _setup_logging(args.log_level, config["log.format"])
 
     async def main() -> int:
         broker = Broker(config)

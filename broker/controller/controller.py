@@ -23,6 +23,7 @@ import asyncio
 import logging
 import time
 
+from ..logs import state_change
 from .commands import Heartbeat, RegisterBroker
 from .metadata_client import ApplyError, MetadataClient, MetadataUnavailable
 from .state import ClusterState
@@ -116,4 +117,7 @@ class Controller:
         for e in elections:
             log.info("[Controller %d] %s election: %s-%d led by %d in epoch %d%s", self.node_id,
                      kind or "leader", e.topic, e.partition, e.leader, e.leader_epoch,
-                     " (UNCLEAN)" if e.unclean else "")
+                     " (UNCLEAN)" if e.unclean else "", extra=state_change(
+                         partition=f"{e.topic}-{e.partition}", controller=self.node_id,
+                         leader=e.leader, leader_epoch=e.leader_epoch, unclean=e.unclean,
+                         reason=f"{kind or 'leader'}-election"))

@@ -26,6 +26,7 @@ from storage.log import AppendInfo, PartitionLog
 from storage.producer_state import ProducerStateError
 from protocol.control import build_marker_batch
 
+from ..logs import state_change
 from .isr import CommittedIsr, IsrState, PendingExpandIsr, PendingIsrChange, PendingShrinkIsr
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,9 @@ class Partition:
         self.maybe_increment_high_watermark()
         log.info("[Partition %s broker=%d] leader in epoch %d, isr=%s, leo=%d, hw=%d",
                  self.name, self.node_id, leader_epoch, self.isr,
-                 self.log_end_offset, self.high_watermark)
+                 self.log_end_offset, self.high_watermark, extra=self._fields(
+                     "became-leader", log_end_offset=self.log_end_offset,
+                     high_watermark=self.high_watermark))
 
     def make_follower(self, leader_id: int, leader_epoch: int, partition_epoch: int,
                       replicas: list[int], isr: list[int]) -> None:
@@ -183,7 +186,9 @@ class Partition:
         self.followers = {}
         log.info("[Partition %s broker=%d] follower of %d in epoch %d, leo=%d, hw=%d",
                  self.name, self.node_id, leader_id, leader_epoch, self.log_end_offset,
-                 self.high_watermark)
+                 self.high_watermark, extra=self._fields(
+                     "became-follower", log_end_offset=self.log_end_offset,
+                     high_watermark=self.high_watermark))
 
     # -- the ISR state (Kafka's maybeExpandIsr / maybeShrinkIsr / AlterPartition) ---------
 
@@ -230,7 +235,9 @@ class Partition:
         change, whose answer is then ignored."""
         if self.is_leader and list(isr) != self.isr:
             log.info("[Partition %s broker=%d] isr %s -> %s (partition epoch %d)", self.name,
-                     self.node_id, self.isr, list(isr), partition_epoch)
+                     self.node_id, self.isr, list(isr), partition_epoch, extra=self._fields(
+                         "isr-changed", previous_isr=self.isr, new_isr=list(isr),
+                         new_partition_epoch=partition_epoch))
         self._isr_state = CommittedIsr(tuple(isr))
         self._partition_epoch = partition_epoch
 
@@ -255,7 +262,8 @@ class Partition:
         if not lagging:
             return None
         log.info("[Partition %s broker=%d] followers %s out of sync (lag time %d ms)",
-                 self.name, self.node_id, lagging, lag_time_max_ms)
+                 self.name, self.node_id, lagging, lag_time_max_ms, extra=self._fields(
+                     "isr-shrink-proposed", out_of_sync=lagging))
         return self._begin_isr_change(PendingShrinkIsr(
             self._isr_state, self.leader_epoch, self._partition_epoch, frozenset(lagging)))
 
@@ -396,7 +404,8 @@ class Partition:
             self.log.truncate_to(offset)
         log.info("[Partition %s broker=%d] truncated from %d to %d (leader %d epoch %d)",
                  self.name, self.node_id, before, self.log.log_end_offset, self.leader_id,
-                 self.leader_epoch)
+                 self.leader_epoch, extra=self._fields(
+                     "truncated", truncated_from=before, log_end_offset=self.log.log_end_offset))
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         if self.offline:
@@ -404,7 +413,7 @@ class Partition:
         with self._storage_guard("truncation"):
             self.log.truncate_fully_and_start_at(offset)
         log.info("[Partition %s broker=%d] log reset to start at %d", self.name, self.node_id,
-                 offset)
+                 offset, extra=self._fields("log-reset", log_start_offset=offset))
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320: a client's view of the epoch must match ours (-1 = not checked)."""
@@ -622,7 +631,16 @@ class Partition:
         self._isr_state = CommittedIsr(self._isr_state.isr)
         self.log.close_handlers()
         log.warning("[Partition %s broker=%d] offline at log_end_offset %d, high_watermark %d",
-                    self.name, self.node_id, self.log_end_offset, self.high_watermark)
+                    self.name, self.node_id, self.log_end_offset, self.high_watermark,
+                    extra=self._fields("offline", log_end_offset=self.log_end_offset,
+                                       high_watermark=self.high_watermark))
+
+    def _fields(self, reason: str, **more) -> dict:
+        """The structured fields of a state-change line (``log.format=json``)."""
+        return state_change(partition=self.name, broker=self.node_id, leader=self.leader_id,
+                            leader_epoch=self.leader_epoch,
+                            partition_epoch=self._partition_epoch, isr=self.isr,
+                            reason=reason, **more)
 
     @contextmanager
     def _storage_guard(self, what: str):
