@@ -214,6 +214,75 @@ def test_list_offsets_latest_is_the_last_stable_offset_under_read_committed(txn_
         [(6 + i, f"B{i}".encode()) for i in range(3)]
 
 
+# -- two producers' transactions interleaved on one partition -------------------------------
+def test_interleaved_transactions_of_two_producers_on_one_partition(txn_broker, topic_name):
+    """An aborted transaction around a committed one of another producer: the LSO is held
+    at the open transaction's first offset after the other commits; every client's
+    read_committed (librdkafka, aiokafka and kafka-python filter with the aborted
+    transactions of the Fetch answer) returns only the committed producer's records."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as AioTopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTopicPartition
+
+    bootstrap = serving(txn_broker, CORE_APIS)
+    topic = create_topic(bootstrap, topic_name("interleaved"), partitions=1)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    rc, ru = IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED
+    doomed = txn_producer(bootstrap, f"{topic}-doomed")
+    kept = txn_producer(bootstrap, f"{topic}-kept")
+    doomed.begin_transaction()
+    kept.begin_transaction()
+    for producer, value in ((doomed, b"a-0"), (kept, b"c-0"), (doomed, b"a-1"), (kept, b"c-1")):
+        producer.produce(topic, value=value, partition=0)
+        assert producer.flush(WAIT_S) == 0             # offsets 0, 1, 2, 3 in this order
+    kept.commit_transaction(WAIT_S)                     # its marker at 4
+    wait_latest(admin, topic, 0, ru, 5)
+    assert latest(admin, topic, 0, rc) == 0, "the open transaction holds the LSO at 0"
+    doomed.abort_transaction(WAIT_S)                    # its marker at 5
+    wait_latest(admin, topic, 0, rc, 6)
+    run_txn(kept, topic, [(0, b"c-end")])               # 6, marker 7
+
+    committed = read_until(bootstrap, topic, 1, "read_committed", [b"c-end"])
+    assert committed[0] == [(1, b"c-0"), (3, b"c-1"), (6, b"c-end")]
+    uncommitted = read_until(bootstrap, topic, 1, "read_uncommitted", [b"c-end"])
+    assert [v for _, v in uncommitted[0]] == [b"a-0", b"c-0", b"a-1", b"c-1", b"c-end"]
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, fetch_max_wait_ms=100)
+    kp_values: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([KpTopicPartition(topic, 0)])
+        consumer.seek(KpTopicPartition(topic, 0), 0)
+        deadline = time.monotonic() + WAIT_S
+        while b"c-end" not in [v for _, v in kp_values] and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=200).values():
+                kp_values += [(r.offset, r.value) for r in records]
+    finally:
+        consumer.close(autocommit=False)
+    assert kp_values == [(1, b"c-0"), (3, b"c-1"), (6, b"c-end")], "kafka-python"
+
+    async def aiokafka_read():
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed",
+                                    enable_auto_commit=False, fetch_max_wait_ms=100)
+        await consumer.start()
+        got: list[tuple[int, bytes]] = []
+        try:
+            tp = AioTopicPartition(topic, 0)
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            deadline = time.monotonic() + WAIT_S
+            while b"c-end" not in [v for _, v in got] and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=200)).values():
+                    got += [(r.offset, r.value) for r in records]
+        finally:
+            await consumer.stop()
+        return got
+
+    assert asyncio.run(asyncio.wait_for(aiokafka_read(), 60)) == \
+        [(1, b"c-0"), (3, b"c-1"), (6, b"c-end")], "aiokafka"
+
+
 # -- fencing -------------------------------------------------------------------------------
 def test_second_producer_with_the_same_transactional_id_fences_the_first(txn_broker,
                                                                          topic_name):

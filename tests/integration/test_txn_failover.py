@@ -32,6 +32,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 import broker.testing as raftwood_testing
+from broker.testing import KafkaConnection
 
 WAIT_S = 60.0
 INIT_WAIT_S = 45.0
@@ -381,3 +382,159 @@ def test_producer_killed_mid_transaction_is_aborted_after_its_timeout(cluster_fa
     got = read_committed_until_end(cluster.bootstrap, topic, "end", partitions=2)
     assert sorted(got) == [b"end-0", b"end-1"], "nothing of the dead transaction is read"
 
+
+
+# -- a lone broker crashing with transactions in its log --------------------------------------
+def lone_txn_broker(raftwood_broker_factory, **settings):
+    broker = raftwood_broker_factory(**TXN_SETTINGS, **settings)
+    with KafkaConnection(broker.bootstrap) as conn:
+        served = {k.api_key for k in conn.api_versions().api_keys}
+    missing = [f"{name} ({key})" for key, name in TXN_APIS.items() if key not in served]
+    if missing:
+        pytest.skip(f"the broker does not serve {', '.join(missing)} yet")
+    return broker
+
+
+def wait_latest(admin, topic: str, partition: int, isolation, want: int) -> None:
+    """Bounded wait for ListOffsets latest == want (errors while the broker loads retried)."""
+    seen: list = []
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        try:
+            seen.append(latest(admin, topic, partition, isolation))
+        except Exception as exc:  # the partition may not be led yet after a restart
+            seen.append(repr(exc))
+        if seen[-1] == want:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{topic}-{partition} latest ({isolation}) never {want}: {seen[-5:]}")
+
+
+def read_all(bootstrap: str, topic: str, last: bytes, isolation: str = "read_committed",
+             **extra) -> list[tuple[int, bytes]]:
+    """Partition 0 of ``topic`` from offset 0 until the value ``last`` (bounded)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-verifier",
+                         "isolation.level": isolation, "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 100, **extra})
+    got: list[tuple[int, bytes]] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + WAIT_S
+        while last not in [v for _, v in got] and time.monotonic() < deadline:
+            for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                assert msg.error() is None, msg.error()
+                got.append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    assert last in [v for _, v in got], f"{last!r} never read ({isolation}): {got[-10:]}"
+    return got
+
+
+def test_open_transaction_survives_a_broker_crash_and_commits_after_restart(
+        raftwood_broker_factory):
+    """kill -9 of the only broker while a transaction is open: after the restart the LSO is
+    still held at the open transaction's first offset (the producer state is rebuilt from
+    the log, the coordinator reloads __transaction_state), and the same producer commits."""
+    from tests.conftest import create_topic
+
+    broker = lone_txn_broker(raftwood_broker_factory)
+    topic = create_topic(broker.bootstrap, "txn-crash-open", partitions=1)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    rc, ru = IsolationLevel.READ_COMMITTED, IsolationLevel.READ_UNCOMMITTED
+    producer = new_producer(broker.bootstrap, "crash-open-tid",
+                            **{"transaction.timeout.ms": 120_000})
+    producer.begin_transaction()
+    producer.produce(topic, value=b"before", partition=0)
+    producer.commit_transaction(WAIT_S)                        # 0, marker 1
+    wait_latest(admin, topic, 0, rc, 2)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=f"open-{i}".encode(), partition=0)
+    assert producer.flush(WAIT_S) == 0                         # 2..4, open
+
+    broker.kill()
+    broker.restart()
+    # a fresh admin: librdkafka's keeps the old leader epoch and is answered
+    # FENCED_LEADER_EPOCH (the restart bumped it) without refreshing its metadata
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    wait_latest(admin, topic, 0, ru, 5)
+    assert latest(admin, topic, 0, rc) == 2, "the LSO after the restart"
+
+    errors = []
+    for _ in range(3):
+        try:
+            producer.commit_transaction(20)
+            break
+        except KafkaException as exc:
+            errors.append(str(exc.args[0]))
+            assert exc.args[0].retriable(), f"commit after the restart: {errors}"
+    else:
+        raise AssertionError(f"commit after the restart never went through: {errors}")
+    wait_latest(admin, topic, 0, rc, 6)
+    assert read_all(broker.bootstrap, topic, b"open-2") == \
+        [(0, b"before"), (2, b"open-0"), (3, b"open-1"), (4, b"open-2")]
+
+
+def test_aborted_transactions_across_segments_and_a_crash(raftwood_broker_factory):
+    """Small segments: a long aborted transaction spans many segments around committed
+    ones of another producer; read_committed (librdkafka and kafka-python, small fetches)
+    returns exactly the committed records, before and after kill -9 and restart."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KpTopicPartition
+
+    from tests.conftest import create_topic
+
+    broker = lone_txn_broker(raftwood_broker_factory, log_segment_bytes=2048)
+    topic = create_topic(broker.bootstrap, "txn-segments", partitions=1)
+    doomed = new_producer(broker.bootstrap, "segments-doomed",
+                          **{"transaction.timeout.ms": 120_000})
+    kept = new_producer(broker.bootstrap, "segments-kept")
+    pad = "x" * 150
+    doomed.begin_transaction()
+    want: list[bytes] = []
+    for k in range(12):
+        doomed.produce(topic, value=f"doomed-{k}-{pad}".encode(), partition=0)
+        assert doomed.flush(WAIT_S) == 0
+        kept.begin_transaction()
+        values = [f"kept-{k}-{i}-{pad}".encode() for i in range(4)]
+        for value in values:
+            kept.produce(topic, value=value, partition=0)
+        if k % 3 == 1:                                     # some of kept's are aborted too
+            assert kept.flush(WAIT_S) == 0
+            kept.abort_transaction(WAIT_S)
+        else:
+            kept.commit_transaction(WAIT_S)
+            want += values
+    doomed.abort_transaction(WAIT_S)
+    kept.begin_transaction()
+    kept.produce(topic, value=b"last", partition=0)
+    kept.commit_transaction(WAIT_S)
+    want.append(b"last")
+    segments = list((broker.data_dir / f"{topic}-0").glob("*.log"))
+    assert len(segments) >= 4, f"only {len(segments)} segments: the test needs small ones"
+
+    def check(when: str) -> None:
+        got = [v for _, v in read_all(broker.bootstrap, topic, b"last",
+                                      **{"message.max.bytes": 4096, "fetch.max.bytes": 4096,
+                                         "max.partition.fetch.bytes": 1024})]
+        assert got == want, f"librdkafka read_committed {when}"
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap,
+                                 isolation_level="read_committed", enable_auto_commit=False,
+                                 fetch_max_wait_ms=100, max_partition_fetch_bytes=1024)
+        values: list[bytes] = []
+        try:
+            tp = KpTopicPartition(topic, 0)
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            deadline = time.monotonic() + WAIT_S
+            while b"last" not in values and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=200).values():
+                    values += [r.value for r in records]
+        finally:
+            consumer.close(autocommit=False)
+        assert values == want, f"kafka-python read_committed {when}"
+
+    check("before the crash")
+    broker.kill()
+    broker.restart()
+    check("after kill -9 and restart")
