@@ -10,8 +10,7 @@ A heartbeat is the member's whole conversation with the coordinator:
 * a positive epoch must be the member's current epoch, or its previous one when the
   heartbeat shows the answer that moved it was lost (it owns no more than it was given);
   else FENCED_MEMBER_EPOCH, and the client joins again with epoch 0;
-* epoch -1 leaves (-2, a static member's temporary leave, is refused with the rest of
-  static membership, see below).
+* epoch -1 leaves; -2 is a static member's temporary leave (below).
 
 Each heartbeat first updates the member (subscription, assignor, rebalance timeout);
 when the group's inputs changed — a member joined, left or was fenced, a subscription
@@ -27,9 +26,16 @@ each heartbeat) and, while the member has partitions pending revocation, its reb
 timeout; either expiring fences the member: it is removed, its partitions released,
 and the group epoch moves.
 
-Not served, each refused with a message: regex subscriptions (INVALID_REQUEST) and
-static membership (``group.instance.id``, INVALID_REQUEST; classic groups serve it);
-client-side assignors do not exist in Kafka 4.0's protocol either.
+Static members (``group.instance.id``, KIP-345 as KIP-848 keeps it): leaving with
+epoch -2 keeps the member, its epoch set to -2 and its partitions unreleased, and moves
+no epoch; joining again under the same instance id (a restarted process, a new member
+id) takes that member over — assignment, target, place — without a new group epoch,
+while joining as an instance whose member has not left gets UNRELEASED_INSTANCE_ID,
+and a heartbeat naming the instance with an older member id FENCED_INSTANCE_ID.  Its
+session timeout, from the leave, removes it for good.
+
+Not served, refused with a message: regex subscriptions (INVALID_REQUEST).
+Client-side assignors do not exist in Kafka 4.0's protocol either.
 
 Classic and consumer groups (Kafka 4.0's conversion, reduced to empty groups): a
 heartbeat with epoch 0 turns an *empty* classic group into a consumer group, a classic
@@ -132,10 +138,9 @@ class ConsumerGroupsMixin:
         error = self._validate(group_id)
         if error != ErrorCode.NONE:
             return HeartbeatAnswer(error)
-        refusal = self._refuse_heartbeat(member_id, member_epoch, instance_id,
-                                         rebalance_timeout_ms, subscribed_topic_names,
-                                         subscribed_topic_regex, server_assignor,
-                                         client_makes_member_id)
+        refusal = self._refuse_heartbeat(member_id, member_epoch, rebalance_timeout_ms,
+                                         subscribed_topic_names, subscribed_topic_regex,
+                                         server_assignor, client_makes_member_id)
         if refusal is not None:
             return refusal
         group = self.manager.get_group(group_id)
@@ -156,41 +161,17 @@ class ConsumerGroupsMixin:
                      group_id)
             group.consumer, group.protocol_type = ConsumerGroupState(), "consumer"
             entries.append((records.group_key(group_id), None))
-        consumer = group.consumer
         if member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            member = consumer.members.get(member_id)
-            if member is None:
-                return HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID,
-                                       f"Member {member_id} is not in group {group_id}.")
-            entries += self._remove_consumer_member(group, member, "the member left")
-            error = await self.manager.write_now(group, entries)
-            return HeartbeatAnswer(error, None, member_id, member_epoch)
+            return await self._leave(group, member_id, member_epoch, instance_id, entries)
         if member_epoch == 0:
-            member_id = member_id or str(uuid.uuid4())
-            member = consumer.members.get(member_id)
-            if member is None:
-                if len(consumer.members) >= self.consumer_max_size:
-                    return HeartbeatAnswer(ErrorCode.GROUP_MAX_SIZE_REACHED,
-                                           f"Group {group_id} has {len(consumer.members)} "
-                                           f"members, the most group.consumer.max.size "
-                                           f"allows.")
-                member = consumer.members[member_id] = ConsumerMember(
-                    member_id, client_id, client_host)
-                bump = True
-            else:  # it starts over: whatever it had, it owns nothing now
-                member.member_epoch, member.state = 0, MemberState.STABLE
-                member.assigned, member.pending_revocation = {}, {}
-                bump = False
+            found = self._joining_member(group, member_id or str(uuid.uuid4()), instance_id,
+                                         client_id, client_host, entries)
         else:
-            member = consumer.members.get(member_id)
-            if member is None:
-                return HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID,
-                                       f"Member {member_id} is not in group {group_id}.")
-            if not self._epoch_is_valid(member, member_epoch, owned):
-                return HeartbeatAnswer(ErrorCode.FENCED_MEMBER_EPOCH,
-                                       f"Member epoch {member_epoch} is not the current "
-                                       f"epoch {member.member_epoch}.")
-            bump = False
+            found = self._known_member(group, member_id, member_epoch, instance_id, owned)
+        if isinstance(found, HeartbeatAnswer):
+            return found
+        member, bump = found
+        consumer = group.consumer
         before = (member.subscribed_topic_names, member.server_assignor,
                   member.rebalance_timeout_ms, member.rack_id)
         if subscribed_topic_names is not None:
@@ -217,11 +198,109 @@ class ConsumerGroupsMixin:
             return HeartbeatAnswer(error)
         send = member_epoch == 0 or not same_assignment(previous, member.assigned) \
             or (owned is not None and not same_assignment(owned, member.assigned))
-        return HeartbeatAnswer(ErrorCode.NONE, None, member_id, member.member_epoch,
+        return HeartbeatAnswer(ErrorCode.NONE, None, member.member_id, member.member_epoch,
                                self.consumer_heartbeat_interval_ms,
                                copy_assignment(member.assigned) if send else None)
 
-    def _refuse_heartbeat(self, member_id, member_epoch, instance_id, rebalance_timeout_ms,
+    async def _leave(self, group: GroupMetadata, member_id: str, member_epoch: int,
+                     instance_id: str | None, entries) -> HeartbeatAnswer:
+        """Epoch -1: the member leaves, its partitions are released.  Epoch -2: a static
+        member leaves for a while (KIP-345's restart): it keeps its partitions, unreleased,
+        and the group epoch stays, until it rejoins under its instance id or its session
+        times out."""
+        member = group.consumer.members.get(member_id)
+        if member is None:
+            return HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID,
+                                   f"Member {member_id} is not in group {group.group_id}.")
+        if member_epoch == STATIC_LEAVE_EPOCH:
+            if instance_id is None or member.instance_id != instance_id:
+                return HeartbeatAnswer(ErrorCode.INVALID_REQUEST,
+                                       "MemberEpoch -2 is for static members, with their "
+                                       "InstanceId.")
+            _set_static_leave(member)
+            entries.append(_current_assignment_record(group.group_id, member))
+            self._schedule_consumer_session(group, member)
+            log.info("%s static member %s (%s) of group %s left for now", self._prefix,
+                     member_id, instance_id, group.group_id)
+        else:
+            entries += self._remove_consumer_member(group, member, "the member left")
+        error = await self.manager.write_now(group, entries)
+        return HeartbeatAnswer(error, None, member_id, member_epoch)
+
+    def _joining_member(self, group: GroupMetadata, member_id: str, instance_id: str | None,
+                        client_id: str, client_host: str, entries
+                        ) -> tuple[ConsumerMember, bool] | HeartbeatAnswer:
+        """Epoch 0: (the member, whether the group epoch must move), or the refusal."""
+        consumer = group.consumer
+        static = consumer.static_member(instance_id)
+        if static is not None:
+            if static.member_epoch != STATIC_LEAVE_EPOCH and static.member_id != member_id:
+                return HeartbeatAnswer(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                       f"Static member {static.member_id} with instance id "
+                                       f"{instance_id} is not released yet.")
+            entries += self._take_over_static_member(group, static, member_id)
+            static.client_id, static.client_host = client_id, client_host
+            return static, False
+        member = consumer.members.get(member_id)
+        if member is not None:  # it starts over: whatever it had, it owns nothing now
+            member.member_epoch, member.state = 0, MemberState.STABLE
+            member.assigned, member.pending_revocation = {}, {}
+            return member, False
+        if len(consumer.members) >= self.consumer_max_size:
+            return HeartbeatAnswer(ErrorCode.GROUP_MAX_SIZE_REACHED,
+                                   f"Group {group.group_id} has {len(consumer.members)} "
+                                   f"members, the most group.consumer.max.size allows.")
+        member = consumer.members[member_id] = ConsumerMember(member_id, client_id,
+                                                              client_host, instance_id)
+        return member, True
+
+    def _known_member(self, group: GroupMetadata, member_id: str, member_epoch: int,
+                      instance_id: str | None, owned: TopicAssignment | None
+                      ) -> tuple[ConsumerMember, bool] | HeartbeatAnswer:
+        """A positive epoch: the member at a valid epoch, or the refusal."""
+        consumer = group.consumer
+        static = consumer.static_member(instance_id)
+        if static is not None and static.member_id != member_id:
+            return HeartbeatAnswer(ErrorCode.FENCED_INSTANCE_ID,
+                                   f"Instance id {instance_id} is member {static.member_id} "
+                                   f"now, not {member_id}.")
+        member = consumer.members.get(member_id)
+        if member is None:
+            return HeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID,
+                                   f"Member {member_id} is not in group {group.group_id}.")
+        if not self._epoch_is_valid(member, member_epoch, owned):
+            return HeartbeatAnswer(ErrorCode.FENCED_MEMBER_EPOCH,
+                                   f"Member epoch {member_epoch} is not the current epoch "
+                                   f"{member.member_epoch}.")
+        return member, False
+
+    def _take_over_static_member(self, group: GroupMetadata, member: ConsumerMember,
+                                 new_member_id: str) -> list[tuple[bytes, bytes | None]]:
+        """A static member rejoins (under a new member id, or the same): it takes over
+        its assignment, target and place, with no new group epoch.  The old id's records
+        are deleted; the caller writes the new id's metadata and current assignment."""
+        consumer = group.consumer
+        old_member_id = member.member_id
+        _cancel_consumer_timers(member)
+        target = consumer.target.pop(old_member_id, {})
+        del consumer.members[old_member_id]
+        member.member_id = new_member_id
+        consumer.members[new_member_id] = member
+        consumer.target[new_member_id] = target
+        log.info("%s static member %s of group %s rejoined as %s (was %s)", self._prefix,
+                 member.instance_id, group.group_id, new_member_id, old_member_id)
+        entries = []
+        if old_member_id != new_member_id:
+            entries += [(records.consumer_group_key(t, group.group_id, old_member_id), None)
+                        for t in (records.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+                                  records.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                                  records.CONSUMER_GROUP_MEMBER_METADATA)]
+        entries.append((records.consumer_group_key(
+            records.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group.group_id, new_member_id),
+            records.target_member_value(target)))
+        return entries
+
+    def _refuse_heartbeat(self, member_id, member_epoch, rebalance_timeout_ms,
                           subscribed_topic_names, subscribed_topic_regex, server_assignor,
                           client_makes_member_id) -> HeartbeatAnswer | None:
         """Kafka's request validation, and what is not served here."""
@@ -231,9 +310,6 @@ class ConsumerGroupsMixin:
             return invalid(f"MemberEpoch {member_epoch} is invalid.")
         if not member_id and (member_epoch != 0 or client_makes_member_id):
             return invalid("MemberId can't be empty.")
-        if instance_id is not None:
-            return invalid("Static membership (group.instance.id) is not served with "
-                           "group.protocol=consumer; use the classic protocol.")
         if subscribed_topic_regex:  # librdkafka sends "" for none, as Kafka reads it
             return invalid("Regular expression subscriptions are not served with "
                            "group.protocol=consumer; subscribe to topic names.")
@@ -422,6 +498,11 @@ class ConsumerGroupsMixin:
             result.append((topic_id, topic.name if topic is not None else "",
                            sorted(partitions)))
         return result
+
+
+def _set_static_leave(member: ConsumerMember) -> None:
+    member.previous_member_epoch = member.member_epoch
+    member.member_epoch = STATIC_LEAVE_EPOCH
 
 
 def _cancel_consumer_timers(member: ConsumerMember) -> None:

@@ -125,6 +125,12 @@ class ConsumerGroupState:
             return default
         return min(votes, key=lambda name: (-votes[name], name))
 
+    def static_member(self, instance_id: str | None) -> ConsumerMember | None:
+        """The member of ``instance_id`` (KIP-345 under KIP-848), if any."""
+        if instance_id is None:
+            return None
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
+
     def owner_of(self, topic_id: str, partition: int, other_than: str) -> str | None:
         """Another member that may still own the partition (assigned or pending)."""
         for member in self.members.values():

@@ -10,7 +10,9 @@ record whose commit had not completed when the partition moved), and with the
 synchronous commits here none is.  A kill -9 of the coordinator (the leader of the
 group's ``__consumer_offsets`` partition) on a 3-broker cluster loses no acknowledged
 commit: the new coordinator loads the group — members, epochs, assignments — and its
-offsets, and the same consumers go on.  Every wait is bounded.
+offsets, and the same consumers go on.  A static member (``group.instance.id``) that
+closes and comes back within its session gets its partitions back, and meanwhile
+nobody else is handed them.  Every wait is bounded.
 """
 from __future__ import annotations
 
@@ -58,10 +60,11 @@ def produce(bootstrap: str, topic: str, per_partition: int, start: int) -> None:
     assert producer.flush(WAIT_S) == 0
 
 
-def consumer(bootstrap: str, group: str, topic: str) -> Consumer:
+def consumer(bootstrap: str, group: str, topic: str, **config) -> Consumer:
     member = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                        "group.protocol": "consumer", "auto.offset.reset": "earliest",
-                       "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 2000})
+                       "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 2000,
+                       **config})
     member.subscribe([topic])
     return member
 
@@ -181,6 +184,36 @@ def test_three_consumers_split_the_topic_and_a_leaving_member_loses_nothing(
                                                        types_filter=["consumer"])).groups
         assert [(g.group_id, g.group_type, g.protocol_type, g.group_state) for g in listed] == \
             [(group, "consumer", "consumer", "Stable")]
+    finally:
+        group_members.close()
+
+
+def test_a_static_member_restarted_within_its_session_gets_its_partitions_back(
+        raftwood_broker_factory):
+    broker = raftwood_broker_factory(**BROKER_SETTINGS)
+    topic, group = "kip848-static", "kip848-static-group"
+    create_topic(broker.bootstrap, topic, 1)
+    produce(broker.bootstrap, topic, 4, 0)
+    group_members = Members([consumer(broker.bootstrap, group, topic,
+                                      **{"group.instance.id": f"instance-{i}"})
+                             for i in range(2)])
+    try:
+        before = group_members.wait_split()
+        group_members.consume(records(4))
+        group_members.members.pop(0).close()  # a static member leaves with epoch -2
+        # Its partitions stay with it: the other member is not handed them.
+        until = time.monotonic() + 2.0
+        while time.monotonic() < until:
+            group_members.poll_all(0.05)
+            assert {tp.partition for tp in group_members.members[0].assignment()} == before[1]
+        group_members.members.insert(0, consumer(broker.bootstrap, group, topic,
+                                                 **{"group.instance.id": "instance-0"}))
+        assert group_members.wait_split() == before
+        produce(broker.bootstrap, topic, 2, 4)
+        group_members.consume(records(2, 4))
+        assert max(group_members.seen.values()) == 1
+        for (partition, offset), who in group_members.owners.items():
+            assert who == {0 if partition in before[0] else 1}
     finally:
         group_members.close()
 

@@ -87,16 +87,16 @@ def test_epochs_are_checked_and_leaving_releases_partitions(tmp_path):
     run(scenario())
 
 
-def test_refusals_name_what_is_not_served(tmp_path):
+def test_refusals_name_what_is_not_served(tmp_path):  # and requests Kafka refuses
     async def scenario():
         _, c = await consumer_started(tmp_path)
-        static = await heartbeat(c, "a", 0, instance_id="i-1")
-        assert static.error == ErrorCode.INVALID_REQUEST and "group.instance.id" in static.message
         regex = await heartbeat(c, "a", 0, regex="t.*")
         assert regex.error == ErrorCode.INVALID_REQUEST and "Regular expression" in regex.message
         assert (await heartbeat(c, "a", 0, assignor="sticky")).error == \
             ErrorCode.UNSUPPORTED_ASSIGNOR
         assert (await heartbeat(c, "", 0)).error == ErrorCode.INVALID_REQUEST
+        await heartbeat(c, "a", 0)
+        assert (await heartbeat(c, "a", -2)).error == ErrorCode.INVALID_REQUEST  # not static
     run(scenario())
 
 
@@ -209,3 +209,37 @@ def test_settings_are_checked_at_start():
             assignor_names(bad)
     with pytest.raises(ValueError, match="outside"):
         GroupCoordinator(FakeBroker("/nonexistent", group_consumer_session_timeout_ms=1000))
+
+
+def test_a_static_member_restarts_under_a_new_id_and_keeps_its_partitions(tmp_path):
+    async def scenario():
+        broker, c = await consumer_started(tmp_path, group_consumer_session_timeout_ms=5000)
+        a = await heartbeat(c, "a1", 0, instance_id="i-a")
+        b = await heartbeat(c, "b", 0)
+        a = await heartbeat(c, "a1", a.member_epoch, owned={TOPIC_ID: set(range(6))},
+                            instance_id="i-a")
+        a = await heartbeat(c, "a1", a.member_epoch, owned={TOPIC_ID: parts(a)},
+                            instance_id="i-a")
+        kept = set(c.manager.get_group("g").consumer.members["a1"].assigned[TOPIC_ID])
+        await heartbeat(c, "b", b.member_epoch, owned={})
+        epoch = c.manager.get_group("g").consumer.group_epoch
+        # Another process with the same instance id while a1 is still in: refused.
+        busy = await heartbeat(c, "x", 0, instance_id="i-a")
+        assert busy.error == ErrorCode.UNRELEASED_INSTANCE_ID
+        left = await heartbeat(c, "a1", -2, instance_id="i-a")
+        assert (left.error, left.member_epoch) == (NONE, -2)
+        back = await heartbeat(c, "a2", 0, instance_id="i-a", owned={})
+        assert (back.error, back.member_id, parts(back)) == (NONE, "a2", kept)
+        consumer = c.manager.get_group("g").consumer
+        assert consumer.group_epoch == epoch and "a1" not in consumer.members
+        assert back.member_epoch == consumer.assignment_epoch
+        fenced = await heartbeat(c, "a1", 3, instance_id="i-a")
+        assert fenced.error == ErrorCode.FENCED_INSTANCE_ID
+        broker.replica_manager.follow(0)
+        broker.replica_manager.lead(0, epoch=2)
+        await until(lambda: c.manager.get_group("g") is not None)
+        reloaded = c.manager.get_group("g").consumer
+        assert (reloaded.members["a2"].instance_id, reloaded.members["a2"].assigned) == \
+            ("i-a", {TOPIC_ID: kept})
+        assert "a1" not in reloaded.members and reloaded.target["a2"] == {TOPIC_ID: kept}
+    run(scenario())
