@@ -149,6 +149,19 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("group.min.session.timeout.ms", int, 6_000, "Shortest session timeout a member may ask"),
     Setting("group.max.session.timeout.ms", int, 1_800_000,
             "Longest session timeout a member may ask"),
+    # KIP-848's consumer groups (group.protocol=consumer): the broker sets the timeouts.
+    Setting("group.consumer.heartbeat.interval.ms", int, 5_000,
+            "Heartbeat interval told to consumer-protocol members"),
+    Setting("group.consumer.session.timeout.ms", int, 45_000,
+            "A consumer-protocol member silent this long is removed"),
+    Setting("group.consumer.min.session.timeout.ms", int, 45_000,
+            "Least allowed group.consumer.session.timeout.ms"),
+    Setting("group.consumer.max.session.timeout.ms", int, 60_000,
+            "Greatest allowed group.consumer.session.timeout.ms"),
+    Setting("group.consumer.assignors", _str, "uniform,range",
+            "Server-side assignors, the first is the default"),
+    Setting("group.consumer.max.size", int, 2 ** 31 - 1,
+            "Most members of one consumer-protocol group"),
     # Kafka defaults to 50.  Raftwood defaults to 10: every partition is a directory with a
     # segment, two indexes and checkpoints, a follower-fetch entry on each replica and a
     # full log scan when its leadership moves -- a real cost in one Python process per

@@ -75,6 +75,10 @@ from kafka.protocol.producer import (
 )
 
 from . import hot_requests
+from .consumer_group_messages import (
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from .errors import CorruptRequest, ErrorCode, UnsupportedVersion
 
 _PEEK = struct.Struct(">hhi")
@@ -144,6 +148,11 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
     _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
     _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),
+    # KIP-848's consumer group protocol, written by hand (consumer_group_messages.py):
+    # ConsumerGroupHeartbeat v1 adds the regex subscription, ConsumerGroupDescribe
+    # stops at v0 (v1's member type is for groups converted from classic members).
+    _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
+    _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 0),
     # Security.  SaslHandshake v0 (KIP-43): the tokens then follow as bare size-prefixed
     # frames without Kafka headers (broker/network/connection.py).  librdkafka 2.0
     # enables SASL only when the advertised range includes v0, then speaks v1.
@@ -195,9 +204,12 @@ class Request:
 
 # Produce (from v3, the first version served) and Fetch are decoded by hand: see
 # protocol/hot_requests.py.  Both produce bodies with kafka-python's attribute names.
+# So are KIP-848's two APIs, which kafka-python has no classes for.
 _HOT_DECODERS = {
     ProduceRequest.API_KEY: (3, hot_requests.decode_produce),
     FetchRequest.API_KEY: (4, hot_requests.decode_fetch),
+    ConsumerGroupHeartbeatRequest.API_KEY: (0, ConsumerGroupHeartbeatRequest.decode_frame),
+    ConsumerGroupDescribeRequest.API_KEY: (0, ConsumerGroupDescribeRequest.decode_frame),
 }
 
 

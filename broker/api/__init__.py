@@ -55,6 +55,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListGroups: group_acls.handle_list_groups,
     ApiKey.DescribeGroups: group_acls.handle_describe_groups,
     ApiKey.DeleteGroups: group_acls.handle_delete_groups,
+    ApiKey.ConsumerGroupHeartbeat: group_acls.handle_consumer_group_heartbeat,
+    ApiKey.ConsumerGroupDescribe: group_acls.handle_consumer_group_describe,
     ApiKey.SaslHandshake: sasl.handle_sasl_handshake,
     ApiKey.SaslAuthenticate: sasl.handle_sasl_authenticate,
     ApiKey.DescribeUserScramCredentials: scram_users.handle_describe_user_scram_credentials,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import struct
+import uuid
 
 import pytest
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
@@ -34,6 +35,8 @@ from kafka.protocol.admin import (CreatePartitionsRequest, DeleteRecordsRequest,
                                   DescribeTopicPartitionsRequest, ElectLeadersRequest)
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from protocol.consumer_group_messages import (ConsumerGroupDescribeRequest,
+                                              ConsumerGroupHeartbeatRequest, TopicPartitions)
 from protocol.errors import CorruptRequest, UnsupportedVersion
 from protocol.framing import FrameReader
 from protocol.messages import SERVED, Request, decode_request
@@ -185,6 +188,18 @@ def _list_groups(v):
 
 def _delete_groups(v):
     return DeleteGroupsRequest[v](groups_names=["g"])
+
+
+def _consumer_group_heartbeat(v):
+    return ConsumerGroupHeartbeatRequest[v](
+        group_id="g", member_id="m", member_epoch=3, rebalance_timeout_ms=300000,
+        subscribed_topic_names=["t"], server_assignor="uniform",
+        topic_partitions=[TopicPartitions(uuid.UUID(int=7), [0, 2])])
+
+
+def _consumer_group_describe(v):
+    return ConsumerGroupDescribeRequest[v](group_ids=["g", "h"],
+                                           include_authorized_operations=True)
 
 
 def _sasl_handshake(v):
@@ -356,6 +371,8 @@ CORPUS_BUILDERS = {
     "DescribeGroups": (_describe_groups, [0, 3, 5]),
     "ListGroups": (_list_groups, [0, 3, 4, 5]),
     "DeleteGroups": (_delete_groups, [0, 2]),
+    "ConsumerGroupHeartbeat": (_consumer_group_heartbeat, [0, 1]),
+    "ConsumerGroupDescribe": (_consumer_group_describe, [0]),
     "SaslHandshake": (_sasl_handshake, [0, 1]),
     "SaslAuthenticate": (_sasl_authenticate, [0, 1, 2]),
     "DescribeUserScramCredentials": (_describe_scram, [0]),

@@ -65,6 +65,10 @@ from kafka.protocol.consumer import (
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
+from protocol.consumer_group_messages import (
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, DescribedGroup as CgDescribedGroup,
+    TopicPartitions as CgTopicPartitions)
 from protocol.errors import ErrorCode, UnsupportedVersion
 from protocol.messages import (
     SERVED, api_versions_body, decode_request, encode_response, unsupported_api_versions_response,
@@ -121,6 +125,9 @@ EXPECTED_RANGES = {
     28: (0, 3),   # TxnOffsetCommit
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions
+    # KIP-848 consumer groups (issue 14), codecs by hand (no kafka-python classes).
+    68: (0, 1),   # ConsumerGroupHeartbeat
+    69: (0, 0),   # ConsumerGroupDescribe
     61: (0, 0),   # DescribeProducers
     45: (0, 1),   # AlterPartitionReassignments
     46: (0, 0),   # ListPartitionReassignments
@@ -132,7 +139,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   8: 8, 9: 6, 10: 3, 11: 6, 12: 4, 13: 4, 14: 4, 15: 5, 16: 3, 42: 2,
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
                   29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
-                  24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0,
+                  24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
                   45: 0, 46: 0}
 
 CLIENT_ID = "raftwood-unit"
@@ -767,6 +774,10 @@ _REQUESTS = {
                                            producer_epoch=0, topics=[]),
     65: lambda v: DescribeTransactionsRequest[v](transactional_ids=["tx"]),
     66: lambda v: ListTransactionsRequest[v](state_filters=[], producer_id_filters=[]),
+    68: lambda v: ConsumerGroupHeartbeatRequest[v](group_id="g", member_id="m", member_epoch=0,
+                                                   rebalance_timeout_ms=1,
+                                                   subscribed_topic_names=["t"]),
+    69: lambda v: ConsumerGroupDescribeRequest[v](group_ids=["g"]),
     61: lambda v: DescribeProducersRequest[v](topics=[]),
     45: lambda v: AlterPartitionReassignmentsRequest[v](timeout_ms=1, topics=[],
                                                         allow_replication_factor_change=True),
@@ -900,6 +911,17 @@ _RESPONSES = {
                                                transaction_states=[]),
          lambda resp, v: resp.unknown_state_filters == ["Nope"]
          or pytest.fail("ListTransactions"), ListTransactionsResponse),
+    68: (lambda v: ConsumerGroupHeartbeatResponse(
+            error_code=110, error_message="fenced", member_id="m", member_epoch=4,
+            heartbeat_interval_ms=5000, assignment=[
+                CgTopicPartitions(TOPIC_ID, [0, 3])]),
+         lambda resp, v: (resp.error_code, resp.member_epoch, resp.assignment)
+         == (110, 4, [CgTopicPartitions(TOPIC_ID, [0, 3])])
+         or pytest.fail("ConsumerGroupHeartbeat"), ConsumerGroupHeartbeatResponse),
+    69: (lambda v: ConsumerGroupDescribeResponse(groups=[CgDescribedGroup(
+            error_code=69, error_message="Group g not found.", group_id="g")]),
+         lambda resp, v: (resp.groups[0].error_code, resp.groups[0].group_id) == (69, "g")
+         or pytest.fail("ConsumerGroupDescribe"), ConsumerGroupDescribeResponse),
     61: (lambda v: DescribeProducersResponse[v](throttle_time_ms=0, topics=[
             DescribeProducersResponse.TopicResponse(name="t", partitions=[
                 DescribeProducersResponse.TopicResponse.PartitionResponse(
