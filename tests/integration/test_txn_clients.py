@@ -45,12 +45,12 @@ FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVAL
 # -- the broker ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def txn_broker(tmp_path_factory):
-    """One broker for the module, sweeping timed-out transactions every 0.5 s and
-    rebalancing new groups at once."""
+    """One broker for the module, sweeping timed-out transactions every 0.5 s,
+    rebalancing new groups at once and looking for logs to clean every 0.1 s."""
     home = tmp_path_factory.mktemp("raftwood-txn")
     broker = BrokerProcess(home / "data", log_path=home / "broker.log", extra_settings={
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(CLEANUP_INTERVAL_MS),
-        "group.initial.rebalance.delay.ms": "100"}).start()
+        "group.initial.rebalance.delay.ms": "100", "log.cleaner.backoff.ms": "100"}).start()
     yield broker
     was_running = broker.is_running()
     code = broker.stop()
@@ -281,6 +281,62 @@ def test_interleaved_transactions_of_two_producers_on_one_partition(txn_broker, 
 
     assert asyncio.run(asyncio.wait_for(aiokafka_read(), 60)) == \
         [(1, b"c-0"), (3, b"c-1"), (6, b"c-end")], "aiokafka"
+
+
+# -- compaction ----------------------------------------------------------------------------
+def test_compaction_drops_aborted_records_and_keeps_the_committed_values(txn_broker,
+                                                                         topic_name):
+    """A compacted topic written by transactions: the cleaner (which stops at the LSO)
+    removes aborted records, and an aborted write that is a key's newest record never
+    shadows the key's committed value (Kafka's cleaner rules for transactional data)."""
+    bootstrap = serving(txn_broker, CORE_APIS)
+    topic = create_topic(bootstrap, topic_name("compact"), partitions=1, configs={
+        "cleanup.policy": "compact", "segment.bytes": 1024, "min.cleanable.dirty.ratio": 0.01})
+    producer = txn_producer(bootstrap, f"{topic}-tid")
+    keys = [f"k{i}".encode() for i in range(5)]
+
+    def txn(pairs, *, commit=True):
+        producer.begin_transaction()
+        for key, value in pairs:
+            producer.produce(topic, key=key, value=value, partition=0)
+        if commit:
+            producer.commit_transaction(WAIT_S)
+        else:
+            assert producer.flush(WAIT_S) == 0
+            producer.abort_transaction(WAIT_S)
+
+    txn([(k, b"v1") for k in keys])
+    txn([(k, b"aborted") for k in keys], commit=False)
+    txn([(keys[0], b"v2"), (keys[1], b"v2")])
+    txn([(keys[2], b"aborted-late")], commit=False)      # k2's newest record, aborted
+    for j in range(40):                                  # roll the segments on
+        txn([(f"filler-{j}".encode(), b"f" * 100)])
+    want = {keys[0]: [b"v2"], keys[1]: [b"v2"], keys[2]: [b"v1"], keys[3]: [b"v1"],
+            keys[4]: [b"v1"]}
+
+    def by_key(isolation: str) -> dict[bytes, list[bytes]]:
+        consumer = txn_consumer(bootstrap, isolation)
+        result: dict[bytes, list[bytes]] = collections.defaultdict(list)
+        try:
+            consumer.assign([TopicPartition(topic, 0, 0)])
+            deadline = time.monotonic() + WAIT_S
+            while b"filler-39" not in result and time.monotonic() < deadline:
+                for msg in consumer.consume(num_messages=1000, timeout=0.2):
+                    assert msg.error() is None, msg.error()
+                    result[msg.key()].append(msg.value())
+        finally:
+            consumer.close()
+        assert b"filler-39" in result, f"{isolation}: the last transaction never read"
+        return {k: v for k, v in result.items() if k in want}
+
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        raw = by_key("read_uncommitted")
+        if raw == want:
+            break                                        # cleaned: aborted and old gone
+        time.sleep(0.5)
+    assert raw == want, f"after cleaning, read_uncommitted per key: {raw}"
+    assert by_key("read_committed") == want
 
 
 # -- fencing -------------------------------------------------------------------------------

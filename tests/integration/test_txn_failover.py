@@ -26,8 +26,8 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import (Consumer, IsolationLevel, KafkaException, Producer,
-                             TopicPartition)
+from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaException,
+                             Producer, TopicPartition)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka.protocol.metadata import FindCoordinatorRequest
 
@@ -40,7 +40,8 @@ SEQUENCE_S = 180.0      # bound of a whole sequence of transactions
 TXN_STATE_PARTITIONS = 10   # transaction.state.log.num.partitions (Raftwood's default)
 PARTITIONS = 3
 TXN_APIS = {22: "InitProducerId", 24: "AddPartitionsToTxn", 26: "EndTxn"}
-TXN_SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500}
+TXN_SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
+                "group.initial.rebalance.delay.ms": 100}
 
 
 @pytest.fixture
@@ -538,3 +539,147 @@ def test_aborted_transactions_across_segments_and_a_crash(raftwood_broker_factor
     broker.kill()
     broker.restart()
     check("after kill -9 and restart")
+
+
+# -- consume-transform-produce through a group coordinator crash ------------------------------
+def test_consume_transform_produce_stays_exactly_once_through_a_group_coordinator_crash(
+        cluster_factory):
+    """confluent-kafka consume-transform-produce (read_committed group consumer,
+    send_offsets_to_transaction) on 3 brokers; the group coordinator is killed between
+    send_offsets_to_transaction and commit.  Failed transactions are aborted (or the
+    producer replaced) and the consumer rewound to the group's committed offsets: the output
+    holds every input exactly once, in order, and the group's offsets reach the end."""
+    cluster = txn_cluster(cluster_factory)
+    per_partition = 40
+    settings = {"min.insync.replicas": 2}
+    source = cluster.create_topic("ctp-failover-in", PARTITIONS, 3, settings)
+    sink = cluster.create_topic("ctp-failover-out", PARTITIONS, 3, settings)
+    group, tid = "ctp-failover-group", "ctp-failover-tid"
+    plain = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    for i in range(per_partition):
+        for p in range(PARTITIONS):
+            plain.produce(source, value=f"in-{p}-{i}".encode(), partition=p)
+    assert plain.flush(WAIT_S) == 0
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 10_000,
+                         "heartbeat.interval.ms": 500, "fetch.wait.max.ms": 100})
+    producer = new_producer(cluster.bootstrap, tid)
+    consumer.subscribe([source])
+    errors: list[str] = []
+    batches, victim = 0, None
+    finished = False
+
+    def rewind() -> None:
+        assignment = consumer.assignment()
+        for tp in consumer.committed(assignment, timeout=WAIT_S):
+            try:
+                consumer.seek(TopicPartition(source, tp.partition,
+                                             tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+            except KafkaException as exc:        # no longer assigned: the rebalance resets it
+                errors.append(f"seek {tp}: {exc.args[0]}")
+
+    try:
+        deadline = time.monotonic() + SEQUENCE_S
+        for _ in range(1000):
+            if finished or time.monotonic() > deadline:
+                break
+            msgs = [m for m in consumer.consume(num_messages=10, timeout=0.5)]
+            for msg in msgs:
+                assert msg.error() is None, msg.error()
+            if not msgs:
+                continue
+            batches += 1
+            try:
+                producer.begin_transaction()
+                for msg in msgs:
+                    producer.produce(sink, value=b"out-" + msg.value(), partition=msg.partition())
+                positions = consumer.position(consumer.assignment())
+                producer.send_offsets_to_transaction(positions,
+                                                     consumer.consumer_group_metadata(), 15)
+                if batches == 4:
+                    victim = find_group_coordinator(cluster, group)
+                    cluster.kill(victim)
+                for _ in range(3):
+                    try:
+                        producer.commit_transaction(15)
+                        break
+                    except KafkaException as exc:
+                        if not exc.args[0].retriable() or exc.args[0].txn_requires_abort():
+                            raise
+                        errors.append(f"commit retried: {exc.args[0]}")
+                else:
+                    raise AssertionError(f"commit never went through: {errors[-3:]}")
+                finished = sorted((tp.partition, tp.offset) for tp in positions) == \
+                    [(p, per_partition) for p in range(PARTITIONS)]
+            except KafkaException as exc:
+                error = exc.args[0]
+                errors.append(f"batch {batches}: {error}")
+                if error.txn_requires_abort() and not error.fatal():
+                    producer.abort_transaction(15)
+                else:
+                    producer = new_producer(cluster.bootstrap, tid)
+                rewind()
+        assert finished, (f"inputs not all committed after {batches} batches; positions "
+                          f"{consumer.position(consumer.assignment())}; errors {errors[-8:]}")
+        producer.begin_transaction()
+        for p in range(PARTITIONS):
+            producer.produce(sink, value=f"end-{p}".encode(), partition=p)
+        producer.commit_transaction(WAIT_S)
+    finally:
+        consumer.close()
+    assert victim is not None, "the group coordinator was never killed"
+
+    output = read_committed_until_end(cluster.bootstrap, sink, "end")
+    got = collections.Counter(output)
+    want = collections.Counter([f"out-in-{p}-{i}".encode() for p in range(PARTITIONS)
+                                for i in range(per_partition)]
+                               + [f"end-{p}".encode() for p in range(PARTITIONS)])
+    assert got == want, (f"missing {list((want - got).elements())[:10]}, extra "
+                         f"{list((got - want).elements())[:10]}; errors {errors}")
+    checker = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                        "isolation.level": "read_committed"})
+    try:
+        committed = checker.committed([TopicPartition(source, p) for p in range(PARTITIONS)],
+                                      timeout=WAIT_S)
+    finally:
+        checker.close()
+    assert {tp.partition: tp.offset for tp in committed} == \
+        {p: per_partition for p in range(PARTITIONS)}
+    print(f"group coordinator {victim} killed at batch 4 of {batches}; client errors {errors}")
+
+
+def find_group_coordinator(cluster, group: str) -> int:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        for node_id in cluster.running():
+            try:
+                with cluster.connect(node_id) as conn:
+                    answer = conn.request(FindCoordinatorRequest[3](key=group, key_type=0))
+            except OSError:
+                continue
+            if answer.error_code == 0:
+                return answer.node_id
+        time.sleep(0.2)
+    raise AssertionError(f"no group coordinator for {group}")
+
+
+# -- the Java kafka-clients on 3 brokers --------------------------------------------------------
+@pytest.fixture(scope="module")
+def java_harness(tmp_path_factory):
+    from compat.java.harness import HarnessUnavailable, prepare
+
+    try:
+        return prepare(build_dir=tmp_path_factory.mktemp("java-harness-txn3"))
+    except HarnessUnavailable as exc:
+        pytest.skip(f"Java harness unavailable: {exc}")
+
+
+def test_java_consume_transform_produce_on_three_brokers(cluster_factory, java_harness):
+    cluster = txn_cluster(cluster_factory)
+    run = java_harness.run("txn-ctp", bootstrap=cluster.bootstrap, prefix="java-txn3",
+                           partitions=PARTITIONS, count=90, replication_factor=3,
+                           timeout_s=180.0)
+    assert run.passed, run.report()
+    assert set(run.steps().values()) == {"PASS"} and len(run.steps()) == 4, run.report()
