@@ -110,7 +110,7 @@ class ErrorCode(enum.IntEnum):
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
-    UNSUPPORTED_ENDPOINT_TYPE = 119
+    UNSUPPORTED_ENDPOINT_TYPE = 115
 
     @property
     def retriable(self) -> bool:

@@ -56,7 +56,7 @@ def test_describe_cluster_lists_unfenced_brokers_unless_v2_asks_for_fenced_ones(
 def test_describe_cluster_of_the_controller_endpoints_is_unsupported_on_a_broker(tmp_path):
     answer = call(handle_describe_cluster, context(tmp_path), DescribeClusterRequest[1](
         include_cluster_authorized_operations=False, endpoint_type=2))
-    assert answer.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE and answer.brokers == []
+    assert answer.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE == 115 and answer.brokers == []
 
 
 def test_describe_log_dirs_answers_the_asked_partitions_with_their_sizes(tmp_path):
