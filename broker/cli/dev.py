@@ -28,6 +28,12 @@ for ``dev``'s own status table and the ``raftwood`` commands), writes the Kafka 
 properties to ``<data-dir>/client.properties`` and prints the settings for Kafka clients
 and for librdkafka.
 
+``--ui``: each broker also serves its metrics HTTP endpoint on ``<U + i - 1>`` (U = P +
+300; ``metrics.port``, on loopback), whose ``/replication`` page is the live replication
+view (``broker/ui``); ``dev`` prints broker 1's URL with the bootstrap line.  Any broker's
+page shows the whole cluster, so the page of a broker that is killed can be swapped for
+another's.
+
 Each broker runs as ``<python> -m broker.cli start --set ...`` in its own session, so a
 Ctrl-C in the terminal reaches ``dev`` only; ``dev`` then sends SIGTERM to every broker,
 waits up to ``STOP_TIMEOUT_S`` in all, SIGKILLs what is left and exits 0.  On Linux a
@@ -61,6 +67,8 @@ from .tables import format_table
 HOST = LOCALHOST
 RAFT_PORT_OFFSET = 100
 SECURE_PORT_OFFSET = 200
+UI_PORT_OFFSET = 300
+UI_PATH = "/replication"
 DEV_USER = "dev"
 DEV_MECHANISM = "SCRAM-SHA-512"
 ADD_USER_TIMEOUT_S = 20.0
@@ -129,15 +137,37 @@ def plan_secure(layout: list[BrokerPlan], port: int, data_dir) -> SecureDev:
     return SecureDev(base, pki, quorum_file)
 
 
+def plan_ui(layout: list[BrokerPlan], port: int, secure: SecureDev | None = None) -> int:
+    """The first metrics port of ``--ui`` (broker i: ``base + i - 1``); DevError when
+    those ports clash with the Kafka, Raft or SASL_SSL ones or leave 1..65535."""
+    base = port + UI_PORT_OFFSET
+    ui_ports = {base + i for i in range(len(layout))}
+    taken = {b.port for b in layout} | ({b.raft_port for b in layout} if len(layout) > 1
+                                        else set())
+    if secure is not None:
+        taken |= {secure.port_base + i for i in range(len(layout))}
+    if ui_ports & taken or max(ui_ports) > 65535:
+        raise DevError(f"--ui ports {base}-{max(ui_ports)} clash with the Kafka, Raft or "
+                       f"SASL_SSL ports or leave 1..65535; pick another --port")
+    return base
+
+
+def ui_url(member: BrokerPlan, ui_port_base: int) -> str:
+    return f"http://{member.host}:{ui_port_base + member.node_id - 1}{UI_PATH}"
+
+
 def voters(layout: list[BrokerPlan]) -> str:
     """``1@127.0.0.1:9192,2@127.0.0.1:9193,...``; empty for a lone broker."""
     return quorum_voters(layout)
 
 
 def broker_settings(layout: list[BrokerPlan], member: BrokerPlan,
-                    extra: dict[str, str], secure: SecureDev | None = None) -> dict[str, str]:
-    """Every ``--set`` of one broker, managed ones first; DevError if ``extra`` names one."""
-    clash = sorted(set(MANAGED_SETTINGS) & extra.keys())
+                    extra: dict[str, str], secure: SecureDev | None = None,
+                    ui_port_base: int | None = None) -> dict[str, str]:
+    """Every ``--set`` of one broker, managed ones first; DevError if ``extra`` names one
+    (``metrics.port`` too with ``--ui``, which sets it per broker)."""
+    managed = set(MANAGED_SETTINGS) | ({"metrics.port"} if ui_port_base is not None else set())
+    clash = sorted(managed & extra.keys())
     if clash:
         raise DevError(f"{', '.join(clash)} are set by raftwood dev for each broker; "
                        f"use --port/--raft-port-base/--data-dir instead")
@@ -152,6 +182,8 @@ def broker_settings(layout: list[BrokerPlan], member: BrokerPlan,
             "listener.name.sasl_ssl.ssl.keystore.location": str(secure.pki.broker_keystore)})
         if voters(layout):
             settings["controller.quorum.password.file"] = str(secure.quorum_password_file)
+    if ui_port_base is not None:
+        settings["metrics.port"] = str(ui_port_base + member.node_id - 1)
     settings.update(extra)
     return settings
 
@@ -215,9 +247,10 @@ class DevCluster:
     """
 
     def __init__(self, layout: list[BrokerPlan], extra: dict[str, str], out=sys.stdout,
-                 secure: SecureDev | None = None):
+                 secure: SecureDev | None = None, ui_port_base: int | None = None):
         self.layout = layout
-        self.settings = [broker_settings(layout, b, extra, secure) for b in layout]
+        self.settings = [broker_settings(layout, b, extra, secure, ui_port_base)
+                         for b in layout]
         self.brokers = [broker_process(member, {k: v for k, v in settings.items()
                                                 if k not in _SET_BY_BROKER_PROCESS},
                                        log_marker="raftwood dev")
@@ -434,7 +467,8 @@ def run(args) -> int:
         layout = plan_cluster(args.brokers, args.port, args.data_dir, args.raft_port_base)
         extra = config_module.parse_overrides(args.set)
         secure = plan_secure(layout, args.port, args.data_dir) if args.secure else None
-        cluster = DevCluster(layout, extra, secure=secure)
+        ui_base = plan_ui(layout, args.port, secure) if getattr(args, "ui", False) else None
+        cluster = DevCluster(layout, extra, secure=secure, ui_port_base=ui_base)
         for settings in cluster.settings:  # the brokers' own parser refuses bad settings now
             config_module.build(settings)
     except (DevError, config_module.ConfigError) as exc:
@@ -453,6 +487,9 @@ def run(args) -> int:
                 print("PLAINTEXT on loopback only (raftwood dev --secure adds SASL_SSL + "
                       "SCRAM)", flush=True)
             print(bootstrap_line(layout), flush=True)
+            if ui_base is not None:
+                print(f"replication view: {ui_url(layout[0], ui_base)} (broker i: port "
+                      f"{ui_base}+i-1)", flush=True)
             print(f"logs: {Path(args.data_dir) / 'broker-<id>' / 'broker.log'}", flush=True)
             supervise(cluster, StatusPrinter(sys.stdout, sys.stdout.isatty()))
         code = 0
@@ -493,6 +530,9 @@ def add_command(commands) -> None:
     dev.add_argument("--secure", action="store_true",
                      help="add SASL_SSL + SCRAM-SHA-512 listeners on self-made certificates "
                           "and encrypt Raft; prints the client settings")
+    dev.add_argument("--ui", action="store_true",
+                     help=f"serve the live replication view: metrics.port port+"
+                          f"{UI_PORT_OFFSET}+i-1 on broker i; prints the page's URL")
     dev.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S,
                      metavar="SECONDS", help="for all brokers to answer (default %(default)g)")
     dev.set_defaults(func=run)

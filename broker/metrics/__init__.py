@@ -4,7 +4,8 @@
                   plain dicts and ints, one lookup and an add per event
     collector.py  every family, read from live state at scrape time (gauges) or from
                   the stats (counters, histograms); the names (``METRIC_NAMES``)
-    endpoint.py   ``GET /metrics`` over HTTP on the broker's event loop
+    endpoint.py   ``GET /metrics`` over HTTP on the broker's event loop, and the replication
+                  view (``broker/ui``: ``/replication``, ``/replication/events``)
 
 Ownership: the Broker owns one ``BrokerMetrics``: a ``CollectorRegistry`` of its own
 (never prometheus_client's global one, so nothing of another broker, or of the library's
@@ -36,6 +37,7 @@ class BrokerMetrics:
         self.host = config["metrics.host"]
         self.port = config["metrics.port"]
         self.endpoint: MetricsEndpoint | None = None
+        self._broker = broker   # what the replication view (broker/ui) reads, when served
         self._prefix = f"[Metrics broker={config.node_id}]"
 
     async def start(self) -> None:
@@ -43,7 +45,9 @@ class BrokerMetrics:
         as the port being taken, stops the broker's start like its Kafka listener's)."""
         if self.port <= 0 or self.endpoint is not None:
             return
-        self.endpoint = MetricsEndpoint(self.registry, self.host, self.port, self._prefix)
+        from ..ui.feed import broker_feed
+        self.endpoint = MetricsEndpoint(self.registry, self.host, self.port, self._prefix,
+                                        replication=broker_feed(self._broker))
         await self.endpoint.start()
 
     async def stop(self) -> None:

@@ -1,16 +1,28 @@
-"""The HTTP endpoint Prometheus scrapes: ``GET /metrics`` on ``metrics.host:metrics.port``.
+"""The broker's HTTP endpoint on ``metrics.host:metrics.port``: what Prometheus scrapes,
+and the live replication view (``broker/ui``).
 
-An asyncio server on the broker's own event loop, so a scrape reads the broker's state
+An asyncio server on the broker's own event loop, so a request reads the broker's state
 where that state lives (no thread, nothing that could outlive the broker), and ``stop``
-ends it with the broker: the listening socket, every open scrape connection and its
-handler task.  One request per connection (``Connection: close``).  ``GET`` or
-``HEAD /metrics`` (any query string) answers the text exposition of the registry;
-anything else 404; a request head that is malformed, larger than the stream limit or
-slower than ``READ_TIMEOUT_S`` is dropped unanswered.
+ends it with the broker: the listening socket, every open connection and its handler
+task, the replication feed and so every event stream.  One request per connection
+(``Connection: close``).  Routes:
+
+* ``GET`` or ``HEAD /metrics`` (any query string): the text exposition of the registry;
+* ``GET`` or ``HEAD /replication``: the replication view's page (one static HTML file);
+* ``GET /replication/events``: server-sent events (``text/event-stream``), one
+  ``data:`` line of JSON per snapshot of the feed (``broker/ui/feed.py``), for as long as
+  the page stays; at most ``MAX_EVENT_STREAMS`` at once (a stream holds a slot until its
+  client goes), 503 beyond; a stream whose client stops reading for ``WRITE_TIMEOUT_S``
+  is dropped;
+
+the two replication routes only when the endpoint was given a feed; anything else 404.
+A request head that is malformed, larger than the stream limit or slower than
+``READ_TIMEOUT_S`` is dropped unanswered.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 from prometheus_client.exposition import generate_latest
@@ -19,20 +31,35 @@ from prometheus_client.registry import CollectorRegistry
 log = logging.getLogger(__name__)
 
 READ_TIMEOUT_S = 10.0
+WRITE_TIMEOUT_S = 10.0
 PATH = "/metrics"
+PAGE_PATH = "/replication"
+EVENTS_PATH = "/replication/events"
+MAX_EVENT_STREAMS = 16
+# What EventSource waits before reconnecting after the stream ends (the broker stopped).
+RECONNECT_MS = 2000
 # What ``generate_latest`` writes for our names: the classic text format (0.0.4), which
 # every Prometheus version reads; newer prometheus_client versions label it 1.0.0.
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+TEXT = "text/plain; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+EVENT_STREAM = "text/event-stream; charset=utf-8"
 
 
 class MetricsEndpoint:
-    """Serves one registry. Event-loop only; ``start`` once, ``stop`` any number of times."""
+    """Serves one registry and, given ``replication`` (a ``broker.ui.feed.
+    ReplicationFeed``), the replication view. Event-loop only; ``start`` once, ``stop``
+    any number of times."""
 
     def __init__(self, registry: CollectorRegistry, host: str, port: int,
-                 prefix: str = "[Metrics]"):
+                 prefix: str = "[Metrics]", replication=None,
+                 max_event_streams: int = MAX_EVENT_STREAMS):
         self.registry = registry
         self.host = host
         self.port = port
+        self.replication = replication
+        self.max_event_streams = max_event_streams
+        self.event_streams = 0
         self._prefix = prefix
         self._server: asyncio.base_events.Server | None = None
         self._handlers: set[asyncio.Task] = set()
@@ -47,11 +74,18 @@ class MetricsEndpoint:
                                                   reuse_address=True)
         log.info("%s serving Prometheus metrics on http://%s:%d%s", self._prefix,
                  self.host or "0.0.0.0", self.bound_port, PATH)
+        if self.replication is not None:
+            log.info("%s serving the replication view on http://%s:%d%s", self._prefix,
+                     self.host or "127.0.0.1", self.bound_port, PAGE_PATH)
 
     async def stop(self) -> None:
         server, self._server = self._server, None
         if server is not None:
             server.close()
+        if self.replication is not None:
+            # Wakes every event stream, which then ends its response: browsers see the
+            # stream close rather than a reset.
+            await self.replication.stop()
         handlers = list(self._handlers)
         for task in handlers:
             task.cancel()
@@ -70,6 +104,9 @@ class MetricsEndpoint:
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
                     ConnectionError):
                 return
+            if self.replication is not None and _route(head) == ("GET", EVENTS_PATH):
+                await self._stream_events(reader, writer)
+                return
             status, body, content_type = self.answer(head)
             writer.write(_response(status, body, content_type, head.startswith(b"HEAD ")))
             await writer.drain()
@@ -80,21 +117,65 @@ class MetricsEndpoint:
             writer.close()
 
     def answer(self, head: bytes) -> tuple[str, bytes, str]:
-        """(status line text, body, content type) for a request head."""
-        request_line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
-        if len(request_line) >= 2 and request_line[0] in ("GET", "HEAD") \
-                and request_line[1].split("?", 1)[0] == PATH:
+        """(status line text, body, content type) for a request head (every route but
+        the event stream)."""
+        method, path = _route(head)
+        if method in ("GET", "HEAD") and path == PATH:
             try:
                 return "200 OK", generate_latest(self.registry), CONTENT_TYPE
             except Exception:  # a bug of ours: the scrape fails, the broker goes on
                 log.exception("%s collecting metrics failed", self._prefix)
-                return "500 Internal Server Error", b"collecting metrics failed\n", \
-                    "text/plain; charset=utf-8"
-        return "404 Not Found", f"only {PATH} is served here\n".encode(), \
-            "text/plain; charset=utf-8"
+                return "500 Internal Server Error", b"collecting metrics failed\n", TEXT
+        if self.replication is not None and method in ("GET", "HEAD") and path == PAGE_PATH:
+            from ..ui import page
+            return "200 OK", page(), HTML
+        served = f"{PATH}, {PAGE_PATH}" if self.replication is not None else PATH
+        return "404 Not Found", f"only {served} is served here\n".encode(), TEXT
+
+    async def _stream_events(self, reader: asyncio.StreamReader,
+                             writer: asyncio.StreamWriter) -> None:
+        """The replication feed as server-sent events until the client goes, the feed
+        stops or a write stalls; 503 when every stream slot is taken."""
+        if self.event_streams >= self.max_event_streams or self.replication.stopped:
+            writer.write(_response("503 Service Unavailable",
+                                   b"too many replication views open on this broker\n", TEXT,
+                                   False, extra="Retry-After: 5\r\n"))
+            await writer.drain()
+            return
+        self.event_streams += 1
+        try:
+            with self.replication.subscribe() as subscription:
+                writer.write((f"HTTP/1.1 200 OK\r\nContent-Type: {EVENT_STREAM}\r\n"
+                              "Cache-Control: no-cache\r\nConnection: close\r\n\r\n"
+                              f"retry: {RECONNECT_MS}\n\n").encode("latin-1"))
+                await writer.drain()
+                while True:
+                    message = await subscription.next()
+                    # The client went (EOF or reset): free the slot now, not at the
+                    # next failed write.
+                    if message is None or reader.at_eof() or writer.is_closing():
+                        return
+                    data = json.dumps(message, separators=(",", ":"))
+                    writer.write(f"id: {message['seq']}\ndata: {data}\n\n".encode())
+                    async with asyncio.timeout(WRITE_TIMEOUT_S):
+                        await writer.drain()
+        except TimeoutError:
+            log.info("%s dropping a replication view that stopped reading", self._prefix)
+        finally:
+            self.event_streams -= 1
 
 
-def _response(status: str, body: bytes, content_type: str, head_only: bool) -> bytes:
+def _route(head: bytes) -> tuple[str, str]:
+    """(method, path without the query string) of a request head; ("", "") if malformed."""
+    request_line = head.split(b"\r\n", 1)[0].decode("latin-1").split()
+    if len(request_line) < 2:
+        return "", ""
+    return request_line[0], request_line[1].split("?", 1)[0]
+
+
+def _response(status: str, body: bytes, content_type: str, head_only: bool,
+              extra: str = "") -> bytes:
     header = (f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
-              f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("latin-1")
+              f"Content-Length: {len(body)}\r\n{extra}Connection: close\r\n\r\n"
+              ).encode("latin-1")
     return header if head_only else header + body
