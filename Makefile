@@ -20,9 +20,10 @@ BROKERS ?= 3
 run: venv
 	$(VENV)/bin/raftwood dev --brokers $(BROKERS) --data-dir $(DATA) --port $(PORT)
 
-## system-deps: Debian's kcat (kcat compatibility tests) and nftables + iproute2 (network
-## partition tests: brokers in network namespaces); needs root, the tests skip otherwise
-SYSTEM_TOOLS = kcat:kcat nft:nftables ip:iproute2
+## system-deps: Debian's kcat (kcat compatibility tests), nftables + iproute2 (network
+## partition tests: brokers in network namespaces) and chromium + its driver (the replication
+## view's browser test); needs root, the tests skip otherwise
+SYSTEM_TOOLS = kcat:kcat nft:nftables ip:iproute2 chromium:chromium chromedriver:chromium-driver
 system-deps:
 	@missing=""; for pair in $(SYSTEM_TOOLS); do \
 	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair##*:}"; \
