@@ -13,7 +13,10 @@ Kafka's behaviour is the reference (KIP-98, KIP-447, KIP-664):
 * consume-transform-produce with ``send_offsets_to_transaction``: the output and the
   group's offsets commit together, so each input is in the output exactly once;
 * a transaction left open past ``transaction.timeout.ms`` is aborted by the coordinator;
-* DescribeTransactions / ListTransactions show a transactional id's state.
+* DescribeTransactions / ListTransactions show a transactional id's state, DescribeProducers
+  the open transaction's first offset; OffsetFetch with require_stable answers
+  UNSTABLE_OFFSET_COMMIT for offsets an open transaction holds;
+* a compacted topic loses the aborted records, never a committed value.
 
 Clients: confluent-kafka (librdkafka), aiokafka, kafka-python 3.x (which has a
 transactional producer and the transaction admin calls), and the Java kafka-clients 3.9
@@ -38,7 +41,8 @@ WAIT_S = 30.0
 CLEANUP_INTERVAL_MS = 500          # the coordinator's timed-out-transaction sweep
 CORE_APIS = {22: "InitProducerId", 24: "AddPartitionsToTxn", 26: "EndTxn"}
 OFFSET_APIS = {25: "AddOffsetsToTxn", 28: "TxnOffsetCommit"}
-ADMIN_APIS = {65: "DescribeTransactions", 66: "ListTransactions"}
+ADMIN_APIS = {61: "DescribeProducers", 65: "DescribeTransactions", 66: "ListTransactions"}
+UNSTABLE_OFFSET_COMMIT = 88
 FENCED_CODES = (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH)
 
 
@@ -369,6 +373,17 @@ def test_second_producer_with_the_same_transactional_id_fences_the_first(txn_bro
                                               b"new-0", b"new-1", b"new-2"]
 
 
+def test_a_transaction_timeout_above_the_broker_maximum_is_refused(txn_broker, topic_name):
+    bootstrap = serving(txn_broker, CORE_APIS)
+    producer = Producer({"bootstrap.servers": bootstrap,
+                         "transactional.id": f"{topic_name('too-long')}-tid",
+                         "transaction.timeout.ms": 900_001})   # transaction.max.timeout.ms + 1
+    with pytest.raises(KafkaException) as raised:
+        producer.init_transactions(WAIT_S)
+    assert kafka_error(raised.value).code() == KafkaError.INVALID_TRANSACTION_TIMEOUT, \
+        kafka_error(raised.value)
+
+
 # -- consume-transform-produce (exactly once) -----------------------------------------------
 def test_consume_transform_produce_is_exactly_once_with_an_abort(txn_broker, topic_name):
     bootstrap = serving(txn_broker, CORE_APIS, OFFSET_APIS)
@@ -450,6 +465,58 @@ def test_consume_transform_produce_is_exactly_once_with_an_abort(txn_broker, top
     assert {tp.partition: tp.offset for tp in offsets} == \
         {p: per_partition for p in range(partitions)}
     assert sum(tp.offset for tp in offsets) == total
+
+
+def test_offsets_of_an_open_transaction_are_unstable_under_require_stable(txn_broker,
+                                                                          topic_name):
+    """KIP-447: while a transaction holds offsets for a group, OffsetFetch with
+    require_stable answers UNSTABLE_OFFSET_COMMIT for them and without it the last
+    committed offset; a commit makes them the group's, an abort drops them."""
+    from kafka.protocol.consumer import OffsetFetchRequest
+
+    bootstrap = serving(txn_broker, CORE_APIS, OFFSET_APIS)
+    topic = create_topic(bootstrap, topic_name("stable"), partitions=1)
+    group = f"{topic}-group"
+
+    def offset_fetch(require_stable: bool) -> tuple[int, int, int]:
+        request = OffsetFetchRequest[7](group_id=group, require_stable=require_stable, topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])])
+        with KafkaConnection(bootstrap) as conn:
+            answer = conn.request(request)
+        partition = answer.topics[0].partitions[0]
+        return answer.error_code, partition.error_code, partition.committed_offset
+
+    def wait_stable(want: int) -> None:
+        seen = []
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            seen.append(offset_fetch(True))
+            if seen[-1] == (0, 0, want):
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"require_stable OffsetFetch never {want}: {seen[-5:]}")
+
+    member = txn_consumer(bootstrap, "read_committed", group=group)   # never joins
+    producer = txn_producer(bootstrap, f"{topic}-tid")
+    try:
+        metadata = member.consumer_group_metadata()
+        producer.begin_transaction()
+        producer.produce(topic, value=b"x", partition=0)
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 5)], metadata, WAIT_S)
+        assert offset_fetch(True)[:2] == (0, UNSTABLE_OFFSET_COMMIT)
+        assert offset_fetch(False) == (0, 0, -1)
+        producer.commit_transaction(WAIT_S)
+        wait_stable(5)
+
+        producer.begin_transaction()
+        producer.produce(topic, value=b"y", partition=0)
+        producer.send_offsets_to_transaction([TopicPartition(topic, 0, 9)], metadata, WAIT_S)
+        assert offset_fetch(True)[:2] == (0, UNSTABLE_OFFSET_COMMIT)
+        assert offset_fetch(False) == (0, 0, 5)
+        producer.abort_transaction(WAIT_S)
+        wait_stable(5)
+    finally:
+        member.close()
 
 
 # -- aiokafka and kafka-python ---------------------------------------------------------------
@@ -589,8 +656,8 @@ def test_a_stalled_transaction_is_aborted_by_the_coordinator_after_its_timeout(t
     assert [v for _, v in got[0]] == [b"after-0", b"after-1"]
 
 
-# -- DescribeTransactions / ListTransactions ------------------------------------------------
-def test_describe_and_list_transactions_show_the_state(txn_broker, topic_name):
+# -- DescribeTransactions / ListTransactions / DescribeProducers --------------------------
+def test_describe_and_list_transactions_and_producers_show_the_state(txn_broker, topic_name):
     from kafka import TopicPartition as KpTopicPartition
     from kafka.admin import KafkaAdminClient, TransactionState
     from kafka.errors import TransactionalIdNotFoundError
@@ -615,6 +682,11 @@ def test_describe_and_list_transactions_show_the_state(txn_broker, topic_name):
         assert described.transaction_start_time_ms > 0, described
         assert described.coordinator_id == txn_broker.node_id, described
 
+        tp0 = KpTopicPartition(topic, 0)
+        producers = admin.describe_producers([tp0])[tp0].active_producers
+        assert [p.current_transaction_start_offset for p in producers
+                if p.producer_id == described.producer_id] == [0], producers
+
         listed = [t for ts in admin.list_transactions().values() for t in ts
                   if t.transactional_id == tid]
         assert [(t.producer_id, t.state) for t in listed] == \
@@ -629,6 +701,9 @@ def test_describe_and_list_transactions_show_the_state(txn_broker, topic_name):
             time.sleep(0.1)
         assert after.state == TransactionState.COMPLETE_COMMIT, after
         assert after.producer_id == described.producer_id and not after.topic_partitions, after
+        producers = admin.describe_producers([tp0])[tp0].active_producers
+        assert [p.current_transaction_start_offset for p in producers
+                if p.producer_id == described.producer_id] == [-1], producers
         ongoing = [t for ts in admin.list_transactions(state_filters=["Ongoing"]).values()
                    for t in ts if t.transactional_id == tid]
         assert ongoing == []
