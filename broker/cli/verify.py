@@ -1,6 +1,6 @@
 """``raftwood verify``: start a cluster, load it, inject faults, check, report.
 
-    raftwood verify [--brokers 3] [--duration SECONDS] [--seed N] [--faults LIST]
+    raftwood verify [--brokers N] [--duration SECONDS] [--seed N] [--faults LIST]
                     [--network auto|netns|proxy] [--workloads records,txn]
                     [--keep-data] [--json]
 
@@ -8,6 +8,10 @@
 root, iproute2, nftables) runs every broker in a namespace of its own and cuts links
 with nftables, Raft included; ``proxy`` cuts replica fetching through a loopback
 proxy.  The first line says which ran and why.
+
+``--faults`` may add ``reassign`` (moving a partition's replicas while writing), which
+no default set includes; such a run starts 4 brokers unless ``--brokers`` is given,
+so a replica has a broker to move to (``broker/verify/reassign.py`` says why).
 
 Workloads: ``records`` (idempotent acks=all producers; always) and ``txn`` (a
 transactional producer, read_committed readers and the LSO; the default includes it
@@ -33,19 +37,24 @@ EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def add_command(subparsers) -> None:
-    from ..verify.schedule import FAULT_KINDS, NETNS_ALIASES, NETNS_FAULT_KINDS
+    from ..verify.schedule import (FAULT_KINDS, NETNS_ALIASES, NETNS_FAULT_KINDS,
+                                   OPT_IN_FAULT_KINDS)
 
     parser = subparsers.add_parser(
         "verify", help="fault injection and invariant checking on a throwaway cluster",
         description=__doc__.split("\n\n")[0])
-    parser.add_argument("--brokers", type=int, default=3, help="cluster size (>= 3)")
+    parser.add_argument("--brokers", type=int,
+                        help="cluster size (>= 3; default 3, or 4 when --faults includes "
+                             "reassign)")
     parser.add_argument("--duration", type=float, default=60.0, metavar="SECONDS",
                         help="length of the fault schedule (setup and checks come on top)")
     parser.add_argument("--seed", type=int, help="schedule seed (printed; default random)")
     parser.add_argument("--faults", metavar="LIST",
                         help=f"comma-separated kinds: {', '.join(FAULT_KINDS)}; with "
                              f"--network netns also {', '.join(NETNS_FAULT_KINDS)}; or "
-                             f"{', '.join(NETNS_ALIASES)} (default all the mode runs)")
+                             f"{', '.join(NETNS_ALIASES)} (default all the mode runs); "
+                             f"only when named: {', '.join(OPT_IN_FAULT_KINDS)} (move a "
+                             f"partition's replicas while writing)")
     parser.add_argument("--network", choices=("auto", "netns", "proxy"), default="auto",
                         help="how links are cut: netns (brokers in network namespaces, "
                              "nftables, Raft included; needs root, iproute2, nftables) or "

@@ -10,6 +10,8 @@ One concept per module:
                health, stored logs
     faults     applying one step: kill -9, SIGSTOP, restarts, cuts, a damaged log tail
     netfaults  the netns fault kinds: zombie leader, isolated controller, splits, flaps
+    reassign   the reassign fault: moving a partition's replicas while writing (KIP-455),
+               bounded waits and cancels, the ledger of moves and its checks
     recovery   per fault: heal -> converged time, longest window without an ack
     workload   acks=all idempotent producers and a consumer reading along (threads)
     txnload    the transactional workload: a transactional producer (committed, aborted,

@@ -62,7 +62,8 @@ class Violation:
     kind: str     # lost, committed_changed, hw_regression, divergent, out_of_isr_election,
     #               bad_value, epoch_conflict, not_converged, unhealed, error; and
     #               txncheck's txn-lost, aborted-visible, txn-partial, txn-duplicate,
-    #               txn-stranger, txn-unread, lso-backwards
+    #               txn-stranger, txn-unread, lso-backwards; and reassign's
+    #               reassign-stuck, reassign-ongoing
     detail: str
 
 
@@ -381,7 +382,9 @@ class CheckResult:
                "unhealed", "error",
                # the transactional workload's (txncheck.KINDS)
                "txn-lost", "aborted-visible", "txn-partial", "txn-duplicate",
-               "txn-stranger", "txn-unread", "lso-backwards")
+               "txn-stranger", "txn-unread", "lso-backwards",
+               # the reassign fault's (reassign.ReassignLedger.check)
+               "reassign-stuck", "reassign-ongoing")
 
     @property
     def passed(self) -> bool:

@@ -3,8 +3,9 @@
 ``FaultInjector.apply(step)`` resolves the step's role to a broker, does what the
 step's kind says (see ``schedule``), waits ``hold_s``, undoes it, and returns an
 ``AppliedFault`` describing what happened.  The netns kinds go to ``netfaults``; a
-``cut`` goes through the proxy or, with brokers in namespaces, nftables.  Only the
-runner's thread calls it.
+``cut`` goes through the proxy or, with brokers in namespaces, nftables; a
+``reassign`` to ``reassign.Reassigner`` (the run's, so its ledger sees every move).
+Only the runner's thread calls it.
 
 ``damage_tail`` is the storage fault: on a stopped broker, cut the active segment
 inside its last batch (a torn write) or flip bytes inside it (a CRC failure).  Only
@@ -22,6 +23,7 @@ from storage.checkpoint import read_offsets
 
 from .cluster import VerifyCluster
 from .netfaults import NetworkFaults
+from .reassign import ReassignLedger, Reassigner
 from .report import AppliedFault
 from .schedule import NETNS_FAULT_KINDS, FaultStep
 
@@ -68,11 +70,12 @@ def damage_tail(partition_dir: Path, variant: str, pick: int) -> str | None:
 class FaultInjector:
     """Applies steps to a VerifyCluster.  Runner thread only."""
 
-    def __init__(self, vc: VerifyCluster, progress=None):
+    def __init__(self, vc: VerifyCluster, progress=None, reassigner: Reassigner | None = None):
         self.vc = vc
         self.cluster = vc.cluster
         self.progress = progress or (lambda text: None)
         self.network = NetworkFaults(vc, self.progress) if vc.net is not None else None
+        self.reassigner = reassigner or Reassigner(vc.cluster, ReassignLedger(), self.progress)
 
     def apply(self, step: FaultStep, started_s: float) -> AppliedFault:
         tp = self.vc.partitions[step.partition % len(self.vc.partitions)]
@@ -162,6 +165,9 @@ class FaultInjector:
         finally:
             net.heal()
         return f"{what} for {step.hold_s:.1f}s (nftables, Raft included), healed"
+
+    def _reassign(self, step, node, tp, role) -> str:
+        return self.reassigner.run(step, node, tp)
 
     def _corrupt_tail(self, step, node, tp, role) -> str:
         if self.cluster.hosted(node, *tp) is None:  # a larger cluster: pick one it hosts

@@ -10,10 +10,13 @@ two leaders in one leader epoch, a fault after which the cluster did not converg
 time, a cluster that never healed, a harness error; and the transactional workload's:
 a committed transaction lost, an aborted record visible, an unknown transaction seen in
 part, a transactional record read twice or never written, a partition not read to its
-end, an LSO going back) are appended as extra ``name=count`` fields, only when
-non-zero.  The report has a ``transactions`` line (committed/aborted/unknown counts
-and each transactional check's count; or why the workload was skipped); the PASS line
-itself is unchanged.  Pure formatting, apart from ``Progress`` which writes.
+end, an LSO going back; and the ``reassign`` fault's: a move neither completed nor
+cancelled, a partition still moving after the heal) are appended as extra
+``name=count`` fields, only when non-zero.  The report has a ``transactions`` line
+(committed/aborted/unknown counts and each transactional check's count; or why the
+workload was skipped) and, when ``reassign`` ran, a ``reassign`` line (moves started,
+completed, cancelled); the PASS line itself is unchanged.  Pure formatting, apart
+from ``Progress`` which writes.
 """
 from __future__ import annotations
 
@@ -32,7 +35,8 @@ EXTRA_FIELDS = (("committed_changed", "committed_changed"),
                 ("txn-lost", "txn_lost"), ("aborted-visible", "aborted_visible"),
                 ("txn-partial", "txn_partial"), ("txn-duplicate", "txn_duplicates"),
                 ("txn-stranger", "txn_strangers"), ("txn-unread", "txn_unread"),
-                ("lso-backwards", "lso_backwards"))
+                ("lso-backwards", "lso_backwards"),
+                ("reassign-stuck", "reassign_stuck"), ("reassign-ongoing", "reassign_ongoing"))
 
 
 def summary_line(passed: bool, faults: int, acked: int, lost: int, duplicates: int,
@@ -97,6 +101,7 @@ class Report:
     faults_chosen: tuple = ()                  # the kinds, when not the mode's default
     recovery: dict = field(default_factory=dict)   # recovery.RecoveryStats.to_dict
     transactions: dict = field(default_factory=dict)  # txncheck.TxnResult + counts, or skipped
+    reassignments: dict = field(default_factory=dict)  # reassign.ReassignLedger.summary
 
     @property
     def faults(self) -> int:
@@ -139,6 +144,7 @@ class Report:
         for fault in skipped:
             lines.append(f"              #{fault.index} {fault.kind} skipped: {fault.skipped}")
         lines += self._recovery_lines()
+        lines += self._reassign_lines()
         w = self.workload
         if w:
             lines.append(f"  records     {result.acked} acknowledged, {w.get('failed', 0)} "
@@ -199,6 +205,21 @@ class Report:
                 f"unread {t.get('txn_unread', 0)}, LSO regressions "
                 f"{t.get('lso_backwards', 0)}"]
 
+    def _reassign_lines(self) -> list[str]:
+        r = self.reassignments
+        if not r:
+            return []
+        late = r.get("cancels_late", 0)
+        ongoing = r.get("ongoing_after_heal")
+        return [f"  reassign    {r.get('started', 0)} moves started: "
+                f"{r.get('completed', 0)} completed, {r.get('cancelled', 0)} cancelled, "
+                f"{r.get('pending', 0)} neither"
+                + (f"; {late} cancels came after completion" if late else "")
+                + (f"; {r['refused']} not started (refused)" if r.get("refused") else "")
+                + ("; none in progress after healing" if ongoing == [] else
+                   f"; {len(ongoing)} still in progress after healing" if ongoing else
+                   "; not listed after healing")]
+
     def _observation_lines(self) -> list[str]:
         lines = []
         o, e = self.observations, self.result.epochs
@@ -245,7 +266,7 @@ class Report:
             "faults": [f.to_dict() for f in self.applied], "counts": self.counts(),
             "extra": self.extra_counts(), "workload": self.workload,
             "observations": self.observations, "final": self.final,
-            "transactions": self.transactions,
+            "transactions": self.transactions, "reassignments": self.reassignments,
             "violations": [{"kind": v.kind, "detail": v.detail}
                            for v in result.violations.examples],
             "notes": list(result.notes), "data_dir": self.data_dir,

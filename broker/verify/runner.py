@@ -5,7 +5,9 @@
               (printed first, for replays).
 2. start    — a cluster in a temporary directory (each broker in a network namespace
               of its own, or behind the cut proxy when cuts are scheduled),
-              RF=min(3, brokers) topics with min.insync.replicas=2.
+              RF=min(3, brokers) topics with min.insync.replicas=2; 3 brokers unless
+              ``brokers`` says otherwise, 4 when the faults include ``reassign`` (a
+              broker outside every replica set, see ``reassign``).
 3. load     — producers (acks=all, idempotent), a consumer and the observer start;
               with the transactional workload (``txnload``; on by default when
               confluent-kafka is importable, else skipped with the reason printed) a
@@ -15,14 +17,18 @@
               then is applied, held and undone; then the time until the cluster has
               converged is measured (bounded, ``recovery``); the load runs on for
               ``duration_s``.
-5. heal     — everything undone, producers stopped and drained (bounded), the
-              transactional producer writes its closing transaction (bounded), then the
-              cluster must reach "every replica has the leader's LEO as LEO and HW";
-              a final read_committed read of the transactional topic (bounded).
+5. heal     — everything undone (with ``reassign``: every move ended, leftovers
+              cancelled, bounded; ``Reassigner.settle``), producers stopped and
+              drained (bounded), the transactional producer writes its closing
+              transaction (bounded), then the cluster must reach "every replica
+              of each partition's current replica list has the leader's LEO as LEO
+              and HW" (a broker a move dropped is not among them); a final
+              read_committed read of the transactional topic (bounded).
 6. check    — stored logs read from every broker's data directory and compared with
               what was acknowledged and observed (``checker``); broker logs scanned for
               unclean elections; the transaction history against what read_committed
-              served and the LSOs observed (``txncheck``).
+              served and the LSOs observed (``txncheck``); every move started ended
+              completed or cancelled, none still in progress (``reassign``).
 7. report   — counts, violations with examples, the summary line.
 
 Every phase is bounded in time; every process is stopped and the test network
@@ -44,6 +50,7 @@ replays the same schedule with or without it); ``--workloads records`` leaves it
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
 import random
 import shutil
@@ -61,6 +68,7 @@ from .cluster import TOPIC_CONFIGS, VerifyCluster
 from .faults import FaultInjector
 from .netns import netns_available
 from .observer import Observer
+from .reassign import REASSIGN_KIND, ReassignLedger, Reassigner, default_brokers
 from .recovery import CONVERGENCE_BOUND_S, RecoveryStats, stalls, wait_converged
 from .report import AppliedFault, Progress, Report
 from .schedule import (NETNS_FAULT_KINDS, FaultStep, format_schedule, generate_schedule,
@@ -84,7 +92,7 @@ WATCHDOG_S = 600.0            # healing, checking and stopping take far less tha
 
 @dataclass
 class VerifyOptions:
-    brokers: int = 3
+    brokers: int | None = None       # None: default_brokers(the fault kinds), 3 or 4
     duration_s: float = 60.0
     seed: int | None = None
     faults: tuple[str, ...] | None = None   # None: every kind the network mode runs
@@ -150,12 +158,14 @@ class VerifyRun:
     """State of one run; ``execute()`` once, from one thread."""
 
     def __init__(self, options: VerifyOptions, progress: Progress | None = None):
-        if options.brokers < 3:
-            raise ValueError("verify needs at least 3 brokers (RF 3, min.insync.replicas 2)")
-        self.options = options
         self.progress = progress or Progress()
         self.network, self.network_why = choose_network(options.network)
         self.kinds = tuple(options.faults or kinds_for(self.network))
+        if options.brokers is None:
+            options = dataclasses.replace(options, brokers=default_brokers(self.kinds))
+        if options.brokers < 3:
+            raise ValueError("verify needs at least 3 brokers (RF 3, min.insync.replicas 2)")
+        self.options = options
         foreign = [k for k in self.kinds if k in NETNS_FAULT_KINDS] \
             if self.network != "netns" else []
         if foreign:
@@ -167,6 +177,8 @@ class VerifyRun:
                              network=self.network, network_why=self.network_why,
                              faults_chosen=self._chosen_kinds())
         self.recovery = RecoveryStats(CONVERGENCE_BOUND_S)
+        self.reassignments = ReassignLedger()
+        self.reassigner: Reassigner | None = None
         self.windows: dict[int, tuple[float, float]] = {}  # step index -> (begun, end)
         self.home: str | None = None
         self.vc: VerifyCluster | None = None
@@ -318,7 +330,8 @@ class VerifyRun:
                 f"{c['unknown']} unknown")
 
     def _faults(self) -> None:
-        injector = FaultInjector(self.vc, self.progress)
+        self.reassigner = Reassigner(self.vc.cluster, self.reassignments, self.progress)
+        injector = FaultInjector(self.vc, self.progress, self.reassigner)
         phase_start = time.monotonic()
         hard_stop = phase_start + self.options.duration_s + FAULT_PHASE_SLACK_S
         total = len(self.steps)
@@ -388,6 +401,8 @@ class VerifyRun:
 
     def _heal(self) -> dict:
         done = self.vc.heal_everything()
+        if self.reassigner is not None and REASSIGN_KIND in self.kinds:
+            done += self.reassigner.settle()
         self.progress("healing" + (f": {', '.join(done)}" if done else ": nothing left to undo"))
         for producer in self.producers:
             producer.stop()
@@ -483,6 +498,9 @@ class VerifyRun:
                     f"producer {producer.name} ({producer.client_name}) failed fatally "
                     f"{fatal} time(s) and was replaced: {producer.client.fatal_reasons}")
         self._check_transactions(result)
+        if REASSIGN_KIND in self.kinds:
+            self.reassignments.check(self.violations)
+            self.report.reassignments = self.reassignments.summary()
         result.notes.extend(self.notes)
         self.report.result = result
         self.report.workload = self.acks.counts()

@@ -52,6 +52,17 @@ every packet, Raft included, and these kinds come on top (``NETNS_FAULT_KINDS``)
     The link between the role's broker and another cut and healed several times.
 ``netem``
     Delay with jitter and random loss on everything one broker sends.
+
+Opt-in (``OPT_IN_FAULT_KINDS``: never in a mode's default set nor in the ``all`` alias,
+so a default run and every recorded seed keep their schedule; named in ``--faults``,
+in either network mode):
+
+``reassign``
+    Move a partition's replicas while writing (AlterPartitionReassignments): the role's
+    broker (the leader or a follower) is replaced by a broker that does not hold the
+    partition, the fault waits (bounded) for the move to complete; variant ``cancel``
+    cancels it shortly after the start instead.  See ``reassign`` for the plan and why
+    such runs have 4 brokers.
 """
 from __future__ import annotations
 
@@ -63,6 +74,8 @@ FAULT_KINDS = ("kill-leader", "kill-follower", "kill-controller", "pause",
 NETNS_FAULT_KINDS = ("isolate-controller", "zombie-leader", "leader-from-followers",
                      "kafka-ports", "split-majority", "split-minority", "flap", "netem")
 ALL_FAULT_KINDS = FAULT_KINDS + NETNS_FAULT_KINDS
+OPT_IN_FAULT_KINDS = ("reassign",)
+KNOWN_FAULT_KINDS = ALL_FAULT_KINDS + OPT_IN_FAULT_KINDS
 NETWORKS = ("proxy", "netns")
 ALIASES = {
     "all": FAULT_KINDS,
@@ -77,8 +90,10 @@ FIXED_ROLE = {"kill-leader": "leader", "kill-follower": "follower",
               "kill-controller": "controller", "isolate-controller": "controller",
               "zombie-leader": "leader", "leader-from-followers": "leader"}
 ROLE_CHOICES = {"split-majority": ("leader", "controller"),
-                "split-minority": ("leader", "controller")}
-VARIANTS = {"cut": ("isolate", "pair"), "corrupt-tail": ("truncate", "corrupt")}
+                "split-minority": ("leader", "controller"),
+                "reassign": ("leader", "follower")}
+VARIANTS = {"cut": ("isolate", "pair"), "corrupt-tail": ("truncate", "corrupt"),
+            "reassign": ("move", "move", "cancel")}   # about one move in three cancelled
 # isolate-controller: (variant, weight); a long one at most once per LONG_EVERY_S.
 ISOLATE_VARIANTS = (("short", 6), ("blind", 3), ("long", 1))
 LONG_HOLD_RANGE_S = (65.0, 75.0)   # past the Raft journal compaction interval (60 s)
@@ -92,7 +107,7 @@ HOLD_RANGES_S = {"kill-leader": (0.5, 3.0), "kill-follower": (0.5, 3.0),
                  "isolate-controller": (1.5, 4.0), "zombie-leader": (3.5, 5.0),
                  "leader-from-followers": (3.5, 5.0), "kafka-ports": (1.5, 3.5),
                  "split-majority": (1.5, 3.5), "split-minority": (1.5, 3.5),
-                 "flap": (1.5, 3.0), "netem": (2.0, 4.0)}
+                 "flap": (1.5, 3.0), "netem": (2.0, 4.0), "reassign": (0.0, 0.0)}
 # What a step costs beyond its hold time, for planning: a broker restart (process start,
 # registration) where there is one, plus recovery of the ISR.
 RECOVERY_ESTIMATE_S = {"kill-leader": 2.5, "kill-follower": 2.5, "kill-controller": 2.5,
@@ -101,7 +116,7 @@ RECOVERY_ESTIMATE_S = {"kill-leader": 2.5, "kill-follower": 2.5, "kill-controlle
                        "isolate-controller": 2.0, "zombie-leader": 2.0,
                        "leader-from-followers": 1.5, "kafka-ports": 1.5,
                        "split-majority": 1.5, "split-minority": 2.0, "flap": 1.0,
-                       "netem": 1.0}
+                       "netem": 1.0, "reassign": 4.0}  # reassign: copy, join, complete
 GAP_RANGE_S = (0.5, 1.5)
 WARMUP_S = 2.0
 
@@ -139,6 +154,10 @@ class FaultStep:
                     else f"cut {target} off from one other broker for {self.hold_s:.1f}s"),
             "corrupt-tail": f"kill -9 {target}, {self.variant} the tail of its {name} "
                             f"log, start it",
+            "reassign": f"move the replica of {target} to a broker without one "
+                        f"(AlterPartitionReassignments; a reorder if none), "
+                        + ("cancel it halfway" if self.variant == "cancel"
+                           else "wait for it to complete"),
         }.get(self.kind) or self._describe_network(target) or \
             f"kill -9 {target}, down {self.hold_s:.1f}s"
         return f"#{self.index:<3} at {self.at_s:6.1f}s  {self.kind:<15} {what}"
@@ -199,8 +218,9 @@ def kinds_for(network: str) -> tuple[str, ...]:
 
 def parse_fault_kinds(text: str | None, network: str = "proxy") -> tuple[str, ...]:
     """``--faults`` (comma-separated kinds or aliases: all, kill, restart, network,
-    storage) to a tuple of kinds in ALL_FAULT_KINDS order; ValueError on an unknown
-    name or on a kind the ``network`` mode cannot run (the netns kinds need netns)."""
+    storage) to a tuple of kinds in KNOWN_FAULT_KINDS order; ValueError on an unknown
+    name or on a kind the ``network`` mode cannot run (the netns kinds need netns).
+    The opt-in kinds run in both modes and only when named."""
     kinds, aliases = kinds_for(network), NETNS_ALIASES if network == "netns" else ALIASES
     if text is None or not text.strip():
         return kinds
@@ -210,17 +230,17 @@ def parse_fault_kinds(text: str | None, network: str = "proxy") -> tuple[str, ..
             continue
         if item in aliases:
             chosen.update(aliases[item])
-        elif item in kinds:
+        elif item in kinds or item in OPT_IN_FAULT_KINDS:
             chosen.add(item)
         elif item in ALL_FAULT_KINDS:
             raise ValueError(f"fault {item!r} needs --network netns (brokers in network "
                              f"namespaces); this run uses --network {network}")
         else:
             raise ValueError(f"unknown fault {item!r}; choose from "
-                             f"{', '.join(kinds + tuple(aliases))}")
+                             f"{', '.join(kinds + OPT_IN_FAULT_KINDS + tuple(aliases))}")
     if not chosen:
         raise ValueError("--faults names no fault")
-    return tuple(k for k in ALL_FAULT_KINDS if k in chosen)
+    return tuple(k for k in KNOWN_FAULT_KINDS if k in chosen)
 
 
 def generate_schedule(seed: int, duration_s: float, kinds=FAULT_KINDS, partitions: int = 6,
@@ -231,7 +251,7 @@ def generate_schedule(seed: int, duration_s: float, kinds=FAULT_KINDS, partition
     if partitions < 1:
         raise ValueError("a schedule needs at least one partition")
     kinds = tuple(kinds)
-    unknown = set(kinds) - set(ALL_FAULT_KINDS)
+    unknown = set(kinds) - set(KNOWN_FAULT_KINDS)
     if unknown:
         raise ValueError(f"unknown fault kinds {sorted(unknown)}")
     rng = random.Random(seed)
