@@ -484,7 +484,9 @@ def test_replication_factor_above_the_live_brokers_is_refused(shared_cluster):
 
 def test_produce_and_fetch_sent_to_a_non_leader_get_not_leader_or_follower(shared_cluster):
     """A follower and a broker holding no replica both answer NOT_LEADER_OR_FOLLOWER for
-    a partition the cluster knows (raw requests, so the client cannot hide the code)."""
+    a partition the cluster knows (raw requests, so the client cannot hide the code).
+    Fetch before v11 only: from v11 a follower serves consumers below its own high
+    watermark (KIP-392), a broker without a replica still refuses."""
     cluster = shared_cluster
     topic = cluster.create_topic("not-leader", assignments=[[2, 3]])
     batch = build_batch([(b"k", b"v", 0, [])])
@@ -494,12 +496,17 @@ def test_produce_and_fetch_sent_to_a_non_leader_get_not_leader_or_follower(share
         with cluster.connect(node) as conn:
             produce = conn.produce(topic, 0, batch, acks=1)
             acks_all = conn.produce(topic, 0, batch, acks=-1)
-            fetch = conn.fetch(topic, 0, 0)
+            fetch = conn.fetch(topic, 0, 0, version=10)
+            follower_fetch = conn.fetch(topic, 0, 0, version=11)
             latest = conn.list_offsets(topic, 0, -1)
             epoch_end = conn.request(_epoch_request(topic, 0, leader_epoch=0))
         assert produce.error_code == NOT_LEADER_OR_FOLLOWER, (node, produce)
         assert acks_all.error_code == NOT_LEADER_OR_FOLLOWER, (node, acks_all)
         assert fetch.error_code == NOT_LEADER_OR_FOLLOWER, (node, fetch)
+        if node == 3:  # the follower answers v11+ from its own log (KIP-392)
+            assert follower_fetch.error_code == NONE, follower_fetch
+        else:
+            assert follower_fetch.error_code == NOT_LEADER_OR_FOLLOWER, follower_fetch
         assert latest.error_code == NOT_LEADER_OR_FOLLOWER, (node, latest)
         assert epoch_end.topics[0].partitions[0].error_code == NOT_LEADER_OR_FOLLOWER, \
             (node, epoch_end)
