@@ -56,7 +56,6 @@ Event-loop only.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
 from dataclasses import dataclass, field
@@ -66,6 +65,7 @@ from protocol.control import COMMIT, marker_of
 from protocol.errors import ErrorCode
 from protocol.records import iter_headers
 
+from ..coordination import LoadState, Ownership, load_partition
 from ..replication.origin import AppendOrigin
 from . import records
 from .placement import OFFSETS_TOPIC, partition_for
@@ -73,24 +73,6 @@ from .consumer_group import ConsumerGroupState, ConsumerMember, MemberState, cop
 from .state import CommittedOffset, GroupMetadata, GroupState, MemberMetadata
 
 log = logging.getLogger(__name__)
-
-LOAD_CHUNK_BYTES = 1024 * 1024
-
-
-class LoadState(enum.Enum):
-    LOADING = "loading"
-    LOADED = "loaded"
-
-
-@dataclass(eq=False)
-class Ownership:
-    """This broker leads offsets partition ``partition``; identity marks one tenure."""
-
-    partition: int
-    leader_epoch: int
-    state: LoadState = LoadState.LOADING
-    task: asyncio.Task | None = None
-
 
 def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
@@ -239,28 +221,8 @@ class GroupMetadataManager:
         index = ownership.partition
         started = time.monotonic()
         loader = _Loader(index)
-        try:
-            partition = self.broker.replica_manager.get_partition(OFFSETS_TOPIC, index)
-            if partition is None:
-                raise RuntimeError("partition not hosted here")
-            position = partition.log.log_start_offset
-            while position < (end := partition.log.log_end_offset):
-                chunk = partition.log.read(position, LOAD_CHUNK_BYTES, max_offset=end)
-                if not chunk:
-                    break
-                position = loader.apply(bytes(chunk), position)
-                await asyncio.sleep(0)  # let requests in; ownership may change meanwhile
-                if self.owned.get(index) is not ownership:
-                    return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("%s loading %s-%d failed; not coordinating its groups",
-                          self._prefix, OFFSETS_TOPIC, index)
-            if self.owned.get(index) is ownership:
-                del self.owned[index]
-            return
-        if self.owned.get(index) is not ownership:
+        if not await load_partition(self.broker, OFFSETS_TOPIC, ownership, self.owned,
+                                    loader.apply, self._prefix):
             return
         groups = loader.groups()
         for group in groups:

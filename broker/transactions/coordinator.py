@@ -32,7 +32,7 @@ from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import MetadataUnavailable
 from ..groups.admin import CoordinatorAnswer
-from ..groups.manager import Ownership
+from ..coordination import Ownership
 from ..tasks import TaskSupervisor
 from .manager import (TRANSACTION_STATE_TOPIC, TransactionStateManager,
                       transaction_state_topic_configs)

@@ -34,7 +34,7 @@ from typing import Callable
 from protocol.errors import ErrorCode
 from protocol.records import iter_headers
 
-from ..groups.manager import LOAD_CHUNK_BYTES, LoadState, Ownership
+from ..coordination import LoadState, Ownership, load_partition
 from ..groups.placement import partition_for
 from ..groups.records import build_batch, iter_records
 from ..replication.origin import AppendOrigin
@@ -189,28 +189,8 @@ class TransactionStateManager:
         index = ownership.partition
         started = time.monotonic()
         loader = _Loader(index)
-        try:
-            partition = self.broker.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, index)
-            if partition is None:
-                raise RuntimeError("partition not hosted here")
-            position, end = partition.log.log_start_offset, partition.log.log_end_offset
-            while position < end:
-                chunk = partition.log.read(position, LOAD_CHUNK_BYTES, max_offset=end)
-                if not chunk:
-                    break
-                position = loader.apply(bytes(chunk), position)
-                await asyncio.sleep(0)  # let requests in; ownership may change meanwhile
-                if self.owned.get(index) is not ownership:
-                    return
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("%s loading %s-%d failed; not coordinating its transactions",
-                          self._prefix, TRANSACTION_STATE_TOPIC, index)
-            if self.owned.get(index) is ownership:
-                del self.owned[index]
-            return
-        if self.owned.get(index) is not ownership:
+        if not await load_partition(self.broker, TRANSACTION_STATE_TOPIC, ownership,
+                                    self.owned, loader.apply, self._prefix):
             return
         loaded = loader.transactions()
         for metadata in loaded:
