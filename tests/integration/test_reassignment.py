@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from broker.testing import read_records  # noqa: E402
+from broker.testing import build_batch, read_records  # noqa: E402
 from tests.faults.checker import (assert_replicas_identical_below,  # noqa: E402
                                   wait_fully_replicated)
 from tests.faults.test_faults_replication import PacedProducer  # noqa: E402
@@ -37,6 +37,25 @@ def raftwood(cluster, *args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "broker.cli", *args, "--bootstrap-server",
                            cluster.bootstrap.split(",")[0]], capture_output=True, text=True,
                           timeout=COMMAND_TIMEOUT_S)
+
+
+class BatchFill:
+    """``batches`` acks=all batches of ``per_batch`` records written to the leader one by
+    one: many small batches, so a throttled copy takes many fetches (a producer's first
+    batch can hold everything).  ``acked``/``errors`` as PacedProducer's."""
+
+    def __init__(self, cluster, batches: int = 40, per_batch: int = 50):
+        self.acked: dict[int, bytes] = {}
+        self.errors: list = []
+        with cluster.connect(cluster.leader_of(TOPIC, 0)) as conn:
+            for n in range(batches):
+                values = [b"fill-%03d-%03d" % (n, i) for i in range(per_batch)]
+                answer = conn.produce(TOPIC, 0, build_batch([(None, v, 0, []) for v in values]))
+                if answer.error_code:
+                    self.errors.append(answer.error_code)
+                    continue
+                for i, value in enumerate(values):
+                    self.acked[answer.base_offset + i] = value
 
 
 def replicas_become(cluster, expected: list[int]) -> dict:
@@ -87,8 +106,7 @@ def test_a_partition_moves_onto_a_new_broker_under_load(raftwood_cluster_factory
 def test_cancelling_a_throttled_move_puts_the_replicas_back(raftwood_cluster_factory):
     cluster = raftwood_cluster_factory(4, **{"leader.replication.throttled.rate": "500"})
     cluster.create_topic(TOPIC, assignments=[[1, 2, 3]])
-    producer = PacedProducer(cluster.bootstrap, TOPIC, 2_000).start()
-    producer.join(120)
+    producer = BatchFill(cluster)
     started = raftwood(cluster, "reassign", "--topics", TOPIC, "--brokers", "2,3,4",
                        "--execute")
     assert started.returncode == 0, started.stdout + started.stderr
@@ -121,3 +139,32 @@ def test_the_next_controller_completes_a_move_when_the_controller_dies(
     replicas_become(cluster, target)
     producer.join(120)
     assert_every_ack_present(cluster, producer, target)
+
+
+def test_kafka_pythons_admin_client_moves_lists_and_cancels(raftwood_cluster_factory):
+    """kafka-python's KafkaAdminClient.alter_partition_reassignments and
+    list_partition_reassignments (it finds the controller itself): a throttled move shows
+    as in progress with its adding and removing replicas, a refused target answers its
+    error per partition, and a cancel (None) puts the replicas back."""
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.errors import InvalidReplicationAssignmentError
+
+    cluster = raftwood_cluster_factory(4, **{"leader.replication.throttled.rate": "500"})
+    cluster.create_topic(TOPIC, assignments=[[1, 2, 3]])
+    BatchFill(cluster)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    tp = TopicPartition(TOPIC, 0)
+    try:
+        assert admin.alter_partition_reassignments({tp: [4, 2, 3]}) == {tp: None}
+        listed = admin.list_partition_reassignments([tp])
+        assert list(listed) == [tp], listed
+        ongoing = listed[tp]
+        assert (sorted(ongoing["replicas"]), ongoing["adding_replicas"],
+                ongoing["removing_replicas"]) == ([1, 2, 3, 4], [4], [1]), ongoing
+        refused = admin.alter_partition_reassignments({TopicPartition(TOPIC, 0): [9, 2, 3]})
+        assert refused[tp] is InvalidReplicationAssignmentError  # error 39
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: None}
+        assert admin.list_partition_reassignments([tp]) == {}
+    finally:
+        admin.close()
+    replicas_become(cluster, [1, 2, 3])
