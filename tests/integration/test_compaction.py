@@ -90,17 +90,35 @@ def read_all(bootstrap: str, topic: str, partition: int = 0) -> list[tuple[int, 
 
 def segment_records(partition_dir: Path) -> tuple[list[tuple[int, bytes, bytes]], int]:
     """(offset, key, value) of every record in the replica's files (CRCs checked), and
-    the base offset of its active (last) segment."""
-    logs = sorted(p for p in partition_dir.iterdir() if p.name.endswith(".log"))
-    rows = []
-    for path in logs:
-        data = path.read_bytes()
-        headers, valid = valid_prefix(data, check_crc=True)
-        assert valid == len(data), f"{path}: invalid bytes at {valid}"
-        for header in headers:
-            rows += [(r.offset, r.key, r.value) for r in
-                     DefaultRecordBatch(data[header.position:header.position + header.size])]
-    return rows, int(logs[-1].name[:20])
+    the base offset of its active (last) segment.
+
+    The cleaner swaps segments while this reads (``.cleaned`` → ``.swap``, old files
+    ``.deleted``, then renames), so a listing taken mid-swap can miss a segment or name
+    one that is gone by the time it is opened: read only when no swap is in flight and
+    the listing is the same before and after."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        before = sorted(p.name for p in partition_dir.iterdir())
+        if not any(name.endswith((".cleaned", ".swap", ".deleted")) for name in before):
+            try:
+                rows = [row for name in before if name.endswith(".log")
+                        for row in file_records(partition_dir / name)]
+            except FileNotFoundError:
+                rows = None
+            if rows is not None and sorted(p.name for p in partition_dir.iterdir()) == before:
+                logs = [name for name in before if name.endswith(".log")]
+                return rows, int(logs[-1][:20])
+        assert time.monotonic() < deadline, f"{partition_dir.name}: no quiet listing"
+        time.sleep(0.05)
+
+
+def file_records(path: Path) -> list[tuple[int, bytes, bytes]]:
+    """(offset, key, value) of every record in one segment file, CRCs checked."""
+    data = path.read_bytes()
+    headers, valid = valid_prefix(data, check_crc=True)
+    assert valid == len(data), f"{path}: invalid bytes at {valid}"
+    return [(r.offset, r.key, r.value) for header in headers for r in
+            DefaultRecordBatch(data[header.position:header.position + header.size])]
 
 
 def assert_latest_wins(rows, latest: dict[bytes, bytes | None]) -> None:
