@@ -28,6 +28,29 @@
 //       and the group's committed offsets are one past each partition's last input; a
 //       second producer with a transactional id fences the first (ProducerFencedException
 //       on its commit) and its own transaction is the only one read.
+//   admin            --bootstrap B --prefix P [--brokers 1] [--partitions 3] [--records 30]
+//                    [--delete-before 10] [--replication-factor min(brokers, 2)]
+//       The Admin calls beyond topics and offsets, each answer checked against Kafka's:
+//       describeCluster (--brokers nodes, the controller among them, a cluster id,
+//       authorized operations only when asked), createPartitions (grow, then describeTopics
+//       shows the count and a leader for each; one more on named replicas; shrinking or
+//       keeping the count is InvalidPartitionsException, an unregistered broker
+//       InvalidReplicaAssignmentException), describeLogDirs of every broker after
+//       producing (each replica on exactly its brokers, size > 0; describeReplicaLogDirs),
+//       deleteRecords before --delete-before (lowWatermark, listOffsets earliest, a
+//       consumer with auto.offset.reset=none seeking below it gets
+//       OffsetOutOfRangeException, with earliest is reset to it; past the high watermark is
+//       OffsetOutOfRangeException), electLeaders PREFERRED (per partition: elected or
+//       ElectionNotNeededException, then every partition led by its preferred replica;
+//       null partitions: only elected ones answered; UNCLEAN with a leader:
+//       ElectionNotNeededException; an unknown partition: UnknownTopicOrPartitionException).
+//       With --brokers >= 3 (otherwise printed as SKIP, not run): alterPartitionReassignments
+//       of an RF-2 partition onto other brokers, listPartitionReassignments polled until
+//       empty (60 s), describeTopics and describeLogDirs showing the new replica set and
+//       the records read back, then electLeaders PREFERRED on it; cancelling a
+//       reassignment that no longer exists is NoReassignmentInProgressException; a target
+//       with an unregistered broker id is InvalidReplicaAssignmentException, an unknown
+//       topic UnknownTopicOrPartitionException.
 //
 // Every mode also takes [--client-config FILE]: a Java properties file of client settings
 // (security.protocol, sasl.*, ssl.*) added to every Admin, producer and consumer it makes,
@@ -45,6 +68,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
@@ -57,6 +81,12 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.PartitionReassignment;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
@@ -73,9 +103,16 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.ElectionType;
+import org.apache.kafka.common.KafkaFuture;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.clients.consumer.OffsetOutOfRangeException;
+import org.apache.kafka.common.errors.ElectionNotNeededException;
+import org.apache.kafka.common.errors.InvalidPartitionsException;
+import org.apache.kafka.common.errors.InvalidReplicaAssignmentException;
+import org.apache.kafka.common.errors.NoReassignmentInProgressException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.header.Header;
@@ -123,6 +160,7 @@ public final class RaftwoodHarness {
             case "produce-numbered" -> harness.produceNumbered();
             case "verify-numbered" -> harness.verifyNumbered();
             case "txn-ctp" -> harness.txnConsumeTransformProduce();
+            case "admin" -> harness.adminApis();
             default -> usage("unknown mode " + args[0]);
         }
         boolean ok = harness.failures == 0 && harness.steps > 0;
@@ -548,6 +586,506 @@ public final class RaftwoodHarness {
                     consumer.partitionsFor(topic, wait));
         }
         return "beginningOffsets, endOffsets, offsetsForTimes, partitionsFor on " + topic;
+    }
+
+    // -- admin: partitions, cluster, log dirs, records, elections, reassignments ---------------
+
+    void adminApis() {
+        String prefix = require("prefix");
+        int brokers = intOpt("brokers", 1);
+        int partitions = intOpt("partitions", 3);
+        int records = intOpt("records", 30);
+        int deleteBefore = intOpt("delete-before", 10);
+        short replication = (short) intOpt("replication-factor", Math.min(brokers, 2));
+        if (deleteBefore <= 0 || deleteBefore >= records) usage("--delete-before must be in 1..records-1");
+        String grow = prefix + "-grow";
+        String data = prefix + "-data";
+        String move = prefix + "-move";
+        boolean reassign = brokers >= 3;
+        try (Admin admin = admin()) {
+            boolean created = step("admin-create-topics", () -> {
+                List<NewTopic> newTopics = new ArrayList<>(List.of(
+                        new NewTopic(grow, 2, replication), new NewTopic(data, partitions, replication)));
+                if (reassign) newTopics.add(new NewTopic(move, 1, (short) 2));
+                admin.createTopics(newTopics).all().get(WAIT_S, TimeUnit.SECONDS);
+                long waited = waitForLeaders(admin, List.of(grow), 2)
+                        + waitForLeaders(admin, List.of(data), partitions)
+                        + (reassign ? waitForLeaders(admin, List.of(move), 1) : 0);
+                return newTopics.size() + " topics, rf " + replication + ", leaders after " + waited + " ms";
+            });
+            if (!created) return;
+            List<Node> nodes = new ArrayList<>();
+            step("admin-describe-cluster", () -> describeClusterFully(admin, brokers, nodes));
+            step("admin-create-partitions", () -> createPartitions(admin, grow, 2, 4, replication, nodes));
+            step("admin-create-partitions-refused",
+                    () -> createPartitionsRefused(admin, grow, 5, replication, nodes));
+            boolean produced = step("admin-produce", () -> produceValues(data, partitions, records, "data"));
+            if (produced) {
+                step("admin-describe-log-dirs", () -> describeLogDirs(admin, data, partitions, nodes));
+                step("admin-delete-records", () -> deleteRecords(admin, data, records, deleteBefore));
+                step("admin-delete-records-consumer",
+                        () -> consumeAfterDelete(data, records, deleteBefore, prefix));
+            }
+            step("admin-elect-leaders", () -> electLeaders(admin, data, partitions));
+            if (!reassign) {
+                for (String name : List.of("admin-reassign-partition", "admin-elect-leaders-after-move",
+                        "admin-reassign-cancel-none", "admin-reassign-unknown-broker")) {
+                    out("SKIP " + name + " needs --brokers >= 3 (got " + brokers + ")");
+                }
+                return;
+            }
+            boolean moved = step("admin-reassign-partition", () -> reassignPartition(admin, move, nodes));
+            if (moved) step("admin-elect-leaders-after-move", () -> electLeaders(admin, move, 1));
+            step("admin-reassign-cancel-none", () -> cancelWithoutReassignment(admin, move));
+            step("admin-reassign-unknown-broker", () -> reassignToUnknownBroker(admin, move));
+        }
+    }
+
+    /** The cause of a future's failure, or CheckFailed when it succeeded. */
+    static Throwable failureOf(KafkaFuture<?> future, String what) throws Exception {
+        try {
+            Object value = future.get(WAIT_S, TimeUnit.SECONDS);
+            throw new CheckFailed(what + " succeeded (" + value + "), expected an error");
+        } catch (ExecutionException e) {
+            return e.getCause();
+        }
+    }
+
+    static void expectError(KafkaFuture<?> future, Class<? extends Throwable> expected, String what)
+            throws Exception {
+        Throwable cause = failureOf(future, what);
+        check(expected.isInstance(cause), "%s failed with %s, want %s", what, cause,
+                expected.getSimpleName());
+    }
+
+    /** Grows ``topic`` to ``after`` partitions, then one more on replicas it names (the last
+     * ``replication`` brokers, last first). */
+    String createPartitions(Admin admin, String topic, int before, int after, short replication,
+                            List<Node> nodes) throws Exception {
+        check(nodes.size() >= replication, "no nodes from describeCluster: %s", nodes);
+        admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(after))).all()
+                .get(WAIT_S, TimeUnit.SECONDS);
+        long waited = waitForLeaders(admin, List.of(topic), after);
+        TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames()
+                .get(WAIT_S, TimeUnit.SECONDS).get(topic);
+        check(d.partitions().size() == after, "%s has %d partitions after growing to %d", topic,
+                d.partitions().size(), after);
+        for (TopicPartitionInfo p : d.partitions()) {
+            check(p.partition() == d.partitions().indexOf(p), "%s partitions out of order: %s", topic,
+                    d.partitions());
+            check(p.replicas().size() == replication && p.isr().size() == replication,
+                    "%s-%d replicas %s isr %s, want rf %d", topic, p.partition(), p.replicas(), p.isr(),
+                    replication);
+        }
+        // a new partition takes writes at once: its first record lands at offset 0
+        try (KafkaProducer<byte[], byte[]> producer = producer("none", Map.of())) {
+            RecordMetadata meta = producer.send(new ProducerRecord<>(topic, after - 1, null,
+                    utf8("first"))).get(WAIT_S, TimeUnit.SECONDS);
+            check(meta.partition() == after - 1 && meta.offset() == 0, "first record of %s-%d at %s",
+                    topic, after - 1, meta);
+        }
+        List<Integer> assignment = new ArrayList<>();
+        for (int n = 0; n < replication; n++) assignment.add(nodes.get(nodes.size() - 1 - n).id());
+        admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(after + 1, List.of(assignment))))
+                .all().get(WAIT_S, TimeUnit.SECONDS);
+        waitForLeaders(admin, List.of(topic), after + 1);
+        TopicPartitionInfo added = partitionInfos(admin, topic).get(after);
+        List<Integer> replicas = added.replicas().stream().map(Node::id).toList();
+        check(replicas.equals(assignment) && added.leader() != null && added.leader().id() == assignment.get(0),
+                "%s-%d replicas %s leader %s, assigned %s", topic, after, replicas, added.leader(), assignment);
+        return topic + " grown " + before + " -> " + after + " partitions, leaders after " + waited
+                + " ms; describeTopics shows " + d.partitions().size() + "; partition " + (after - 1)
+                + " took a record at offset 0; partition " + after + " added on assigned replicas "
+                + assignment + ", led by " + added.leader().id();
+    }
+
+    String createPartitionsRefused(Admin admin, String topic, int current, short replication,
+                                   List<Node> nodes) throws Exception {
+        expectError(admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(current - 2))).all(),
+                InvalidPartitionsException.class, "shrinking " + topic + " to " + (current - 2));
+        expectError(admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(current))).all(),
+                InvalidPartitionsException.class, "growing " + topic + " to its own count " + current);
+        List<Integer> unregistered = new ArrayList<>(List.of(9999));
+        for (int n = 1; n < replication; n++) unregistered.add(nodes.get(n - 1).id());
+        expectError(admin.createPartitions(Map.of(topic,
+                        NewPartitions.increaseTo(current + 1, List.of(unregistered)))).all(),
+                InvalidReplicaAssignmentException.class, "a new partition on " + unregistered);
+        expectError(admin.createPartitions(Map.of(topic + "-missing", NewPartitions.increaseTo(3))).all(),
+                org.apache.kafka.common.errors.UnknownTopicOrPartitionException.class,
+                "growing the missing topic " + topic + "-missing");
+        int count = admin.describeTopics(List.of(topic)).allTopicNames().get(WAIT_S, TimeUnit.SECONDS)
+                .get(topic).partitions().size();
+        check(count == current, "%s has %d partitions after the refused requests", topic, count);
+        return "increaseTo(" + (current - 2) + ") and increaseTo(" + current
+                + ") refused with InvalidPartitionsException, a new partition on " + unregistered
+                + " with InvalidReplicaAssignmentException, a missing topic with "
+                + "UnknownTopicOrPartitionException; still " + count + " partitions";
+    }
+
+    String describeClusterFully(Admin admin, int brokers, List<Node> nodesOut) throws Exception {
+        String summary = describeCluster(admin, brokers);
+        DescribeClusterResult result = admin.describeCluster();
+        Collection<Node> nodes = result.nodes().get(WAIT_S, TimeUnit.SECONDS);
+        Node controller = result.controller().get(WAIT_S, TimeUnit.SECONDS);
+        String clusterId = result.clusterId().get(WAIT_S, TimeUnit.SECONDS);
+        check(controller != null && !controller.isEmpty() && nodes.contains(controller),
+                "controller %s is not one of the nodes %s", controller, nodes);
+        check(clusterId != null && !clusterId.isEmpty(), "cluster id %s", clusterId);
+        check(nodes.stream().map(Node::id).distinct().count() == nodes.size(), "repeated ids %s", nodes);
+        Set<org.apache.kafka.common.acl.AclOperation> operations = admin.describeCluster(
+                new org.apache.kafka.clients.admin.DescribeClusterOptions().includeAuthorizedOperations(true))
+                .authorizedOperations().get(WAIT_S, TimeUnit.SECONDS);
+        check(operations != null, "no authorized operations when asked for them");
+        check(result.authorizedOperations().get(WAIT_S, TimeUnit.SECONDS) == null,
+                "authorized operations %s when not asked for", result.authorizedOperations().get());
+        nodesOut.clear();
+        nodesOut.addAll(nodes);
+        nodesOut.sort((a, b) -> Integer.compare(a.id(), b.id()));
+        return summary + ", authorized operations " + new java.util.TreeSet<>(operations);
+    }
+
+    /** ``count`` records "tag-p-i" into each of ``partitions`` partitions, acks=all, dense from 0. */
+    String produceValues(String topic, int partitions, int count, String tag) throws Exception {
+        List<Future<RecordMetadata>> futures = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer = producer("lz4", Map.of())) {
+            for (int i = 0; i < count; i++) {
+                for (int p = 0; p < partitions; p++) {
+                    futures.add(producer.send(new ProducerRecord<>(topic, p, null,
+                            utf8(tag + "-" + p + "-" + i))));
+                }
+                if (i == count / 2) producer.flush();   // several batches per partition
+            }
+            producer.flush();
+            for (int n = 0; n < futures.size(); n++) {
+                RecordMetadata meta = futures.get(n).get(WAIT_S, TimeUnit.SECONDS);
+                check(meta.partition() == n % partitions && meta.offset() == n / partitions,
+                        "record %d acknowledged at %s", n, meta);
+            }
+        }
+        return partitions * count + " records acked at offsets 0.." + (count - 1) + " of " + topic;
+    }
+
+    Map<Integer, TopicPartitionInfo> partitionInfos(Admin admin, String topic) throws Exception {
+        Map<Integer, TopicPartitionInfo> result = new TreeMap<>();
+        for (TopicPartitionInfo p : admin.describeTopics(List.of(topic)).allTopicNames()
+                .get(WAIT_S, TimeUnit.SECONDS).get(topic).partitions()) {
+            result.put(p.partition(), p);
+        }
+        return result;
+    }
+
+    /** Each broker's log dirs: broker id -> the topic's partitions it reports, with sizes. */
+    Map<Integer, Map<Integer, ReplicaInfo>> logDirReplicas(Admin admin, String topic, List<Node> nodes)
+            throws Exception {
+        List<Integer> ids = nodes.stream().map(Node::id).toList();
+        Map<Integer, Map<String, LogDirDescription>> all =
+                admin.describeLogDirs(ids).allDescriptions().get(WAIT_S, TimeUnit.SECONDS);
+        check(all.keySet().equals(Set.copyOf(ids)), "log dirs of %s, asked %s", all.keySet(), ids);
+        Map<Integer, Map<Integer, ReplicaInfo>> result = new TreeMap<>();
+        for (Map.Entry<Integer, Map<String, LogDirDescription>> broker : all.entrySet()) {
+            check(!broker.getValue().isEmpty(), "broker %d reports no log dir", broker.getKey());
+            Map<Integer, ReplicaInfo> hosted = new TreeMap<>();
+            for (Map.Entry<String, LogDirDescription> dir : broker.getValue().entrySet()) {
+                LogDirDescription d = dir.getValue();
+                check(d.error() == null, "broker %d log dir %s: %s", broker.getKey(), dir.getKey(), d.error());
+                check(d.totalBytes().isPresent() && d.usableBytes().isPresent()
+                                && d.usableBytes().getAsLong() <= d.totalBytes().getAsLong(),
+                        "broker %d log dir %s: total %s usable %s", broker.getKey(), dir.getKey(),
+                        d.totalBytes(), d.usableBytes());
+                d.replicaInfos().forEach((tp, info) -> {
+                    if (tp.topic().equals(topic)) hosted.put(tp.partition(), info);
+                });
+            }
+            result.put(broker.getKey(), hosted);
+        }
+        return result;
+    }
+
+    String describeLogDirs(Admin admin, String topic, int partitions, List<Node> nodes) throws Exception {
+        check(!nodes.isEmpty(), "no nodes from describeCluster");
+        Map<Integer, TopicPartitionInfo> infos = partitionInfos(admin, topic);
+        // followers report once they fetched: allow them a few seconds to catch up
+        long start = System.nanoTime();
+        String last = "";
+        while (true) {
+            Map<Integer, Map<Integer, ReplicaInfo>> hosted = logDirReplicas(admin, topic, nodes);
+            List<String> problems = new ArrayList<>();
+            long total = 0;
+            for (Node node : nodes) {
+                Map<Integer, ReplicaInfo> mine = hosted.get(node.id());
+                for (int p = 0; p < partitions; p++) {
+                    boolean replica = infos.get(p).replicas().stream().anyMatch(r -> r.id() == node.id());
+                    ReplicaInfo info = mine.get(p);
+                    if (replica && (info == null || info.size() <= 0 || info.isFuture())) {
+                        problems.add("broker " + node.id() + " " + topic + "-" + p + ": " + info);
+                    } else if (!replica && info != null) {
+                        problems.add("broker " + node.id() + " reports " + topic + "-" + p
+                                + " it is no replica of");
+                    } else if (info != null) {
+                        total += info.size();
+                    }
+                }
+            }
+            if (problems.isEmpty()) {
+                String replicaDirs = describeReplicaLogDirs(admin, topic, infos.get(0), hosted);
+                return "every replica of " + partitions + " partitions on exactly its brokers "
+                        + nodes.stream().map(Node::id).toList() + ", " + total + " bytes in all; "
+                        + replicaDirs;
+            }
+            last = problems.toString();
+            check(elapsedMs(start) < 15_000, "after 15 s: %s", last);
+            Thread.sleep(300);
+        }
+    }
+
+    /** describeReplicaLogDirs (DescribeLogDirs naming the partition) for each replica of one
+     * partition, and for a broker that is none of its replicas. */
+    String describeReplicaLogDirs(Admin admin, String topic, TopicPartitionInfo partition,
+                                  Map<Integer, Map<Integer, ReplicaInfo>> hosted) throws Exception {
+        List<org.apache.kafka.common.TopicPartitionReplica> asked = new ArrayList<>();
+        for (Node replica : partition.replicas()) {
+            asked.add(new org.apache.kafka.common.TopicPartitionReplica(topic, partition.partition(), replica.id()));
+        }
+        Map<org.apache.kafka.common.TopicPartitionReplica,
+                org.apache.kafka.clients.admin.DescribeReplicaLogDirsResult.ReplicaLogDirInfo> dirs =
+                admin.describeReplicaLogDirs(asked).all().get(WAIT_S, TimeUnit.SECONDS);
+        for (org.apache.kafka.common.TopicPartitionReplica replica : asked) {
+            var info = dirs.get(replica);
+            check(info != null && info.getCurrentReplicaLogDir() != null && info.getCurrentReplicaOffsetLag() >= 0
+                            && info.getFutureReplicaLogDir() == null,
+                    "describeReplicaLogDirs %s: %s", replica, info);
+        }
+        return "describeReplicaLogDirs of " + asked.size() + " replicas of " + topic + "-" + partition.partition()
+                + " in " + dirs.values().iterator().next().getCurrentReplicaLogDir();
+    }
+
+    String deleteRecords(Admin admin, String topic, int records, int before) throws Exception {
+        TopicPartition tp = new TopicPartition(topic, 0);
+        long low = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(before)))
+                .lowWatermarks().get(tp).get(WAIT_S, TimeUnit.SECONDS).lowWatermark();
+        check(low == before, "lowWatermark %d after deleting before %d", low, before);
+        long earliest = admin.listOffsets(Map.of(tp, OffsetSpec.earliest())).partitionResult(tp)
+                .get(WAIT_S, TimeUnit.SECONDS).offset();
+        long latest = admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp)
+                .get(WAIT_S, TimeUnit.SECONDS).offset();
+        check(earliest == before && latest == records, "listOffsets earliest %d latest %d, want %d %d",
+                earliest, latest, before, records);
+        // deleting again below the start changes nothing; past the high watermark is refused
+        long again = admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(before - 1)))
+                .lowWatermarks().get(tp).get(WAIT_S, TimeUnit.SECONDS).lowWatermark();
+        check(again == before, "lowWatermark %d after deleting before %d again", again, before - 1);
+        expectError(admin.deleteRecords(Map.of(tp, RecordsToDelete.beforeOffset(records + 5))).all(),
+                org.apache.kafka.common.errors.OffsetOutOfRangeException.class,
+                "deleteRecords before " + (records + 5) + " (past the high watermark " + records + ")");
+        TopicPartition other = new TopicPartition(topic, 1);
+        long untouched = admin.listOffsets(Map.of(other, OffsetSpec.earliest())).partitionResult(other)
+                .get(WAIT_S, TimeUnit.SECONDS).offset();
+        check(untouched == 0, "%s earliest %d, want 0 (not asked to delete)", other, untouched);
+        return "lowWatermark " + low + ", listOffsets earliest " + earliest + " latest " + latest
+                + "; again below it: " + again + "; past the HW: OffsetOutOfRangeException";
+    }
+
+    String consumeAfterDelete(String topic, int records, int before, String prefix) throws Exception {
+        TopicPartition tp = new TopicPartition(topic, 0);
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer("raftwood-harness-" + prefix + "-deleted")) {
+            consumer.assign(List.of(tp));
+            Duration wait = Duration.ofSeconds(WAIT_S);
+            long beginning = consumer.beginningOffsets(List.of(tp), wait).get(tp);
+            check(beginning == before, "beginningOffsets %d, want %d", beginning, before);
+            consumer.seek(tp, 0);
+            OffsetOutOfRangeException outOfRange = null;
+            long start = System.nanoTime();
+            while (outOfRange == null && elapsedMs(start) < POLL_DEADLINE_MS) {
+                try {
+                    ConsumerRecords<byte[], byte[]> got = consumer.poll(Duration.ofMillis(500));
+                    check(got.isEmpty(), "poll from offset 0 returned %d records, first at %d",
+                            got.count(), got.isEmpty() ? -1 : got.iterator().next().offset());
+                } catch (OffsetOutOfRangeException e) {
+                    outOfRange = e;
+                }
+            }
+            check(outOfRange != null, "no OffsetOutOfRangeException polling from 0 in %d ms", elapsedMs(start));
+            check(Long.valueOf(0).equals(outOfRange.offsetOutOfRangePartitions().get(tp)),
+                    "OffsetOutOfRangeException names %s", outOfRange.offsetOutOfRangePartitions());
+            consumer.seekToBeginning(List.of(tp));
+            List<ConsumerRecord<byte[], byte[]>> list = pollAll(consumer, 1, records - before).get(0);
+            check(list.size() == records - before, "read %d records from the start, want %d", list.size(),
+                    records - before);
+            for (int n = 0; n < list.size(); n++) {
+                ConsumerRecord<byte[], byte[]> r = list.get(n);
+                check(r.offset() == before + n && text(r.value()).equals("data-0-" + (before + n)),
+                        "record %d from the start: %s@%d", n, text(r.value()), r.offset());
+            }
+        }
+        // with auto.offset.reset=earliest the same seek is reset to the new log start
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer("raftwood-harness-" + prefix + "-reset",
+                "read_uncommitted", Map.of(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest"))) {
+            consumer.assign(List.of(tp));
+            consumer.seek(tp, 0);
+            ConsumerRecord<byte[], byte[]> first = pollAll(consumer, 1, 1).get(0).get(0);
+            check(first.offset() == before && text(first.value()).equals("data-0-" + before),
+                    "after a reset to earliest the first record is %s@%d, want offset %d",
+                    text(first.value()), first.offset(), before);
+        }
+        return "beginningOffsets " + before + "; seek(0) + poll: OffsetOutOfRangeException "
+                + "(auto.offset.reset=none), reset to " + before + " (earliest); seekToBeginning read "
+                + "offsets " + before + ".." + (records - 1);
+    }
+
+    String electLeaders(Admin admin, String topic, int partitions) throws Exception {
+        Set<TopicPartition> tps = new java.util.HashSet<>();
+        for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(topic, p));
+        Map<TopicPartition, Optional<Throwable>> result =
+                admin.electLeaders(ElectionType.PREFERRED, tps).partitions().get(WAIT_S, TimeUnit.SECONDS);
+        check(result.keySet().equals(tps), "answered %s, asked %s", result.keySet(), tps);
+        int elected = 0;
+        int notNeeded = 0;
+        for (Map.Entry<TopicPartition, Optional<Throwable>> e : result.entrySet()) {
+            if (e.getValue().isEmpty()) {
+                elected++;
+            } else {
+                check(e.getValue().get() instanceof ElectionNotNeededException, "%s: %s", e.getKey(),
+                        e.getValue().get());
+                notNeeded++;
+            }
+        }
+        Map<Integer, TopicPartitionInfo> infos = partitionInfos(admin, topic);
+        for (TopicPartitionInfo p : infos.values()) {
+            check(p.leader() != null && p.leader().id() == p.replicas().get(0).id(),
+                    "%s-%d led by %s after the election, preferred %s", topic, p.partition(), p.leader(),
+                    p.replicas().get(0));
+        }
+        // every partition (null): those that needed no election are left out of the answer
+        Map<TopicPartition, Optional<Throwable>> everywhere =
+                admin.electLeaders(ElectionType.PREFERRED, null).partitions().get(WAIT_S, TimeUnit.SECONDS);
+        for (Map.Entry<TopicPartition, Optional<Throwable>> e : everywhere.entrySet()) {
+            check(e.getValue().isEmpty() || !(e.getValue().get() instanceof ElectionNotNeededException),
+                    "electLeaders(null) answered %s: %s", e.getKey(), e.getValue());
+        }
+        // UNCLEAN while every partition has a leader: ElectionNotNeededException for each
+        Map<TopicPartition, Optional<Throwable>> unclean =
+                admin.electLeaders(ElectionType.UNCLEAN, tps).partitions().get(WAIT_S, TimeUnit.SECONDS);
+        check(unclean.keySet().equals(tps), "UNCLEAN answered %s, asked %s", unclean.keySet(), tps);
+        for (Map.Entry<TopicPartition, Optional<Throwable>> e : unclean.entrySet()) {
+            check(e.getValue().isPresent() && e.getValue().get() instanceof ElectionNotNeededException,
+                    "UNCLEAN election of %s (it has a leader): %s", e.getKey(), e.getValue());
+        }
+        // an unknown partition is answered per partition too
+        TopicPartition missing = new TopicPartition(topic, partitions + 7);
+        Optional<Throwable> unknown = admin.electLeaders(ElectionType.PREFERRED, Set.of(missing))
+                .partitions().get(WAIT_S, TimeUnit.SECONDS).get(missing);
+        check(unknown != null && unknown.isPresent()
+                        && unknown.get() instanceof org.apache.kafka.common.errors.UnknownTopicOrPartitionException,
+                "%s: %s", missing, unknown);
+        return elected + " elected, " + notNeeded + " ElectionNotNeededException; every partition led by "
+                + "its preferred replica; electLeaders(null) answered " + everywhere.size()
+                + " partitions, none ElectionNotNeededException; UNCLEAN: ElectionNotNeededException for each; " + missing + " UnknownTopicOrPartitionException";
+    }
+
+    String reassignPartition(Admin admin, String topic, List<Node> nodes) throws Exception {
+        TopicPartition tp = new TopicPartition(topic, 0);
+        int count = 20;
+        produceValues(topic, 1, count, "move");
+        List<Integer> before = partitionInfos(admin, topic).get(0).replicas().stream().map(Node::id).toList();
+        List<Integer> others = nodes.stream().map(Node::id).filter(id -> !before.contains(id)).toList();
+        check(!others.isEmpty(), "no broker outside %s among %s", before, nodes);
+        // onto other brokers: entirely when there are two others, else one new and one kept
+        List<Integer> target = others.size() >= 2 ? List.of(others.get(0), others.get(1))
+                : List.of(others.get(0), before.get(0));
+        admin.alterPartitionReassignments(Map.of(tp, Optional.of(new NewPartitionReassignment(target))))
+                .all().get(WAIT_S, TimeUnit.SECONDS);
+        long start = System.nanoTime();
+        Map<TopicPartition, PartitionReassignment> ongoing;
+        int polls = 0;
+        boolean seenInProgress = false;
+        while (true) {
+            polls++;
+            ongoing = admin.listPartitionReassignments(Set.of(tp)).reassignments().get(WAIT_S, TimeUnit.SECONDS);
+            if (ongoing.isEmpty()) break;
+            PartitionReassignment r = ongoing.get(tp);
+            check(r != null && r.replicas().containsAll(target) && r.replicas().containsAll(before)
+                            && target.containsAll(r.addingReplicas()) && before.containsAll(r.removingReplicas())
+                            && r.addingReplicas().stream().noneMatch(before::contains)
+                            && r.removingReplicas().stream().noneMatch(target::contains),
+                    "listed %s while moving %s -> %s", ongoing, before, target);
+            seenInProgress = true;
+            check(elapsedMs(start) < 60_000, "still reassigning after 60 s: %s", ongoing);
+            Thread.sleep(200);
+        }
+        long movedMs = elapsedMs(start);
+        TopicPartitionInfo after = partitionInfos(admin, topic).get(0);
+        List<Integer> replicas = after.replicas().stream().map(Node::id).toList();
+        check(replicas.equals(target), "replicas %s after the move, want %s", replicas, target);
+        check(after.leader() != null && target.contains(after.leader().id()), "leader %s not in %s",
+                after.leader(), target);
+        List<Integer> isr = after.isr().stream().map(Node::id).toList();
+        check(Set.copyOf(isr).equals(Set.copyOf(target)), "isr %s, want %s", isr, target);
+        // the log dirs follow: the new replicas hold the records, the removed ones let go
+        long dirsStart = System.nanoTime();
+        String last;
+        while (true) {
+            Map<Integer, Map<Integer, ReplicaInfo>> hosted = logDirReplicas(admin, topic, nodes);
+            List<Integer> holders = new ArrayList<>();
+            boolean sized = true;
+            for (Map.Entry<Integer, Map<Integer, ReplicaInfo>> e : hosted.entrySet()) {
+                ReplicaInfo info = e.getValue().get(0);
+                if (info == null) continue;
+                holders.add(e.getKey());
+                sized &= info.size() > 0;
+            }
+            if (Set.copyOf(holders).equals(Set.copyOf(target)) && sized) break;
+            last = "log dirs hold " + topic + "-0 on " + holders + " (sizes > 0: " + sized + ")";
+            check(elapsedMs(dirsStart) < 15_000, "after 15 s: %s, want %s", last, target);
+            Thread.sleep(300);
+        }
+        // every record was copied: read them back from the new replicas
+        try (KafkaConsumer<byte[], byte[]> consumer = consumer("raftwood-harness-moved")) {
+            consumer.assign(List.of(tp));
+            consumer.seek(tp, 0);
+            List<ConsumerRecord<byte[], byte[]>> list = pollAll(consumer, 1, count).get(0);
+            for (int n = 0; n < count; n++) {
+                check(list.get(n).offset() == n && text(list.get(n).value()).equals("move-0-" + n),
+                        "record %d after the move: %s@%d", n, text(list.get(n).value()), list.get(n).offset());
+            }
+        }
+        return tp + " moved " + before + " -> " + target + " in " + movedMs + " ms (" + polls
+                + " listPartitionReassignments, " + (seenInProgress ? "seen in progress" : "already done")
+                + "), leader " + after.leader().id() + ", isr " + isr
+                + "; log dirs follow; " + count + " records read back";
+    }
+
+    String cancelWithoutReassignment(Admin admin, String topic) throws Exception {
+        TopicPartition tp = new TopicPartition(topic, 0);
+        List<Integer> before = partitionInfos(admin, topic).get(0).replicas().stream().map(Node::id).toList();
+        expectError(admin.alterPartitionReassignments(Map.of(tp, Optional.empty())).values().get(tp),
+                NoReassignmentInProgressException.class, "cancelling the finished reassignment of " + tp);
+        List<Integer> after = partitionInfos(admin, topic).get(0).replicas().stream().map(Node::id).toList();
+        check(after.equals(before), "replicas %s after the refused cancel, were %s", after, before);
+        return "Optional.empty() for " + tp + ": NoReassignmentInProgressException, replicas still " + after;
+    }
+
+    String reassignToUnknownBroker(Admin admin, String topic) throws Exception {
+        TopicPartition tp = new TopicPartition(topic, 0);
+        List<Integer> before = partitionInfos(admin, topic).get(0).replicas().stream().map(Node::id).toList();
+        int unknown = 9999;
+        List<Integer> target = List.of(unknown, before.get(0));
+        Throwable cause = failureOf(admin.alterPartitionReassignments(
+                Map.of(tp, Optional.of(new NewPartitionReassignment(target)))).values().get(tp),
+                "reassigning " + tp + " to " + target);
+        check(cause instanceof InvalidReplicaAssignmentException, "reassigning %s to %s failed with %s, "
+                + "want InvalidReplicaAssignmentException", tp, target, cause);
+        TopicPartition nowhere = new TopicPartition(topic + "-missing", 0);
+        expectError(admin.alterPartitionReassignments(Map.of(nowhere,
+                        Optional.of(new NewPartitionReassignment(before)))).values().get(nowhere),
+                org.apache.kafka.common.errors.UnknownTopicOrPartitionException.class,
+                "reassigning " + nowhere);
+        Map<TopicPartition, PartitionReassignment> ongoing =
+                admin.listPartitionReassignments().reassignments().get(WAIT_S, TimeUnit.SECONDS);
+        check(ongoing.isEmpty(), "reassignments in progress after the refused ones: %s", ongoing);
+        List<Integer> after = partitionInfos(admin, topic).get(0).replicas().stream().map(Node::id).toList();
+        check(after.equals(before), "replicas %s after the refused move, were %s", after, before);
+        return "target " + target + ": " + cause.getClass().getSimpleName() + " (" + cause.getMessage()
+                + "); unknown topic: UnknownTopicOrPartitionException; nothing in progress";
     }
 
     // -- numbered run (leader failover) ---------------------------------------------------------
