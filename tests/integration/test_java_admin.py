@@ -1,0 +1,81 @@
+"""The Java kafka-clients 3.9 Admin against Raftwood: the harness's ``admin`` mode.
+
+``compat/java/src/RaftwoodHarness.java`` (compiled here with javac, jars from a PyPI wheel,
+see compat/java/harness.py) calls ``org.apache.kafka.clients.admin.Admin`` and checks each
+answer against Kafka's: describeCluster, createPartitions (and the refused shrink and
+unregistered broker), describeLogDirs, deleteRecords (and the consumer's
+OffsetOutOfRangeException below the new start), electLeaders and, on three brokers,
+alterPartitionReassignments / listPartitionReassignments, a preferred election after the
+move, the cancel of a finished move and a target naming an unregistered broker
+(InvalidReplicaAssignmentException, Kafka's INVALID_REPLICA_ASSIGNMENT).  Each step's
+checks are listed at the top of the Java file.  Skipped, with the reason, only when
+there is no JDK or the wheel cannot be downloaded.
+
+Invariants checked: the harness exits 0 and every expected step printed PASS, so a step
+skipped or never reached fails the test; on one broker the reassignment steps are
+printed as SKIP (they need three brokers), never as PASS.
+"""
+from __future__ import annotations
+
+import pytest
+
+import broker.testing as raftwood_testing
+from compat.java.harness import HarnessUnavailable, prepare
+
+HARNESS_TIMEOUT_S = 120.0
+SINGLE_BROKER_STEPS = [
+    "admin-create-topics",
+    "admin-create-partitions",
+    "admin-create-partitions-refused",
+    "admin-describe-cluster",
+    "admin-produce",
+    "admin-describe-log-dirs",
+    "admin-delete-records",
+    "admin-delete-records-consumer",
+    "admin-elect-leaders",
+]
+REASSIGNMENT_STEPS = [
+    "admin-reassign-partition",
+    "admin-elect-leaders-after-move",
+    "admin-reassign-cancel-none",
+    "admin-reassign-unknown-broker",
+]
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory):
+    """The harness compiled into a temporary directory (jars cached in compat/java/.cache)."""
+    try:
+        return prepare(build_dir=tmp_path_factory.mktemp("java-harness"))
+    except HarnessUnavailable as exc:
+        pytest.skip(f"Java harness unavailable: {exc}")
+
+
+@pytest.fixture
+def cluster_factory(request):
+    """The plugin's ``raftwood_cluster_factory``; skipped on a checkout without it."""
+    if not hasattr(raftwood_testing, "ClusterProcess"):
+        pytest.skip("broker.testing has no ClusterProcess / raftwood_cluster_factory")
+    return request.getfixturevalue("raftwood_cluster_factory")
+
+
+def _assert_steps(run, expected: list[str]) -> None:
+    print(run.stdout)
+    assert run.passed, run.report()
+    assert run.steps() == {name: "PASS" for name in expected}, run.report()
+
+
+def test_java_admin_on_one_broker(harness, raftwood_broker):
+    run = harness.run("admin", bootstrap=raftwood_broker.bootstrap, prefix="admin1", brokers=1,
+                      timeout_s=HARNESS_TIMEOUT_S)
+    _assert_steps(run, SINGLE_BROKER_STEPS)
+    skipped = {line.split()[1] for line in run.stdout.splitlines() if line.startswith("SKIP ")}
+    assert skipped == set(REASSIGNMENT_STEPS), run.report()
+
+
+def test_java_admin_on_three_brokers(harness, cluster_factory):
+    cluster = cluster_factory(3)
+    run = harness.run("admin", bootstrap=cluster.bootstrap, prefix="admin3", brokers=3,
+                      timeout_s=HARNESS_TIMEOUT_S)
+    _assert_steps(run, SINGLE_BROKER_STEPS + REASSIGNMENT_STEPS)
+    assert "SKIP" not in run.stdout, run.report()
