@@ -30,6 +30,7 @@ class LatencyResult:
     seconds: float             # first produce() to last delivery callback
     latencies_ms: list[float] = field(default_factory=list, repr=False)
     first_error: str | None = None
+    cpu_s: float | None = None  # broker CPU seconds during the phase (set by the caller)
 
     @property
     def achieved_per_s(self) -> float:
@@ -46,7 +47,10 @@ class LatencyResult:
                 "achieved_per_s": round(self.achieved_per_s, 1),
                 "p50_ms": r(self.percentile_ms(50)), "p99_ms": r(self.percentile_ms(99)),
                 "max_ms": r(max(self.latencies_ms, default=None)),
-                "first_error": self.first_error}
+                "first_error": self.first_error,
+                "broker_cpu_s": r(self.cpu_s),
+                "broker_cpu_us_per_msg": r(1e6 * self.cpu_s / self.acked)
+                if self.cpu_s is not None and self.acked else None}
 
 
 def percentile(values: list[float], pct: float) -> float | None:

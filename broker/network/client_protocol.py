@@ -111,8 +111,14 @@ class ResponseReader:
             self._frame_size = size
         if self._frame_size is not None and len(self._buffer) >= SIZE.size + self._frame_size:
             end = SIZE.size + self._frame_size
-            frame = bytes(self._buffer[SIZE.size:end])
-            del self._buffer[:end]
+            if end == len(self._buffer):  # the usual case: nothing after it, no shift
+                with memoryview(self._buffer) as view:
+                    frame = bytes(view[SIZE.size:])
+                self._buffer = bytearray()
+            else:  # one copy (a slice of a bytearray, then bytes(), made two)
+                with memoryview(self._buffer) as view:
+                    frame = bytes(view[SIZE.size:end])
+                del self._buffer[:end]
             self._frame_size = None
             return frame
         if self._closed:

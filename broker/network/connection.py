@@ -34,6 +34,17 @@ log = logging.getLogger(__name__)
 _CLOSE_MARK = object()
 
 
+class _Pending:
+    """A request being handled: its task, and its encoded answer once ``done``."""
+
+    __slots__ = ("task", "result", "done")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task | None = None
+        self.result = None
+        self.done = False
+
+
 class Connection(asyncio.Protocol):
     """One client connection. Event-loop only.
 
@@ -53,7 +64,7 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_host = ""
-        self._queue: deque = deque()  # asyncio.Task | bytes | _CLOSE_MARK, in arrival order
+        self._queue: deque = deque()  # _Pending | bytes | _CLOSE_MARK, in arrival order
         self._read_paused = False
         self._write_paused = False
         self._closing = False
@@ -75,8 +86,8 @@ class Connection(asyncio.Protocol):
         self._closing = True
         self.broker.connections.discard(self)
         for item in self._queue:
-            if isinstance(item, asyncio.Task):
-                item.cancel()
+            if isinstance(item, _Pending):
+                item.task.cancel()
         self._queue.clear()
 
     def data_received(self, data):
@@ -142,42 +153,45 @@ class Connection(asyncio.Protocol):
             log.warning("[Connection %s] %s; closing", self.peer, exc)
             self._close_after_pending()
             return
-        task = asyncio.get_running_loop().create_task(self._handle(request))
-        self._queue.append(task)
-        task.add_done_callback(self._on_done)
+        pending = _Pending()
+        self._queue.append(pending)
+        pending.task = asyncio.get_running_loop().create_task(self._handle(request, pending))
 
-    async def _handle(self, request: Request):
+    async def _handle(self, request: Request, pending: _Pending) -> None:
+        """Run the handler; its answer is written from here as soon as every answer owed
+        before it is out (no done-callback round through the event loop)."""
         handler = HANDLERS[request.api_key]
         started = time.perf_counter()
+        result = None
         try:
             body = await handler(self.broker.api_context, request)
             if self.session.close_requested:  # a failed SASL step: answer, then close
                 self._close_after_pending()
             if body is None or body is CLOSE:
-                return body
-            return encode_response(request, body)
+                result = body
+            else:
+                result = encode_response(request, body)
         except asyncio.CancelledError:
             raise
         except Exception:
             # A bug of ours, not the peer's: log it whole and close this connection only.
             log.exception("[Connection %s] %s v%d failed; closing", self.peer,
                           request.spec.name, request.api_version)
-            return CLOSE
+            result = CLOSE
         finally:
             self.request_stats.record(request.spec.name, request.api_version,
                                       time.perf_counter() - started)
-
-    def _on_done(self, _task) -> None:
+            pending.result, pending.done = result, True
         self._flush()
 
     def _flush(self) -> None:
         """Write every finished response at the head of the queue, in order."""
         while self._queue and not self._closing:
             head = self._queue[0]
-            if isinstance(head, asyncio.Task):
-                if not head.done():
+            if isinstance(head, _Pending):
+                if not head.done:
                     break
-                result = None if head.cancelled() else head.result()
+                result = head.result
             else:
                 result = head
             self._queue.popleft()
@@ -201,8 +215,8 @@ class Connection(asyncio.Protocol):
     def _close_now(self) -> None:
         self._closing = True
         for item in self._queue:
-            if isinstance(item, asyncio.Task):
-                item.cancel()
+            if isinstance(item, _Pending):
+                item.task.cancel()
         self._queue.clear()
         self.transport.close()
 
@@ -221,7 +235,7 @@ class Connection(asyncio.Protocol):
 
     async def drain(self, timeout_s: float) -> None:
         """Shutdown: let in-flight requests finish (bounded), then close."""
-        tasks = [item for item in self._queue if isinstance(item, asyncio.Task)]
+        tasks = [item.task for item in self._queue if isinstance(item, _Pending)]
         if tasks:
             await asyncio.wait(tasks, timeout=timeout_s)
         if not self._closing:

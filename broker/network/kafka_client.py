@@ -41,6 +41,81 @@ def as_address(address: str | Address) -> Address:
     return address[0], int(address[1])
 
 
+def _time_out(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_exception(asyncio.TimeoutError())
+
+
+class _ResponseStream(asyncio.Protocol):
+    """The socket side of an ``AsyncConnection``: bytes in go to its ``ClientProtocol``;
+    the response a round trip awaits is decoded as soon as its last byte arrives and
+    handed to that round trip's future.  No StreamReader/StreamWriter, no task per
+    exchange: a follower's fetch costs one future and one timer.  Event-loop only."""
+
+    def __init__(self, protocol: ClientProtocol):
+        self.protocol = protocol
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future | None = None   # the pending round trip's answer
+        self.lost: BaseException | None = None      # set once the connection is gone
+        self._drain_waiter: asyncio.Future | None = None
+        self._paused = False
+        self.closed = asyncio.get_running_loop().create_future()  # done at connection_lost
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data) -> None:
+        self.protocol.receive_data(data)
+        self._answer()
+
+    def eof_received(self) -> bool:
+        self.protocol.receive_data(b"")
+        self._answer()
+        return False  # let the transport close
+
+    def connection_lost(self, exc) -> None:
+        self.lost = ConnectionFailed(failure_reason(exc)) if exc is not None \
+            else ConnectionFailed("connection closed by the broker")
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(self.lost)
+        self._wake_drain()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake_drain()
+
+    def _wake_drain(self) -> None:
+        waiter, self._drain_waiter = self._drain_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _answer(self) -> None:
+        """Hand the awaited response (or why it cannot come) to the waiting round trip."""
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return
+        try:
+            response = self.protocol.next_response()
+        except Exception as exc:  # BadResponse, ConnectionFailed: the round trip fails
+            self.waiter = None
+            waiter.set_exception(exc)
+            return
+        if response is not NEED_DATA:
+            self.waiter = None
+            waiter.set_result(response)
+
+    async def drain(self) -> None:
+        if self._paused and self.lost is None:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+            await self._drain_waiter
+
+
 class AsyncConnection:
     """One connection to one broker, one request at a time.  Event-loop only.
 
@@ -58,20 +133,27 @@ class AsyncConnection:
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.max_response_bytes = max_response_bytes
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._stream: _ResponseStream | None = None
         self._protocol: ClientProtocol | None = None
 
     @property
     def peer(self) -> str:
         return f"{self.host}:{self.port}"
 
+    @property
+    def connected(self) -> bool:
+        return self._stream is not None
+
     async def request(self, message, response_class=None):
         """Send ``message`` (a versioned kafka-python request) and return its response
         (decoded with ``response_class``, by default the one its header names)."""
         try:
-            return await asyncio.wait_for(self._exchange(message, response_class),
-                                          self.timeout_s)
+            if self._protocol is not None and self._protocol.outstanding:
+                await self.close()   # an exchange was cancelled midway: its answer may still come
+            if self._stream is None:
+                async with asyncio.timeout(self.timeout_s):  # connecting (and SASL)
+                    await self._connect()
+            return await self._timed_round_trip(message, response_class)
         except ConnectionFailed as exc:
             await self.close()
             exc.peer = exc.peer or self.peer
@@ -80,36 +162,50 @@ class AsyncConnection:
             await self.close()
             raise ConnectionFailed(failure_reason(exc), self.peer) from exc
 
-    async def _exchange(self, message, response_class):
-        if self._protocol is not None and self._protocol.outstanding:
-            await self.close()   # an exchange was cancelled midway: its answer may still come
-        if self._writer is None:
-            context = self.security.ssl_context if self.security is not None else None
-            self._reader, self._writer = await asyncio.open_connection(
-                self.host, self.port, ssl=context,
-                server_hostname=self.host if context is not None else None)
-            self._protocol = ClientProtocol(self.client_id, self.max_response_bytes)
-            if self.security is not None and self.security.sasl_mechanism:
-                await self.security.authenticate(self._round_trip, self.peer)
-        return await self._round_trip(message, response_class)
+    async def _connect(self) -> None:
+        context = self.security.ssl_context if self.security is not None else None
+        protocol = ClientProtocol(self.client_id, self.max_response_bytes)
+        _, stream = await asyncio.get_running_loop().create_connection(
+            lambda: _ResponseStream(protocol), self.host, self.port, ssl=context,
+            server_hostname=self.host if context is not None else None)
+        self._stream, self._protocol = stream, protocol
+        if self.security is not None and self.security.sasl_mechanism:
+            await self.security.authenticate(self._round_trip, self.peer)
+
+    async def _timed_round_trip(self, message, response_class):
+        """``_round_trip`` bounded by ``timeout_s`` with one timer on the answer's future
+        (not a task or an ``asyncio.timeout`` per exchange: a follower makes one per
+        acknowledged batch)."""
+        waiter = self._send(message, response_class)
+        timer = asyncio.get_running_loop().call_later(self.timeout_s, _time_out, waiter)
+        try:
+            await self._stream.drain()
+            return await waiter
+        finally:
+            timer.cancel()
+
+    def _send(self, message, response_class) -> asyncio.Future:
+        stream = self._stream
+        if stream.lost is not None:
+            raise stream.lost
+        _, data = self._protocol.send_request(message, response_class)
+        waiter = stream.waiter = asyncio.get_running_loop().create_future()
+        stream.transport.write(data)
+        return waiter
 
     async def _round_trip(self, message, response_class=None):
-        protocol = self._protocol
-        _, data = protocol.send_request(message, response_class)
-        self._writer.write(data)
-        await self._writer.drain()
-        while (response := protocol.next_response()) is NEED_DATA:
-            protocol.receive_data(await self._reader.read(READ_BYTES))
-        return response
+        waiter = self._send(message, response_class)
+        await self._stream.drain()
+        return await waiter
 
     async def close(self) -> None:
         """Idempotent; a later request reconnects."""
-        writer, self._writer, self._reader = self._writer, None, None
+        stream, self._stream = self._stream, None
         self._protocol = None
-        if writer is not None:
-            writer.close()
+        if stream is not None and stream.transport is not None:
+            stream.transport.close()
             try:
-                await writer.wait_closed()
+                await stream.closed  # connection_lost, as StreamWriter.wait_closed did
             except (OSError, asyncio.CancelledError):
                 pass
 

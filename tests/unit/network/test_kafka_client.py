@@ -176,7 +176,7 @@ def test_async_connection_refuses_closes_and_reconnects_next_time(case):
         conn = AsyncConnection("127.0.0.1", broker.port, "t", timeout_s=5.0)
         with pytest.raises(error):
             await conn.request(ApiVersionsRequest[0]())
-        assert conn._writer is None
+        assert not conn.connected
         good = OneShotBroker(api_versions_response)
         conn.port = good.port
         response = await conn.request(ApiVersionsRequest[0]())
