@@ -11,11 +11,13 @@ a change of the partition's record (epochs bumped, so every broker sees it):
 2. **Catch up**: the leader adds a follower to the ISR when it has caught up (the usual
    AlterPartition).  The leader stays where it is.
 3. **Complete** (``maybe_complete``, run on every ISR change and at the start): once
-   every adding replica is in the ISR (and at least one replica of T is), replicas := T, ISR := ISR ∩ T, and the removed
-   replicas go OfflineReplica → ReplicaDeletionStarted → ReplicaDeletionSuccessful →
-   NonExistentReplica (their brokers drop the logs when they leave the replica list).
-   When the leader itself was removed, the first in-sync replica of T leads in a new
-   epoch.  No committed record can be lost: every replica of T is in the ISR then.
+   every replica of T is in the ISR — the adding ones and the kept ones alike, as
+   Kafka's ``PartitionReassignmentReplicas.maybeCompleteReassignment`` asks; a kept
+   replica whose broker is down holds the move until it is back in sync —
+   replicas := T, ISR := ISR ∩ T, and the removed replicas go OfflineReplica →
+   ReplicaDeletionStarted → ReplicaDeletionSuccessful → NonExistentReplica (their
+   brokers drop the logs when they leave the replica list).  When the leader itself was
+   removed, the first in-sync replica of T leads in a new epoch.  No committed record can be lost: every replica of T is in the ISR then.
 
 **Cancel** (target None): back to R (replicas := R, ISR := ISR ∩ R); the adding replicas are
 removed the same way.  Refused with INVALID_REPLICA_ASSIGNMENT when no replica of R is in
@@ -129,13 +131,15 @@ def _cancel(state, name: str, index: int, partition) -> list:
 
 
 def maybe_complete(state, name: str, index: int, partition) -> bool:
-    """Finish the reassignment of this partition if every adding replica is in sync;
-    True when it did (the caller's change already counts as a new partition epoch)."""
+    """Finish the reassignment of this partition if every replica of the target is in
+    sync (not only the adding ones: completing while a kept replica is out of the ISR
+    would drop the removed replicas, perhaps in-sync copies, and leave fewer in-sync
+    copies than the target names); True when it did (the caller's change already
+    counts as a new partition epoch)."""
     removed = list(partition.removing_replicas)
     target = [r for r in partition.replicas if r not in removed]
-    if not is_reassigning(partition) or any(
-            r not in partition.isr for r in partition.adding_replicas) \
-            or not any(r in partition.isr for r in target):
+    if not is_reassigning(partition) or not target \
+            or any(r not in partition.isr for r in target):
         return False
     partition.replicas = target
     partition.isr = [r for r in target if r in partition.isr]

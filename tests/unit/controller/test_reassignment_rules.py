@@ -89,3 +89,37 @@ def test_the_state_with_a_reassignment_survives_the_metadata_file():
     state.apply_alter_reassignments([["t", 0, [2, 3, 4]]])
     again = ClusterState.from_dict(state.to_dict())
     assert again.topics["t"].partitions[0] == state.topics["t"].partitions[0]
+
+
+def test_a_kept_replica_out_of_sync_holds_the_move_until_it_is_back():
+    """Kafka completes a move only when every replica of the target is in the ISR
+    (PartitionReassignmentReplicas.maybeCompleteReassignment), not only the adding
+    ones: [1, 2, 3] -> [2, 4] with 2 fenced must keep 1 and 3, still in sync, until 2
+    is back, rather than leave 4 as the only in-sync copy."""
+    state = cluster()
+    p = state.topics["t"].partitions[0]
+    state.apply_fence_brokers([2], {})
+    assert p.isr == [1, 3]
+    state.apply_alter_reassignments([["t", 0, [2, 4]]])
+    expand_isr(state, 4)  # the new replica caught up; 2 is still down
+    assert (p.replicas, p.isr, p.adding_replicas, p.removing_replicas) == \
+        ([2, 4, 1, 3], [4, 1, 3], (4,), (1, 3))
+    assert ongoing(state, None) == [["t", 0, [2, 4, 1, 3], [4], [1, 3]]]
+    state.apply_register_broker(2, "h", 9002, "inc-2-again")
+    expand_isr(state, 2)  # 2 back in sync: now the move completes
+    assert (p.replicas, p.isr, p.adding_replicas, p.removing_replicas) == \
+        ([2, 4], [2, 4], (), ())
+    assert p.leader in (2, 4) and 1 not in p.replica_states and 3 not in p.replica_states
+
+
+def test_a_reordering_with_a_replica_out_of_sync_waits_for_it():
+    """No adding replica at all, still not complete while a target replica is out of
+    the ISR (Kafka lists it as moving until then)."""
+    state = cluster()
+    p = state.topics["t"].partitions[0]
+    state.apply_fence_brokers([3], {})
+    state.apply_alter_reassignments([["t", 0, [3, 1]]])
+    assert (p.replicas, p.adding_replicas, p.removing_replicas) == ([3, 1, 2], (), (2,))
+    state.apply_register_broker(3, "h", 9003, "inc-3-again")
+    expand_isr(state, 3)
+    assert (p.replicas, p.isr, p.removing_replicas) == ([3, 1], [3, 1], ())
