@@ -3,8 +3,9 @@
 The rules under test (reassignment.py): starting lists target + old replicas with the
 adding and removing ones; completion waits for every replica of the target in the ISR
 (the adding ones and the kept ones, as Kafka), then drops the removed replicas (their
-states walk to NonExistent) and moves leadership off a removed leader in a new epoch; cancelling goes back to the original replicas; bad
-targets and cancels are refused with Kafka's codes, changing nothing.
+states walk to NonExistent) and moves leadership off a removed leader in a new epoch;
+cancelling goes back to the original replicas; bad targets and cancels are refused with
+Kafka's codes, changing nothing.
 """
 from __future__ import annotations
 
