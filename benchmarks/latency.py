@@ -99,6 +99,40 @@ def paced_produce(bootstrap: str, topic: str, rate_per_s: int, duration_s: float
     return result
 
 
+def serial_produce(bootstrap: str, topic: str, count: int, value_bytes: int, acks: str,
+                   timeout_s: float, progress: Progress) -> LatencyResult:
+    """One record in flight at a time (produce, then wait for its report), ``count``
+    times: every record is its own request and its own replication round trip, so the
+    brokers' CPU per record is the cost of one round trip, whatever the machine's load
+    does to batching.  ``rate_per_s`` of the result is 0 (not paced)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": acks,
+                         "message.timeout.ms": int(timeout_s * 1000)})
+    producer.list_topics(topic, timeout=10)
+    _warm_up(producer, topic, value_bytes)
+    value = os.urandom(value_bytes)
+    result = LatencyResult(0, 0, 0, 0, 0.0)
+    perf = time.perf_counter
+    errors: list = []
+    started = perf()
+    deadline = started + timeout_s
+    progress.restart()
+    for i in range(count):
+        sent_at = perf()
+        producer.produce(topic, value, on_delivery=lambda e, m: errors.append(e) if e else None)
+        result.sent += 1
+        while len(producer) > 0:
+            producer.poll(0.05)
+            _check(deadline, result, count)
+        if errors:
+            raise PhaseError(f"a delivery failed with one record in flight: {errors[0]}")
+        result.acked += 1
+        result.latencies_ms.append((perf() - sent_at) * 1000.0)
+        if progress.due():
+            progress.say(f"latency, 1 in flight: {i + 1:,} of {count:,} acked")
+    result.seconds = perf() - started
+    return result
+
+
 def _send_paced(producer: Producer, topic: str, value: bytes, rate_per_s: int, total: int,
                 timeout_s: float, result: LatencyResult, on_delivery, progress: Progress
                 ) -> None:
