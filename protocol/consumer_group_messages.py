@@ -184,13 +184,21 @@ class ResponseHeader:
 
 
 class RequestHeader:
-    __slots__ = ("request_api_key", "request_api_version", "correlation_id", "client_id")
+    __slots__ = ("request_api_key", "request_api_version", "correlation_id", "client_id",
+                 "response_type")
 
-    def __init__(self, api_key, api_version, correlation_id, client_id):
+    def __init__(self, api_key, api_version, correlation_id, client_id, response_type=None):
         self.request_api_key = api_key
         self.request_api_version = api_version
         self.correlation_id = correlation_id
         self.client_id = client_id
+        self.response_type = response_type
+
+    def get_response_class(self):
+        """The response's class, as kafka-python's headers answer (for clients)."""
+        if self.response_type is None:
+            raise TypeError(f"no response class known for API {self.request_api_key}")
+        return self.response_type
 
 
 class _VersionedClass(type):
@@ -216,13 +224,15 @@ class _Message(metaclass=_VersionedClass):
     is_request: bool = True
 
     API_VERSION: int = 0
+    response_type = None  # a request's response class, when a client here sends it
     header = None
     _client_id: str | None = None
     _correlation_id: int = 0
 
     def with_header(self, correlation_id: int = 0, client_id: str | None = None) -> None:
         self._correlation_id, self._client_id = correlation_id, client_id
-        self.header = (RequestHeader(self.API_KEY, self.API_VERSION, correlation_id, client_id)
+        self.header = (RequestHeader(self.API_KEY, self.API_VERSION, correlation_id, client_id,
+                                     self.response_type)
                        if self.is_request else ResponseHeader(correlation_id))
 
     def expect_response(self) -> bool:

@@ -80,6 +80,9 @@ from .consumer_group_messages import (
     ConsumerGroupHeartbeatResponse,
 )
 from .errors import CorruptRequest, ErrorCode, UnsupportedVersion
+from .raft_voter_messages import (
+    AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse,
+)
 
 _PEEK = struct.Struct(">hhi")
 _DECODE_ERRORS = (struct.error, ValueError, IndexError, TypeError, UnicodeDecodeError,
@@ -179,6 +182,9 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     # Partition reassignment (KIP-455; v1 is KIP-860's replication-factor guard).
     _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
     _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
+    # The metadata quorum's voter set (KIP-853), written by hand (raft_voter_messages.py).
+    _spec(AddRaftVoterRequest, AddRaftVoterResponse, 0, 0),
+    _spec(RemoveRaftVoterRequest, RemoveRaftVoterResponse, 0, 0),
 )}
 
 
@@ -204,12 +210,15 @@ class Request:
 
 # Produce (from v3, the first version served) and Fetch are decoded by hand: see
 # protocol/hot_requests.py.  Both produce bodies with kafka-python's attribute names.
-# So are KIP-848's two APIs, which kafka-python has no classes for.
+# So are KIP-848's two APIs and KIP-853's voter changes, which kafka-python has no
+# classes for.
 _HOT_DECODERS = {
     ProduceRequest.API_KEY: (3, hot_requests.decode_produce),
     FetchRequest.API_KEY: (4, hot_requests.decode_fetch),
     ConsumerGroupHeartbeatRequest.API_KEY: (0, ConsumerGroupHeartbeatRequest.decode_frame),
     ConsumerGroupDescribeRequest.API_KEY: (0, ConsumerGroupDescribeRequest.decode_frame),
+    AddRaftVoterRequest.API_KEY: (0, AddRaftVoterRequest.decode_frame),
+    RemoveRaftVoterRequest.API_KEY: (0, RemoveRaftVoterRequest.decode_frame),
 }
 
 

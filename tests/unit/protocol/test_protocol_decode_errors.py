@@ -37,6 +37,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.consumer_group_messages import (ConsumerGroupDescribeRequest,
                                               ConsumerGroupHeartbeatRequest, TopicPartitions)
+from protocol.raft_voter_messages import (AddRaftVoterRequest, RemoveRaftVoterRequest,
+                                          VoterListener)
 from protocol.errors import CorruptRequest, UnsupportedVersion
 from protocol.framing import FrameReader
 from protocol.messages import SERVED, Request, decode_request
@@ -200,6 +202,15 @@ def _consumer_group_heartbeat(v):
 def _consumer_group_describe(v):
     return ConsumerGroupDescribeRequest[v](group_ids=["g", "h"],
                                            include_authorized_operations=True)
+
+
+def _add_raft_voter(v):
+    return AddRaftVoterRequest[v](cluster_id="c", timeout_ms=5000, voter_id=4,
+                                  listeners=[VoterListener("CONTROLLER", "h", 9196)])
+
+
+def _remove_raft_voter(v):
+    return RemoveRaftVoterRequest[v](cluster_id=None, voter_id=3)
 
 
 def _sasl_handshake(v):
@@ -396,6 +407,8 @@ CORPUS_BUILDERS = {
     "DescribeProducers": (_describe_producers, [0]),
     "AlterPartitionReassignments": (_alter_reassignments, [0, 1]),
     "ListPartitionReassignments": (_list_reassignments, [0]),
+    "AddRaftVoter": (_add_raft_voter, [0]),
+    "RemoveRaftVoter": (_remove_raft_voter, [0]),
 }
 
 

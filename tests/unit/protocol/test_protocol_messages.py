@@ -69,6 +69,9 @@ from protocol.consumer_group_messages import (
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse, DescribedGroup as CgDescribedGroup,
     TopicPartitions as CgTopicPartitions)
+from protocol.raft_voter_messages import (
+    AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse,
+    VoterListener)
 from protocol.errors import ErrorCode, UnsupportedVersion
 from protocol.messages import (
     SERVED, api_versions_body, decode_request, encode_response, unsupported_api_versions_response,
@@ -131,6 +134,8 @@ EXPECTED_RANGES = {
     61: (0, 0),   # DescribeProducers
     45: (0, 1),   # AlterPartitionReassignments
     46: (0, 0),   # ListPartitionReassignments
+    80: (0, 0),   # AddRaftVoter
+    81: (0, 0),   # RemoveRaftVoter
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -140,7 +145,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
                   29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
                   24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
-                  45: 0, 46: 0}
+                  45: 0, 46: 0, 80: 0, 81: 0}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -778,6 +783,9 @@ _REQUESTS = {
                                                    rebalance_timeout_ms=1,
                                                    subscribed_topic_names=["t"]),
     69: lambda v: ConsumerGroupDescribeRequest[v](group_ids=["g"]),
+    80: lambda v: AddRaftVoterRequest[v](voter_id=4, listeners=[
+        VoterListener("CONTROLLER", "h", 65535)]),
+    81: lambda v: RemoveRaftVoterRequest[v](voter_id=3),
     61: lambda v: DescribeProducersRequest[v](topics=[]),
     45: lambda v: AlterPartitionReassignmentsRequest[v](timeout_ms=1, topics=[],
                                                         allow_replication_factor_change=True),
@@ -954,6 +962,12 @@ _RESPONSES = {
                                               adding_replicas=[4], removing_replicas=[1])])]),
          lambda resp, v: resp.topics[0].partitions[0].adding_replicas == [4]
          or pytest.fail("ListPartitionReassignments"), ListPartitionReassignmentsResponse),
+    80: (lambda v: AddRaftVoterResponse(error_code=126, error_message="voter 4 exists"),
+         lambda resp, v: (resp.error_code, resp.error_message) == (126, "voter 4 exists")
+         or pytest.fail("AddRaftVoter"), AddRaftVoterResponse),
+    81: (lambda v: RemoveRaftVoterResponse(error_code=127, error_message=None),
+         lambda resp, v: (resp.error_code, resp.error_message) == (127, None)
+         or pytest.fail("RemoveRaftVoter"), RemoveRaftVoterResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
