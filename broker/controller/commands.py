@@ -234,10 +234,21 @@ class DeleteAcls(Command):
     bindings: list
 
 
+@dataclass(frozen=True)
+class RecordVoter(Command):
+    """A voter's Raft address before AddRaftVoter, None before RemoveRaftVoter."""
+
+    method: ClassVar[str] = "record_voter"
+    node_id: int
+    address: str | None
+
+
 COMMANDS: dict[str, type[Command]] = {cls.method: cls for cls in (
     InitCluster, RegisterBroker, Heartbeat, FenceBrokers, ElectPreferred, ElectLeaders,
     AlterReassignments, CreateTopic, CreatePartitions, DeleteTopic, AlterTopicConfigs,
-    AlterPartition, AllocateProducerIds, AlterScramCredentials, CreateAcls, DeleteAcls)}
+    AlterPartition, AllocateProducerIds, AlterScramCredentials, CreateAcls, DeleteAcls,
+    RecordVoter)}
+
 MEMBERSHIP_METHODS = frozenset({RegisterBroker.method, Heartbeat.method})
 
 

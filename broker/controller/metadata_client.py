@@ -79,6 +79,31 @@ class MetadataClient:
     def is_controller(self) -> bool:
         return self.store.is_controller
 
+    @property
+    def has_quorum(self) -> bool:
+        """True when the metadata lives in a Raft quorum (False: a lone broker)."""
+        return hasattr(self.store, "quorum_status")
+
+    def quorum_status(self) -> dict | None:
+        """This broker's view of the metadata quorum (None for a lone broker)."""
+        return self.store.quorum_status() if self.has_quorum else None
+
+    async def add_voter(self, node_id: int, address: str, timeout_s: float) -> None:
+        """AddRaftVoter: ``node_id`` becomes a voter at Raft ``address``."""
+        await self.store.add_voter(node_id, address, timeout_s=timeout_s)
+
+    async def remove_voter(self, node_id: int, timeout_s: float = 30.0) -> None:
+        """RemoveRaftVoter, on the quorum leader: ``node_id`` leaves the voter set."""
+        await self.store.remove_voter(node_id, timeout_s=timeout_s)
+
+    async def hand_over_leadership(self, timeout_s: float) -> None:
+        """Another voter becomes the quorum leader (and so the controller)."""
+        await self.store.hand_over_leadership(timeout_s)
+
+    async def step_down(self) -> None:
+        """This broker left the voter set: it carries on as an observer."""
+        await self.store.step_down()
+
     def add_listener(self, listener) -> None:
         """``listener(image)`` for every new image (only when the version moved)."""
         self.store.add_listener(listener)

@@ -53,6 +53,16 @@ What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
   and both patches above act on decrypted messages
   (``tests/unit/controller/test_raft_encryption.py``).  Without it, anyone who reaches
   a Raft port is a voter (and pysyncobj unpickles what they send).
+* **The voter set lives in the log** (``dynamicMembershipChange``): AddRaftVoter and
+  RemoveRaftVoter append pysyncobj's one-server membership entries, which take effect
+  when appended (Raft's single-server change; one at a time, refused until the
+  previous one committed) and are kept in the journal and in dumps, so after the
+  first start ``controller.quorum.voters`` only says where to find the quorum.  A
+  broker outside the voter set is an **observer**: pysyncobj's read-only node, which
+  connects to the voters, receives the log from the leader and forwards its
+  commands to it, but never votes or counts towards a majority.  A dump written by
+  an observer lists the cluster with ``None`` for itself; ``_install_dump_fix``
+  drops that entry when a broker promoted to voter loads it.
 * **Every applied state knows its log position** (term, index of the entry), so a
   broker orders images by Raft log position and never takes an older image over a
   newer one; an installed snapshot is published like an applied command.
@@ -130,8 +140,24 @@ def _install_connect_timeout_fix() -> None:
     TCPTransport._connectIfNecessarySingle = connect_if_necessary_single
 
 
+def _install_dump_fix() -> None:
+    """Patch ``SyncObj.__updateClusterConfiguration`` (idempotent; see the module doc):
+    the ``None`` an observer's dump holds for itself is not a node."""
+    original = SyncObj._SyncObj__updateClusterConfiguration
+    if getattr(original, "raftwood_fixed", False):
+        return
+
+    def update_cluster_configuration(self, new_nodes):
+        return original(self, [node for node in new_nodes if node is not None])
+
+    update_cluster_configuration.raftwood_fixed = True
+    update_cluster_configuration.unpatched = original
+    SyncObj._SyncObj__updateClusterConfiguration = update_cluster_configuration
+
+
 _install_commit_index_fix()
 _install_connect_timeout_fix()
+_install_dump_fix()
 
 
 class MetadataConsumer(SyncObjConsumer):
@@ -203,14 +229,24 @@ def raft_conf(directory: str, periods: tuple[float, float],
         raftMinTimeout=RAFT_MIN_TIMEOUT_S, raftMaxTimeout=RAFT_MAX_TIMEOUT_S,
         leaderFallbackTimeout=RAFT_MAX_TIMEOUT_S,
         connectionRetryTime=0.5, connectionTimeout=2.0,
-        commandsWaitLeader=False, dynamicMembershipChange=False,
+        commandsWaitLeader=False, dynamicMembershipChange=True,
         logCompactionMinEntries=2000, logCompactionMinTime=60)
 
 
-def start_raft_node(self_address: str, partners: list[str], directory: str,
+def start_raft_node(self_address: str | None, partners: list[str], directory: str,
                     periods: tuple[float, float], on_applied,
                     password: str | None = None) -> tuple[SyncObj, MetadataConsumer]:
+    """A voter at ``self_address`` with these partners, or (``self_address`` None) an
+    observer connecting to the voters ``partners``."""
     consumer = MetadataConsumer(on_applied)
     node = SyncObj(self_address, partners, raft_conf(directory, periods, password),
                    consumers=[consumer])
     return node, consumer
+
+
+def voter_addresses(node: SyncObj) -> set[str]:
+    """The voter set this node knows (its own address included when it is one)."""
+    addresses = {other.address for other in node.otherNodes}
+    if node.selfNode is not None:
+        addresses.add(node.selfNode.address)
+    return addresses

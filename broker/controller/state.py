@@ -108,6 +108,7 @@ class ClusterState:
     applied_index = 0
     scram_credentials: Mapping[str, dict] = MappingProxyType({})
     acls: tuple = ()
+    quorum_addresses: Mapping[int, str | None] = MappingProxyType({})
 
     def __init__(self) -> None:
         self.version = 0
@@ -122,6 +123,10 @@ class ClusterState:
         self.acls: list[list] = []
         self.topics: dict[str, TopicInfo] = {}
         self.next_producer_id = 0
+        # Raft addresses of the voters added at run time (AddRaftVoter), by node id;
+        # None marks a voter being removed (RemoveRaftVoter).  The voters the cluster
+        # started with are in controller.quorum.voters, not here.
+        self.quorum_addresses: dict[int, str | None] = {}
 
     def snapshot(self) -> ClusterState:
         return copy.deepcopy(self)
@@ -140,6 +145,7 @@ class ClusterState:
             "scram_credentials": {user: {m: dict(c) for m, c in by_mechanism.items()}
                                   for user, by_mechanism in self.scram_credentials.items()},
             "acls": [list(binding) for binding in self.acls],
+            "quorum_addresses": {str(n): a for n, a in self.quorum_addresses.items()},
             "brokers": [vars(info).copy() for info in self.brokers.values()],
             "topics": [{"name": t.name, "topic_id": t.topic_id, "configs": dict(t.configs),
                         "partitions": [_partition_to_dict(index, p)
@@ -161,6 +167,8 @@ class ClusterState:
             str(user): {str(m): dict(c) for m, c in by_mechanism.items()}
             for user, by_mechanism in data.get("scram_credentials", {}).items()}
         state.acls = [list(binding) for binding in data.get("acls", [])]
+        state.quorum_addresses = {int(n): (None if a is None else str(a))
+                                  for n, a in data.get("quorum_addresses", {}).items()}
         for item in data["brokers"]:
             info = BrokerInfo(**item)
             state.brokers[info.broker_id] = info
@@ -519,6 +527,20 @@ class ClusterState:
         if removed:
             self.version += 1
         return removed
+
+    # -- the metadata quorum ---------------------------------------------------------
+
+    def apply_record_voter(self, node_id: int, address: str | None) -> None:
+        """Remember a voter's Raft address (``host:port``) before it is added to the
+        quorum, or mark it leaving (None) before it is removed: the broker being
+        removed applies this while it still receives the log, and steps down to an
+        observer once the quorum has dropped it (``RaftStore``)."""
+        if address is not None and (":" not in address or not address.rpartition(":")[2].isdigit()):
+            raise ApplyError("INVALID_REQUEST", f"voter address {address!r} is not host:port")
+        addresses = dict(self.quorum_addresses)
+        addresses[int(node_id)] = address
+        self.quorum_addresses = addresses
+        self.version += 1
 
     # -- producer ids --------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from pysyncobj.syncobj import _COMMAND_TYPE
 
 from broker.controller.commands import (
     COMMANDS, AllocateProducerIds, AlterPartition, AlterReassignments, AlterScramCredentials, AlterTopicConfigs, Command, CreateTopic,
-    CreateAcls, CreatePartitions, DeleteAcls, DeleteTopic, ElectLeaders, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RegisterBroker, decode,
+    CreateAcls, CreatePartitions, DeleteAcls, DeleteTopic, ElectLeaders, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RecordVoter, RegisterBroker, decode,
 )
 from broker.controller.raft import MetadataConsumer
 from broker.controller.state import ApplyError, ClusterState
@@ -52,6 +52,8 @@ EXAMPLES: list[Command] = [
     DeleteAcls([[2, "orders", 3, "User:alice", "*", 3, 3]]),
     AlterReassignments([["t", 0, [2, 3]], ["t", 1, None]], controller_term=5),
     RegisterBroker(4, "h", 9096, "inc-4", False, None, "rack-b"),
+    RecordVoter(4, "127.0.0.1:9196"),
+    RecordVoter(3, None),
 ]
 
 
