@@ -20,7 +20,11 @@ image this broker has applied):
      "hosted": [{"topic", "partition", "role": "leader"|"follower"|"offline",
                  "leader_epoch", "log_start_offset", "log_end_offset", "high_watermark",
                  "followers": [{"replica_id", "log_end_offset", "lag", "in_sync",
-                                "caught_up_ms_ago"}]}]}
+                                "caught_up_ms_ago"}]}],
+     "quorum": null for a lone broker, else {"role": "voter"|"observer", "running",
+                "leader_id", "term", "commit_index", "last_applied",
+                "voters": [{"id", "address", "connected", "match_index" (leader only)}],
+                "observers_connected" (leader only)}}
 """
 from __future__ import annotations
 

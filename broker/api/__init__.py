@@ -20,6 +20,7 @@ from . import transactions  # the transaction coordinator (broker/transactions/)
 from . import txn_markers  # transactions: the partition leader's side
 from . import describe_producers
 from . import reassignments  # KIP-455, on the controller
+from . import quorum  # KIP-853: the metadata quorum's voters
 from .context import ApiContext
 from .outcome import CLOSE, Handler
 
@@ -73,4 +74,6 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DescribeProducers: describe_producers.handle_describe_producers,
     ApiKey.AlterPartitionReassignments: reassignments.handle_alter_partition_reassignments,
     ApiKey.ListPartitionReassignments: reassignments.handle_list_partition_reassignments,
+    ApiKey.AddRaftVoter: quorum.handle_add_raft_voter,
+    ApiKey.RemoveRaftVoter: quorum.handle_remove_raft_voter,
 }

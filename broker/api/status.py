@@ -51,6 +51,7 @@ def status(ctx) -> dict:
             } for index, p in sorted(t.partitions.items())],
         } for t in sorted(image.topics.values(), key=lambda t: t.name)],
         "hosted": hosted,
+        "quorum": ctx.metadata.quorum_status(),
     }
 
 
