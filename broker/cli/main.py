@@ -23,7 +23,7 @@ import asyncio
 import logging
 import sys
 
-from . import acls, admin, dev, groups, reassign, users, verify
+from . import acls, admin, dev, groups, quorum, reassign, users, verify
 from .. import config as config_module
 from .. import logs
 
@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_command(commands)
     admin.add_commands(commands)
     reassign.add_commands(commands)
+    quorum.add_commands(commands)
     groups.add_commands(commands)
     users.add_commands(commands)
     acls.add_commands(commands)

@@ -4,19 +4,24 @@
     raftwood reassign --topics orders,events --brokers 1,2,4 --execute    # start it
     raftwood reassign --topics orders,events --status                     # progress
     raftwood reassign --topics orders,events --cancel                     # back to before
-    raftwood brokers decommission 3 [--execute]     # move every replica off broker 3
+    raftwood brokers decommission 3 [--execute]     # move every replica off broker 3,
+                                                    # then take it out of the Raft voters
 
 The plan (``reassign_plan.py``) keeps each partition's replica count, evens the load over
 the brokers named and moves as little as it can (rack-aware when brokers have
 ``broker.rack``).  ``--execute`` sends AlterPartitionReassignments to the controller; the
 controller adds the new replicas, waits until they are in sync, then drops the old ones
 (see the README's "Reassigning partitions").  ``--status`` lists the partitions still
-moving (ListPartitionReassignments) with their ISR.  Exit codes as the other commands:
+moving (ListPartitionReassignments) with their ISR.  ``decommission --execute`` then
+waits (printing progress) until the broker holds no replica and, if it is a voter of
+the metadata quorum, removes it from the voters (``quorum.remove_voter``): it can then
+be stopped without leaving the quorum a voter short.  Exit codes as the other commands:
 0 done, 1 the cluster refused something (each refusal printed), 2 unreachable.
 """
 from __future__ import annotations
 
 import argparse
+import time
 
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
                                   ListPartitionReassignmentsRequest)
@@ -24,7 +29,9 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
 from protocol.errors import ErrorCode
 
 from .admin import _client_options, _controller_connection, _metadata
-from .client import EXIT_KAFKA_ERROR, EXIT_OK, CommandFailure, error_name, guarded
+from .client import (EXIT_KAFKA_ERROR, EXIT_OK, CommandFailure, Connection, error_name,
+                     guarded)
+from .quorum import remove_voter
 from .reassign_plan import PlanError, moves, plan, replace_broker
 from .tables import format_table
 
@@ -63,7 +70,10 @@ def add_commands(commands) -> None:
         "decommission", parents=[common],
         help="plan (or --execute) moving every replica off a broker")
     decommission.add_argument("broker_id", type=int)
-    decommission.add_argument("--execute", action="store_true", help="start the moves")
+    decommission.add_argument("--execute", action="store_true",
+                              help="start the moves, wait for them, then leave the voters")
+    decommission.add_argument("--wait-timeout", type=float, default=600.0, metavar="SECONDS",
+                              help="how long --execute waits for the moves (default 600)")
     decommission.set_defaults(func=cmd_decommission)
 
 
@@ -201,6 +211,49 @@ def cmd_decommission(args) -> int:
                 print("(a plan only: add --execute to start it)")
             return EXIT_OK
         code = _execute(conn, hosted, targets)
-        print(f"when `raftwood reassign --topics ... --status` shows nothing moving, broker "
-              f"{args.broker_id} holds no replica and can be stopped")
+    if code != EXIT_OK:
         return code
+    if not _wait_drained(args):
+        return EXIT_KAFKA_ERROR
+    return _leave_quorum(args)
+
+
+def _wait_drained(args) -> bool:
+    """Wait until no partition lists the broker and none is moving, with progress."""
+    deadline = time.monotonic() + args.wait_timeout
+    last_print = 0.0
+    while True:
+        with _controller_connection(args.bootstrap_server, args.timeout, args.security) as conn:
+            current, _, _, _ = _current(conn, None)
+            moving = _ongoing(conn, sorted({name for name, _ in current}))
+        hosted = sorted(k for k, replicas in current.items() if args.broker_id in replicas)
+        if not hosted and not moving:
+            print(f"broker {args.broker_id} holds no replica")
+            return True
+        now = time.monotonic()
+        if now >= deadline:
+            print(f"raftwood: after {args.wait_timeout:g} s broker {args.broker_id} still holds "
+                  f"{len(hosted)} replicas ({len(moving)} partitions moving); follow them with "
+                  f"`raftwood reassign --topics ... --status`")
+            return False
+        if now - last_print >= 5:
+            print(f"  waiting: {len(hosted)} replicas still on broker {args.broker_id}, "
+                  f"{len(moving)} partitions moving")
+            last_print = now
+        time.sleep(1.0)
+
+
+def _leave_quorum(args) -> int:
+    with Connection(args.bootstrap_server, args.timeout, args.security) as conn:
+        quorum = conn.status().get("quorum")
+    if not quorum or args.broker_id not in {v["id"] for v in quorum["voters"]}:
+        print(f"broker {args.broker_id} is not a voter of the metadata quorum: it can be "
+              f"stopped")
+        return EXIT_OK
+    response = remove_voter(args.bootstrap_server, args.broker_id, args.timeout, args.security)
+    if response.error_code != ErrorCode.NONE:
+        print(f"raftwood: RemoveRaftVoter: {error_name(response.error_code)}"
+              + (f": {response.error_message}" if response.error_message else ""))
+        return EXIT_KAFKA_ERROR
+    print(f"broker {args.broker_id} left the metadata quorum's voters: it can be stopped")
+    return EXIT_OK

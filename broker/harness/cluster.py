@@ -132,7 +132,8 @@ class ClusterProcess:
                  start_timeout_s: float = DEFAULT_CLUSTER_START_TIMEOUT_S,
                  python: str = sys.executable, env: dict | None = None,
                  hosts: dict[int, str] | None = None, ports: tuple[int, int] | None = None,
-                 command_prefixes: dict[int, list[str]] | None = None):
+                 command_prefixes: dict[int, list[str]] | None = None,
+                 voters: int | None = None):
         if size < 1:
             raise ValueError("a cluster needs at least one broker")
         self.home = Path(home)
@@ -144,7 +145,7 @@ class ClusterProcess:
         ports = [ports[0]] * size + [ports[1]] * size if ports else free_ports(2 * size)
         self.plans = plan_brokers(self.home, ports[:size], ports[size:], hosts=hosts)
         self.raft_ports = ports[size:]
-        self.voters = quorum_voters(self.plans)
+        self.voters = quorum_voters(self.plans[:voters or size])
         common = {**(FAST_CLUSTER_SETTINGS if fast else {}), **settings_from_kwargs(settings or {})}
         per_broker = {int(k): settings_from_kwargs(v) for k, v in (broker_settings or {}).items()}
         for own in [common, *per_broker.values()]:
@@ -203,11 +204,14 @@ class ClusterProcess:
         self.stop_all()
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start_all(self, timeout_s: float | None = None) -> "ClusterProcess":
-        """Start every broker that is not running (side by side) and wait until all are
-        registered with a controller elected; BrokerError / AssertionError otherwise."""
+    def start_all(self, timeout_s: float | None = None,
+                  nodes: list[int] | None = None) -> "ClusterProcess":
+        """Start every broker (of ``nodes``, default all) that is not running, side by
+        side, and wait until all are registered with a controller elected;
+        BrokerError / AssertionError otherwise."""
         timeout_s = self.start_timeout_s if timeout_s is None else timeout_s
-        return self._start([b.node_id for b in self.brokers if not b.is_running()], timeout_s)
+        return self._start([b.node_id for b in self.brokers if not b.is_running()
+                            and (nodes is None or b.node_id in nodes)], timeout_s)
 
     def start(self, node_id: int, timeout_s: float | None = None) -> "ClusterProcess":
         """Start one broker and wait until the running brokers see it registered."""

@@ -145,8 +145,9 @@ if pytest is not None:
 
     @pytest.fixture
     def raftwood_cluster_factory(tmp_path):
-        """``factory(size=3, *, broker_settings=None, fast=True, start=True, **settings)
-        -> ClusterProcess``, started unless ``start=False``; every broker of every cluster
+        """``factory(size=3, *, broker_settings=None, fast=True, start=True, voters=None,
+        **settings) -> ClusterProcess``, started unless ``start=False`` (``voters``: only
+        the first brokers vote in the metadata quorum, the others are observers); every broker of every cluster
         is stopped at teardown (SIGTERM at once, SIGKILL after a bound).  Teardown fails
         when a broker had to be SIGKILLed or exited non-zero after SIGTERM; a broker that
         was killed on purpose (not running at teardown) is not checked."""
@@ -154,10 +155,11 @@ if pytest is not None:
         counter = itertools.count(1)
 
         def factory(size: int = 3, *, broker_settings: dict | None = None, fast: bool = True,
-                    start: bool = True, **settings) -> ClusterProcess:
+                    start: bool = True, voters: int | None = None,
+                    **settings) -> ClusterProcess:
             cluster = ClusterProcess(tmp_path / f"cluster-{next(counter)}", size,
                                      settings=settings, broker_settings=broker_settings,
-                                     fast=fast)
+                                     fast=fast, voters=voters)
             clusters.append(cluster)
             return cluster.start_all() if start else cluster
 
