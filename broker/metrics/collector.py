@@ -55,6 +55,8 @@ GROUP_OFFSET = "kafka_consumergroup_current_offset"
 RAFT_COMMIT_INDEX = "raftwood_raft_commit_index"
 RAFT_LAST_APPLIED = "raftwood_raft_last_applied"
 RAFT_TERM = "raftwood_raft_term"
+RAFT_VOTERS = "raftwood_raft_voters"
+RAFT_IS_VOTER = "raftwood_raft_is_voter"
 METADATA_VERSION = "raftwood_metadata_version"
 
 COUNTERS = (ISR_SHRINKS, ISR_EXPANDS, REQUESTS, BYTES_IN, BYTES_OUT, MESSAGES_IN,
@@ -64,7 +66,8 @@ GAUGES = (UNDER_REPLICATED, UNDER_MIN_ISR_COUNT, PARTITION_COUNT, LEADER_COUNT,
           UNDER_MIN_ISR, UNDER_REPLICATED_PARTITION, OFFLINE_PARTITIONS, ACTIVE_CONTROLLER,
           GLOBAL_PARTITIONS, GLOBAL_TOPICS, ACTIVE_BROKERS, FENCED_BROKERS, MAX_LAG,
           LOG_SIZE, LOG_END_OFFSET, LOG_START_OFFSET, PURGATORY_SIZE, GROUP_LAG,
-          GROUP_OFFSET, RAFT_COMMIT_INDEX, RAFT_LAST_APPLIED, RAFT_TERM, METADATA_VERSION)
+          GROUP_OFFSET, RAFT_COMMIT_INDEX, RAFT_LAST_APPLIED, RAFT_TERM, RAFT_VOTERS,
+          RAFT_IS_VOTER, METADATA_VERSION)
 METRIC_NAMES = COUNTERS + HISTOGRAMS + GAUGES
 
 # The purgatories as Kafka labels them (delayedOperation=...).
@@ -237,6 +240,12 @@ class BrokerCollector(Collector):
                      node.raftLastApplied)
         yield _gauge(RAFT_TERM, "Current Raft term of the metadata quorum",
                      node.raftCurrentTerm)
+        # otherNodes / selfNode are replaced, not mutated, by a membership change.
+        is_voter = node.selfNode is not None
+        yield _gauge(RAFT_VOTERS, "Voters of the metadata quorum, as this broker knows them",
+                     len(node.otherNodes) + is_voter)
+        yield _gauge(RAFT_IS_VOTER, "1 when this broker votes in the metadata quorum, 0 when "
+                     "it is an observer", int(is_voter))
 
 
 def _max_lag(fetchers) -> int:

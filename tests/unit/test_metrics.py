@@ -104,6 +104,8 @@ class FakeRaftNode:
     raftCommitIndex = 42
     raftLastApplied = 41
     raftCurrentTerm = 7
+    selfNode = object()
+    otherNodes = frozenset({"a", "b"})
 
 
 @pytest.fixture
@@ -237,6 +239,15 @@ def test_controller_and_raft_gauges(broker):
     assert value(families, "raftwood_raft_commit_index") == 42
     assert value(families, "raftwood_raft_term") == 7
     assert value(families, "raftwood_raft_last_applied") == 41
+    assert value(families, "raftwood_raft_voters") == 3
+    assert value(families, "raftwood_raft_is_voter") == 1
+    broker.store._syncobj = SimpleNamespace(
+        raftCommitIndex=42, raftLastApplied=41, raftCurrentTerm=7, selfNode=None,
+        otherNodes=FakeRaftNode.otherNodes)
+    families = scrape(broker.metrics.registry)
+    assert value(families, "raftwood_raft_voters") == 2  # an observer of two voters
+    assert value(families, "raftwood_raft_is_voter") == 0
+    broker.store._syncobj = FakeRaftNode()
 
     image = broker.metadata.image.snapshot()
     image.topics["t"].partitions[0].leader = -1
