@@ -200,3 +200,21 @@ def test_nothing_listening_is_a_failed_connection():
         port = probe.getsockname()[1]
     with pytest.raises(ConnectionFailed, match=f"127.0.0.1:{port}"):
         BlockingConnection(("127.0.0.1", port), timeout_s=1.0)
+
+
+def test_async_connection_times_out_on_a_silent_broker_and_closes():
+    """The answer's timer (``timeout_s``) ends a round trip the broker never answers;
+    the connection is then closed, and the next request dials again."""
+    async def scenario():
+        listener = socket.create_server(("127.0.0.1", 0))
+        with listener:
+            conn = AsyncConnection("127.0.0.1", listener.getsockname()[1], "t", timeout_s=0.2)
+            with pytest.raises(ConnectionFailed, match="timed out"):
+                await conn.request(ApiVersionsRequest[0]())
+            assert not conn.connected
+        good = OneShotBroker(api_versions_response)
+        conn.port = good.port
+        assert (await conn.request(ApiVersionsRequest[0]())).error_code == 0
+        await conn.close()
+
+    asyncio.run(scenario())
