@@ -21,6 +21,7 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
     DescribeClusterRequest, DescribeClusterResponse, DescribeLogDirsRequest,
     DescribeLogDirsResponse, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    DescribeQuorumRequest, DescribeQuorumResponse,
     ElectLeadersRequest, ElectLeadersResponse,
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
     ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
@@ -185,6 +186,9 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     # The metadata quorum's voter set (KIP-853), written by hand (raft_voter_messages.py).
     _spec(AddRaftVoterRequest, AddRaftVoterResponse, 0, 0),
     _spec(RemoveRaftVoterRequest, RemoveRaftVoterResponse, 0, 0),
+    # The metadata quorum described (KIP-595, v1 KIP-836); v2 (KIP-853) adds directory ids
+    # and endpoints Raftwood's voters do not have.
+    _spec(DescribeQuorumRequest, DescribeQuorumResponse, 0, 1),
 )}
 
 

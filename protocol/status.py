@@ -22,7 +22,7 @@ image this broker has applied):
                  "followers": [{"replica_id", "log_end_offset", "lag", "in_sync",
                                 "caught_up_ms_ago"}]}],
      "quorum": null for a lone broker, else {"role": "voter"|"observer", "running",
-                "leader_id", "term", "commit_index", "last_applied",
+                "leader_id", "leading", "term", "commit_index", "last_applied",
                 "voters": [{"id", "address", "connected", "match_index" (leader only)}],
                 "observers_connected" (leader only)}}
 """

@@ -20,7 +20,7 @@ from . import transactions  # the transaction coordinator (broker/transactions/)
 from . import txn_markers  # transactions: the partition leader's side
 from . import describe_producers
 from . import reassignments  # KIP-455, on the controller
-from . import quorum  # KIP-853: the metadata quorum's voters
+from . import quorum  # KIP-853 / KIP-595: the metadata quorum's voters, described
 from .context import ApiContext
 from .outcome import CLOSE, Handler
 
@@ -76,4 +76,5 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ListPartitionReassignments: reassignments.handle_list_partition_reassignments,
     ApiKey.AddRaftVoter: quorum.handle_add_raft_voter,
     ApiKey.RemoveRaftVoter: quorum.handle_remove_raft_voter,
+    ApiKey.DescribeQuorum: quorum.handle_describe_quorum,
 }

@@ -274,8 +274,9 @@ class RaftStore(_StoreBase):
 
     def quorum_status(self) -> dict:
         """This broker's view of the quorum (the status request's ``quorum``):
-        role, leader, term, commit index, and per voter whether this broker is
-        connected to it and, on the leader only, the last log index it holds."""
+        role, leader, term, commit index, whether this broker leads, and per voter
+        whether this broker is connected to it and, on the leader only, the last log
+        index it holds (its match index; the leader's own: its last log index)."""
         syncobj = self._syncobj
         if syncobj is None:
             return {"role": self.role, "running": False}
@@ -284,17 +285,22 @@ class RaftStore(_StoreBase):
         except RuntimeError:
             status = syncobj.getStatus()
         leading = syncobj._isLeader()
+        try:  # the Raft thread appends meanwhile: an entry may be half there
+            log_end = syncobj._SyncObj__getCurrentLogIndex()
+        except (IndexError, TypeError):
+            log_end = status["last_applied"]
         voters = []
         for node_id, address in sorted(self.voter_ids().items()):
             own = syncobj.selfNode is not None and address == syncobj.selfNode.address
             voters.append({
                 "id": node_id, "address": address,
-                "match_index": (status["last_applied"] if own else
+                "match_index": (log_end if own else
                                 status.get(f"match_idx_server_{address}")) if leading else None,
                 "connected": own or status.get(f"partner_node_status_server_{address}") == 2})
         return {"role": self.role, "running": True, "leader_id": self.controller_id,
-                "term": status["raft_term"], "commit_index": status["commit_idx"],
-                "last_applied": status["last_applied"], "voters": voters,
+                "leading": leading, "term": status["raft_term"],
+                "commit_index": status["commit_idx"], "last_applied": status["last_applied"],
+                "voters": voters,
                 "observers_connected": status["readonly_nodes_count"] if leading else None}
 
     async def add_voter(self, node_id: int, address: str, timeout_s: float = 30.0) -> None:

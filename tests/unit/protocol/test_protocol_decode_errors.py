@@ -32,7 +32,8 @@ from kafka.protocol.admin import (AlterUserScramCredentialsRequest, CreateAclsRe
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from kafka.protocol.admin import (CreatePartitionsRequest, DeleteRecordsRequest,
                                   DescribeClusterRequest, DescribeLogDirsRequest,
-                                  DescribeTopicPartitionsRequest, ElectLeadersRequest)
+                                  DescribeQuorumRequest, DescribeTopicPartitionsRequest,
+                                  ElectLeadersRequest)
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.consumer_group_messages import (ConsumerGroupDescribeRequest,
@@ -211,6 +212,12 @@ def _add_raft_voter(v):
 
 def _remove_raft_voter(v):
     return RemoveRaftVoterRequest[v](cluster_id=None, voter_id=3)
+
+
+def _describe_quorum(v):
+    return DescribeQuorumRequest[v](topics=[DescribeQuorumRequest.TopicData(
+        topic_name="__cluster_metadata",
+        partitions=[DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])
 
 
 def _sasl_handshake(v):
@@ -409,6 +416,7 @@ CORPUS_BUILDERS = {
     "ListPartitionReassignments": (_list_reassignments, [0]),
     "AddRaftVoter": (_add_raft_voter, [0]),
     "RemoveRaftVoter": (_remove_raft_voter, [0]),
+    "DescribeQuorum": (_describe_quorum, [0, 1]),
 }
 
 

@@ -28,6 +28,7 @@ from kafka.protocol.admin import (
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
     CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
     DeleteRecordsRequest, DeleteRecordsResponse, DescribeClusterRequest, DescribeClusterResponse,
+    DescribeQuorumRequest, DescribeQuorumResponse,
     DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, ElectLeadersRequest,
     ElectLeadersResponse,
     DescribeLogDirsRequest, DescribeLogDirsResponse,
@@ -136,6 +137,7 @@ EXPECTED_RANGES = {
     46: (0, 0),   # ListPartitionReassignments
     80: (0, 0),   # AddRaftVoter
     81: (0, 0),   # RemoveRaftVoter
+    55: (0, 1),   # DescribeQuorum (v2: KIP-853's directory ids and endpoints)
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -145,7 +147,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
                   29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
                   24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
-                  45: 0, 46: 0, 80: 0, 81: 0}
+                  45: 0, 46: 0, 80: 0, 81: 0, 55: 0}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -720,6 +722,33 @@ def _check_delete_groups(resp, v):
     assert [(r.group_id, r.error_code) for r in resp.results] == [("g", 69)]
 
 
+def _describe_quorum_response(v):
+    state = DescribeQuorumResponse.TopicData.PartitionData.ReplicaState
+    return DescribeQuorumResponse[v](error_code=0, topics=[DescribeQuorumResponse.TopicData(
+        topic_name="__cluster_metadata", partitions=[
+            DescribeQuorumResponse.TopicData.PartitionData(
+                partition_index=0, error_code=0, leader_id=2, leader_epoch=7,
+                high_watermark=41, current_voters=[
+                    state(replica_id=2, log_end_offset=42, last_fetch_timestamp=1_700_000_000_000,
+                          last_caught_up_timestamp=1_700_000_000_000),
+                    state(replica_id=1, log_end_offset=40, last_fetch_timestamp=-1,
+                          last_caught_up_timestamp=-1)],
+                observers=[state(replica_id=4, log_end_offset=-1, last_fetch_timestamp=-1,
+                                 last_caught_up_timestamp=-1)])])])
+
+
+def _check_describe_quorum(resp, v):
+    partition = resp.topics[0].partitions[0]
+    assert resp.topics[0].topic_name == "__cluster_metadata"
+    assert (partition.leader_id, partition.leader_epoch, partition.high_watermark) == (2, 7, 41)
+    assert [(r.replica_id, r.log_end_offset) for r in partition.current_voters] == [(2, 42),
+                                                                                   (1, 40)]
+    assert [r.replica_id for r in partition.observers] == [4]
+    if v >= 1:
+        assert partition.current_voters[0].last_caught_up_timestamp == 1_700_000_000_000
+        assert partition.current_voters[1].last_fetch_timestamp == -1
+
+
 _REQUESTS = {
     0: lambda v: ProduceRequest[v](transactional_id=None, acks=1, timeout_ms=1, topic_data=[]),
     1: lambda v: FetchRequest[v](replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1, topics=[],
@@ -786,6 +815,9 @@ _REQUESTS = {
     80: lambda v: AddRaftVoterRequest[v](voter_id=4, listeners=[
         VoterListener("CONTROLLER", "h", 65535)]),
     81: lambda v: RemoveRaftVoterRequest[v](voter_id=3),
+    55: lambda v: DescribeQuorumRequest[v](topics=[DescribeQuorumRequest.TopicData(
+        topic_name="__cluster_metadata",
+        partitions=[DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])]),
     61: lambda v: DescribeProducersRequest[v](topics=[]),
     45: lambda v: AlterPartitionReassignmentsRequest[v](timeout_ms=1, topics=[],
                                                         allow_replication_factor_change=True),
@@ -968,6 +1000,7 @@ _RESPONSES = {
     81: (lambda v: RemoveRaftVoterResponse(error_code=127, error_message=None),
          lambda resp, v: (resp.error_code, resp.error_message) == (127, None)
          or pytest.fail("RemoveRaftVoter"), RemoveRaftVoterResponse),
+    55: (_describe_quorum_response, _check_describe_quorum, DescribeQuorumResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
