@@ -188,6 +188,11 @@ class VerifyCluster:
             return f"fenced brokers: {fenced}"
         if image["controller_id"] not in running:
             return "no controller"
+        for node_id, status in sorted(statuses.items()):
+            quorum = status.get("quorum")
+            voters = sorted(v["id"] for v in quorum["voters"]) if quorum else self.node_ids
+            if voters != self.node_ids:
+                return f"broker {node_id} sees the metadata quorum's voters as {voters}"
         for tp in self.partitions:
             state = cluster.find_partition(image, *tp)
             if state is None or state["leader"] < 0:

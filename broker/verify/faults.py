@@ -4,7 +4,8 @@
 step's kind says (see ``schedule``), waits ``hold_s``, undoes it, and returns an
 ``AppliedFault`` describing what happened.  The netns kinds go to ``netfaults``; a
 ``cut`` goes through the proxy or, with brokers in namespaces, nftables; a
-``reassign`` to ``reassign.Reassigner`` (the run's, so its ledger sees every move).
+``reassign`` to ``reassign.Reassigner`` (the run's, so its ledger sees every move); a
+``voter`` takes a broker out of the metadata quorum's voters and back.
 Only the runner's thread calls it.
 
 ``damage_tail`` is the storage fault: on a stopped broker, cut the active segment
@@ -18,6 +19,9 @@ import random
 import time
 from pathlib import Path
 
+from protocol.errors import ErrorCode
+from protocol.raft_voter_messages import (AddRaftVoterRequest, RemoveRaftVoterRequest,
+                                          VoterListener)
 from protocol.records import CRC_START, valid_prefix
 from storage.checkpoint import read_offsets
 
@@ -26,6 +30,10 @@ from .netfaults import NetworkFaults
 from .reassign import ReassignLedger, Reassigner
 from .report import AppliedFault
 from .schedule import NETNS_FAULT_KINDS, FaultStep
+
+
+# A voter change answers once committed (the broker waits up to 30 s for it).
+VOTER_CHANGE_TIMEOUT_S = 45.0
 
 
 class FaultError(RuntimeError):
@@ -168,6 +176,33 @@ class FaultInjector:
 
     def _reassign(self, step, node, tp, role) -> str:
         return self.reassigner.run(step, node, tp)
+
+    def _voter(self, step, node, tp, role) -> str:
+        """RemoveRaftVoter sent to the broker leaving (it hands the leadership over when
+        it leads), hold, AddRaftVoter back at its Raft address (to another broker).
+        A refusal is reported in the action; convergence then fails on the voter set."""
+        plan = self.cluster.plans[self.cluster.node_ids.index(node)]
+        address = f"{plan.host}:{plan.raft_port}"
+        removed = self._voter_change(node, RemoveRaftVoterRequest[0](voter_id=node))
+        self.progress(f"  #{step.index} broker {node} ({role}) out of the voters: {removed}; "
+                      f"observer for {step.hold_s:.1f}s")
+        time.sleep(step.hold_s)
+        via = self.vc.other_broker(node, step.pick)
+        added = self._voter_change(via, AddRaftVoterRequest[0](
+            voter_id=node, listeners=[VoterListener("CONTROLLER", plan.host, plan.raft_port)]))
+        return (f"broker {node} ({role}) out of the metadata quorum's voters ({removed}), "
+                f"an observer for {step.hold_s:.1f}s, added back at {address} via broker "
+                f"{via} ({added})")
+
+    def _voter_change(self, via: int, request) -> str:
+        try:
+            with self.cluster.connect(via, timeout_s=VOTER_CHANGE_TIMEOUT_S) as conn:
+                answer = conn.request(request)
+        except ConnectionError as exc:
+            return f"no answer: {exc}"
+        if answer.error_code == 0:
+            return "done"
+        return f"{ErrorCode(answer.error_code).name}: {answer.error_message}"
 
     def _corrupt_tail(self, step, node, tp, role) -> str:
         if self.cluster.hosted(node, *tp) is None:  # a larger cluster: pick one it hosts

@@ -63,6 +63,12 @@ in either network mode):
     partition, the fault waits (bounded) for the move to complete; variant ``cancel``
     cancels it shortly after the start instead.  See ``reassign`` for the plan and why
     such runs have 4 brokers.
+``voter``
+    Take the role's broker (the controller, that is the metadata quorum's leader, or a
+    partition's follower) out of the quorum's voters (RemoveRaftVoter: it carries on as
+    an observer, the leader handing leadership over first), hold, then add it back
+    (AddRaftVoter at its own Raft address).  Convergence includes every broker seeing
+    the whole voter set again.
 """
 from __future__ import annotations
 
@@ -74,7 +80,7 @@ FAULT_KINDS = ("kill-leader", "kill-follower", "kill-controller", "pause",
 NETNS_FAULT_KINDS = ("isolate-controller", "zombie-leader", "leader-from-followers",
                      "kafka-ports", "split-majority", "split-minority", "flap", "netem")
 ALL_FAULT_KINDS = FAULT_KINDS + NETNS_FAULT_KINDS
-OPT_IN_FAULT_KINDS = ("reassign",)
+OPT_IN_FAULT_KINDS = ("reassign", "voter")
 KNOWN_FAULT_KINDS = ALL_FAULT_KINDS + OPT_IN_FAULT_KINDS
 NETWORKS = ("proxy", "netns")
 ALIASES = {
@@ -91,7 +97,8 @@ FIXED_ROLE = {"kill-leader": "leader", "kill-follower": "follower",
               "zombie-leader": "leader", "leader-from-followers": "leader"}
 ROLE_CHOICES = {"split-majority": ("leader", "controller"),
                 "split-minority": ("leader", "controller"),
-                "reassign": ("leader", "follower")}
+                "reassign": ("leader", "follower"),
+                "voter": ("controller", "follower")}
 VARIANTS = {"cut": ("isolate", "pair"), "corrupt-tail": ("truncate", "corrupt"),
             "reassign": ("move", "move", "cancel")}   # about one move in three cancelled
 # isolate-controller: (variant, weight); a long one at most once per LONG_EVERY_S.
@@ -107,7 +114,8 @@ HOLD_RANGES_S = {"kill-leader": (0.5, 3.0), "kill-follower": (0.5, 3.0),
                  "isolate-controller": (1.5, 4.0), "zombie-leader": (3.5, 5.0),
                  "leader-from-followers": (3.5, 5.0), "kafka-ports": (1.5, 3.5),
                  "split-majority": (1.5, 3.5), "split-minority": (1.5, 3.5),
-                 "flap": (1.5, 3.0), "netem": (2.0, 4.0), "reassign": (0.0, 0.0)}
+                 "flap": (1.5, 3.0), "netem": (2.0, 4.0), "reassign": (0.0, 0.0),
+                 "voter": (1.0, 3.0)}
 # What a step costs beyond its hold time, for planning: a broker restart (process start,
 # registration) where there is one, plus recovery of the ISR.
 RECOVERY_ESTIMATE_S = {"kill-leader": 2.5, "kill-follower": 2.5, "kill-controller": 2.5,
@@ -116,7 +124,8 @@ RECOVERY_ESTIMATE_S = {"kill-leader": 2.5, "kill-follower": 2.5, "kill-controlle
                        "isolate-controller": 2.0, "zombie-leader": 2.0,
                        "leader-from-followers": 1.5, "kafka-ports": 1.5,
                        "split-majority": 1.5, "split-minority": 2.0, "flap": 1.0,
-                       "netem": 1.0, "reassign": 4.0}  # reassign: copy, join, complete
+                       "netem": 1.0, "reassign": 4.0,  # reassign: copy, join, complete
+                       "voter": 3.0}  # voter: hand-over, two committed changes
 GAP_RANGE_S = (0.5, 1.5)
 WARMUP_S = 2.0
 
@@ -154,6 +163,8 @@ class FaultStep:
                     else f"cut {target} off from one other broker for {self.hold_s:.1f}s"),
             "corrupt-tail": f"kill -9 {target}, {self.variant} the tail of its {name} "
                             f"log, start it",
+            "voter": f"take {target} out of the metadata quorum's voters for "
+                     f"{self.hold_s:.1f}s (an observer), then add it back",
             "reassign": f"move the replica of {target} to a broker without one "
                         f"(AlterPartitionReassignments; a reorder if none), "
                         + ("cancel it halfway" if self.variant == "cancel"
