@@ -202,15 +202,21 @@ async def handle_describe_quorum(ctx, request):
         return described
     if forwarded(request):  # asked by a broker that took us for the leader: Kafka's answer
         return _not_leader()
+    version = request.api_version
     try:
-        return await forward_to_quorum_leader(
-            ctx, DescribeQuorumRequest[request.api_version](topics=[
+        answer = await forward_to_quorum_leader(
+            ctx, DescribeQuorumRequest[version](topics=[
                 DescribeQuorumRequest.TopicData(topic_name=METADATA_TOPIC, partitions=[
                     DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])]),
             timeout_s=DESCRIBE_FORWARD_TIMEOUT_S, attempt_timeout_s=DESCRIBE_FORWARD_TIMEOUT_S,
             led=lambda answer: not _names_error(answer, ErrorCode.NOT_LEADER_OR_FOLLOWER))
     except MetadataUnavailable:
         return _not_leader()  # retriable: the client asks again
+    # The leader's answer becomes ours without its response header: kafka-python sets a
+    # version through the header, which a response header refuses (the same private
+    # field protocol/messages.py sets on decoded requests; kafka-python 3.0.12, pinned).
+    answer._header = None
+    return answer
 
 
 def _describe_as_leader(ctx) -> DescribeQuorumResponse | None:
