@@ -7,12 +7,14 @@ unregistered broker), describeLogDirs, deleteRecords (and the consumer's
 OffsetOutOfRangeException below the new start), electLeaders and, on three brokers,
 alterPartitionReassignments / listPartitionReassignments, a preferred election after the
 move, the cancel of a finished move and a target naming an unregistered broker
-(InvalidReplicaAssignmentException, Kafka's INVALID_REPLICA_ASSIGNMENT).  Each step's
+(InvalidReplicaAssignmentException, Kafka's INVALID_REPLICA_ASSIGNMENT), and
+describeMetadataQuorum (DescribeQuorum: the leader is the controller, every broker a
+voter or an observer).  Each step's
 checks are listed at the top of the Java file.  Skipped, with the reason, only when
 there is no JDK or the wheel cannot be downloaded.
 
 Invariants checked: the harness exits 0 and every expected step printed PASS, so a step
-skipped or never reached fails the test; on one broker the reassignment steps are
+skipped or never reached fails the test; on one broker the three-broker steps are
 printed as SKIP (they need three brokers), never as PASS.
 """
 from __future__ import annotations
@@ -34,11 +36,12 @@ SINGLE_BROKER_STEPS = [
     "admin-delete-records-consumer",
     "admin-elect-leaders",
 ]
-REASSIGNMENT_STEPS = [
+THREE_BROKER_STEPS = [
     "admin-reassign-partition",
     "admin-elect-leaders-after-move",
     "admin-reassign-cancel-none",
     "admin-reassign-unknown-broker",
+    "admin-describe-metadata-quorum",
 ]
 
 
@@ -70,12 +73,12 @@ def test_java_admin_on_one_broker(harness, raftwood_broker):
                       timeout_s=HARNESS_TIMEOUT_S)
     _assert_steps(run, SINGLE_BROKER_STEPS)
     skipped = {line.split()[1] for line in run.stdout.splitlines() if line.startswith("SKIP ")}
-    assert skipped == set(REASSIGNMENT_STEPS), run.report()
+    assert skipped == set(THREE_BROKER_STEPS), run.report()
 
 
 def test_java_admin_on_three_brokers(harness, cluster_factory):
     cluster = cluster_factory(3)
     run = harness.run("admin", bootstrap=cluster.bootstrap, prefix="admin3", brokers=3,
                       timeout_s=HARNESS_TIMEOUT_S)
-    _assert_steps(run, SINGLE_BROKER_STEPS + REASSIGNMENT_STEPS)
+    _assert_steps(run, SINGLE_BROKER_STEPS + THREE_BROKER_STEPS)
     assert "SKIP" not in run.stdout, run.report()

@@ -50,7 +50,10 @@
 //       the records read back, then electLeaders PREFERRED on it; cancelling a
 //       reassignment that no longer exists is NoReassignmentInProgressException; a target
 //       with an unregistered broker id is InvalidReplicaAssignmentException, an unknown
-//       topic UnknownTopicOrPartitionException.
+//       topic UnknownTopicOrPartitionException; describeMetadataQuorum (DescribeQuorum):
+//       the leader is describeCluster's controller and a voter, voters and observers are
+//       disjoint and together the cluster's nodes, the high watermark is positive and the
+//       leader's log end offset at or above it.
 //
 // Every mode also takes [--client-config FILE]: a Java properties file of client settings
 // (security.protocol, sasl.*, ssl.*) added to every Admin, producer and consumer it makes,
@@ -85,6 +88,7 @@ import org.apache.kafka.clients.admin.LogDirDescription;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.PartitionReassignment;
+import org.apache.kafka.clients.admin.QuorumInfo;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.ReplicaInfo;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
@@ -629,7 +633,8 @@ public final class RaftwoodHarness {
             step("admin-elect-leaders", () -> electLeaders(admin, data, partitions));
             if (!reassign) {
                 for (String name : List.of("admin-reassign-partition", "admin-elect-leaders-after-move",
-                        "admin-reassign-cancel-none", "admin-reassign-unknown-broker")) {
+                        "admin-reassign-cancel-none", "admin-reassign-unknown-broker",
+                        "admin-describe-metadata-quorum")) {
                     out("SKIP " + name + " needs --brokers >= 3 (got " + brokers + ")");
                 }
                 return;
@@ -638,7 +643,41 @@ public final class RaftwoodHarness {
             if (moved) step("admin-elect-leaders-after-move", () -> electLeaders(admin, move, 1));
             step("admin-reassign-cancel-none", () -> cancelWithoutReassignment(admin, move));
             step("admin-reassign-unknown-broker", () -> reassignToUnknownBroker(admin, move));
+            step("admin-describe-metadata-quorum", () -> describeMetadataQuorum(admin, nodes));
         }
+    }
+
+    /** describeMetadataQuorum (DescribeQuorum, forwarded to the quorum leader by whichever
+     * broker the client asks): the leader, a voter, is the controller describeCluster
+     * names; every node of the cluster is a voter or an observer, never both. */
+    String describeMetadataQuorum(Admin admin, List<Node> nodes) throws Exception {
+        QuorumInfo quorum = admin.describeMetadataQuorum().quorumInfo().get(WAIT_S, TimeUnit.SECONDS);
+        Node controller = admin.describeCluster().controller().get(WAIT_S, TimeUnit.SECONDS);
+        Set<Integer> voters = new java.util.TreeSet<>();
+        Set<Integer> observers = new java.util.TreeSet<>();
+        quorum.voters().forEach(r -> voters.add(r.replicaId()));
+        quorum.observers().forEach(r -> observers.add(r.replicaId()));
+        Set<Integer> nodeIds = new java.util.TreeSet<>();
+        nodes.forEach(n -> nodeIds.add(n.id()));
+        check(quorum.leaderId() == controller.id(), "quorum leader %d, controller %s",
+                quorum.leaderId(), controller);
+        check(voters.contains(quorum.leaderId()), "leader %d is not among the voters %s",
+                quorum.leaderId(), voters);
+        check(java.util.Collections.disjoint(voters, observers), "voters %s and observers %s overlap",
+                voters, observers);
+        Set<Integer> members = new java.util.TreeSet<>(voters);
+        members.addAll(observers);
+        check(members.equals(nodeIds), "voters %s + observers %s are not the nodes %s",
+                voters, observers, nodeIds);
+        QuorumInfo.ReplicaState leader = quorum.voters().stream()
+                .filter(r -> r.replicaId() == quorum.leaderId()).findFirst().orElseThrow();
+        check(quorum.highWatermark() > 0 && leader.logEndOffset() >= quorum.highWatermark(),
+                "high watermark %d, leader's log end offset %d", quorum.highWatermark(),
+                leader.logEndOffset());
+        check(quorum.leaderEpoch() > 0, "leader epoch %d", quorum.leaderEpoch());
+        return "leader " + quorum.leaderId() + " in epoch " + quorum.leaderEpoch() + ", voters "
+                + voters + ", observers " + observers + ", high watermark " + quorum.highWatermark()
+                + ", leader's log end " + leader.logEndOffset();
     }
 
     /** The cause of a future's failure, or CheckFailed when it succeeded. */
