@@ -172,6 +172,10 @@ class Connection(asyncio.Protocol):
             else:
                 result = encode_response(request, body)
         except asyncio.CancelledError:
+            # Cancelled with the connection (nothing is written then) or by the loop's
+            # shutdown: the queue moves past this request, as for any finished one.
+            pending.done = True
+            self._flush()
             raise
         except Exception:
             # A bug of ours, not the peer's: log it whole and close this connection only.
