@@ -107,3 +107,17 @@ def compat_env(module_broker):
     from compat.scenarios import CompatEnv
 
     return CompatEnv(module_broker.bootstrap, module_broker.node_id)
+
+
+@pytest.fixture(scope="session")
+def java_harness(tmp_path_factory):
+    """Our Java kafka-clients harness (compat/java), compiled once per session (its jars
+    are cached in compat/java/.cache); the test is skipped when Java or the jars are
+    unavailable."""
+    from compat.java.harness import HarnessUnavailable, prepare
+
+    try:
+        return prepare(build_dir=tmp_path_factory.mktemp("java-harness"))
+    except HarnessUnavailable as exc:
+        pytest.skip(f"Java harness unavailable: {exc}")
+

@@ -22,22 +22,12 @@ import pytest
 
 import broker.testing as raftwood_testing
 from broker.testing import KafkaConnection
-from compat.java.harness import HarnessUnavailable, prepare
 from protocol.records import iter_headers
 
 HARNESS_TIMEOUT_S = 120.0
 NUMBERED_COUNT = 6000          # 20 records every 10 ms: about 3 s of producing
 KILL_AFTER_ACKED = 1500
 PARTITIONS = 3
-
-
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    """The harness compiled into a temporary directory (jars cached in compat/java/.cache)."""
-    try:
-        return prepare(build_dir=tmp_path_factory.mktemp("java-harness"))
-    except HarnessUnavailable as exc:
-        pytest.skip(f"Java harness unavailable: {exc}")
 
 
 @pytest.fixture
@@ -75,8 +65,8 @@ def _assert_idempotent_batches(bootstrap: str, topic: str, partition: int) -> No
         next_sequence = header.base_sequence + header.last_offset_delta + 1
 
 
-def test_java_harness_passes_on_one_broker(harness, raftwood_broker):
-    run = harness.run("suite", bootstrap=raftwood_broker.bootstrap, prefix="java1",
+def test_java_harness_passes_on_one_broker(java_harness, raftwood_broker):
+    run = java_harness.run("suite", bootstrap=raftwood_broker.bootstrap, prefix="java1",
                       partitions=PARTITIONS, replication_factor=1, brokers=1,
                       timeout_s=HARNESS_TIMEOUT_S)
     _assert_passed(run, _suite_steps())
@@ -84,15 +74,15 @@ def test_java_harness_passes_on_one_broker(harness, raftwood_broker):
         _assert_idempotent_batches(raftwood_broker.bootstrap, f"java1-{codec}", 0)
 
 
-def test_java_harness_passes_on_three_brokers(harness, cluster_factory):
+def test_java_harness_passes_on_three_brokers(java_harness, cluster_factory):
     cluster = cluster_factory(3)
-    run = harness.run("suite", bootstrap=cluster.bootstrap, prefix="java3",
+    run = java_harness.run("suite", bootstrap=cluster.bootstrap, prefix="java3",
                       partitions=PARTITIONS, replication_factor=3, min_insync=2, brokers=3,
                       timeout_s=HARNESS_TIMEOUT_S)
     _assert_passed(run, _suite_steps())
 
 
-def test_idempotent_producer_survives_leader_kill(harness, cluster_factory):
+def test_idempotent_producer_survives_leader_kill(java_harness, cluster_factory):
     """SIGKILL the leader of partition 0 while the Java producer is mid-run (acks=all,
     min.insync.replicas=2): every send is acknowledged and every number is in the
     topic exactly once, in send order on its partition."""
@@ -100,7 +90,7 @@ def test_idempotent_producer_survives_leader_kill(harness, cluster_factory):
     topic = cluster.create_topic("numbers", PARTITIONS, 3, {"min.insync.replicas": 2})
     victim = cluster.leader_of(topic, 0)
     assert victim > 0
-    live = harness.start("produce-numbered", bootstrap=cluster.bootstrap, topic=topic,
+    live = java_harness.start("produce-numbered", bootstrap=cluster.bootstrap, topic=topic,
                          count=NUMBERED_COUNT, partitions=PARTITIONS, batch=20, interval_ms=10)
     try:
         line = live.wait_for_line(
@@ -116,7 +106,7 @@ def test_idempotent_producer_survives_leader_kill(harness, cluster_factory):
     assert "sent=%d" % NUMBERED_COUNT in produced.stdout
     new_leader = cluster.wait_for_leader(topic, 0, not_in=(victim,))
     alive = ",".join(b.bootstrap for b in cluster.brokers if b.is_running())
-    verified = harness.run("verify-numbered", bootstrap=alive, topic=topic, count=NUMBERED_COUNT,
+    verified = java_harness.run("verify-numbered", bootstrap=alive, topic=topic, count=NUMBERED_COUNT,
                            partitions=PARTITIONS, timeout_s=HARNESS_TIMEOUT_S)
     _assert_passed(verified, 1)
     print(f"leader {victim} killed at acked>={KILL_AFTER_ACKED}; producer finished "

@@ -26,7 +26,6 @@ from broker.network.kafka_client import BlockingConnection, ConnectionFailed
 from broker.security import scram, tls
 from broker.security.client import ClientSecurity
 from broker.testing import BrokerProcess, free_port
-from compat.java.harness import HarnessUnavailable, prepare
 from tests.conftest import create_topic
 from tests.security_certs import make_pki, with_listeners
 
@@ -143,14 +142,6 @@ def test_saslhandshake_v0_then_bare_tokens_authenticates(secure):
 
 # -- the Java harness -------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    try:
-        return prepare(build_dir=tmp_path_factory.mktemp("java-harness-secure"))
-    except HarnessUnavailable as exc:
-        pytest.skip(f"Java harness unavailable: {exc}")
-
-
 def java_client_config(home, protocol: str, pki) -> str:
     lines = [f"security.protocol={protocol}", "ssl.truststore.type=PEM",
              f"ssl.truststore.location={pki.ca}"]
@@ -164,11 +155,11 @@ def java_client_config(home, protocol: str, pki) -> str:
 
 
 @pytest.mark.parametrize("protocol", ["SASL_SSL", "SSL"])
-def test_java_harness_passes_over(secure, harness, protocol):
+def test_java_harness_passes_over(secure, java_harness, protocol):
     """The Spark-path suite (Admin, an idempotent producer per codec, a group consumer
     reading every record back at its offset) with only the security settings added."""
     broker, ports, pki, home = secure
-    run = harness.run("suite", bootstrap=f"127.0.0.1:{ports[protocol]}",
+    run = java_harness.run("suite", bootstrap=f"127.0.0.1:{ports[protocol]}",
                       prefix=f"java-{protocol.lower().replace('_', '-')}", partitions=2,
                       replication_factor=1, brokers=1,
                       client_config=java_client_config(home, protocol, pki),

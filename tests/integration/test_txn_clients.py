@@ -715,16 +715,6 @@ def test_describe_and_list_transactions_and_producers_show_the_state(txn_broker,
 
 
 # -- the Java kafka-clients -----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def java_harness(tmp_path_factory):
-    from compat.java.harness import HarnessUnavailable, prepare
-
-    try:
-        return prepare(build_dir=tmp_path_factory.mktemp("java-harness-txn"))
-    except HarnessUnavailable as exc:
-        pytest.skip(f"Java harness unavailable: {exc}")
-
-
 def test_java_consume_transform_produce_with_send_offsets_to_transaction(txn_broker,
                                                                          java_harness,
                                                                          topic_name):

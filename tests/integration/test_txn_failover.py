@@ -674,16 +674,6 @@ def find_group_coordinator(cluster, group: str) -> int:
 
 
 # -- the Java kafka-clients on 3 brokers --------------------------------------------------------
-@pytest.fixture(scope="module")
-def java_harness(tmp_path_factory):
-    from compat.java.harness import HarnessUnavailable, prepare
-
-    try:
-        return prepare(build_dir=tmp_path_factory.mktemp("java-harness-txn3"))
-    except HarnessUnavailable as exc:
-        pytest.skip(f"Java harness unavailable: {exc}")
-
-
 def test_java_consume_transform_produce_on_three_brokers(cluster_factory, java_harness):
     cluster = txn_cluster(cluster_factory)
     run = java_harness.run("txn-ctp", bootstrap=cluster.bootstrap, prefix="java-txn3",
