@@ -19,11 +19,6 @@ printed as SKIP (they need three brokers), never as PASS.
 """
 from __future__ import annotations
 
-import pytest
-
-import broker.testing as raftwood_testing
-from compat.java.harness import HarnessUnavailable, prepare
-
 HARNESS_TIMEOUT_S = 120.0
 SINGLE_BROKER_STEPS = [
     "admin-create-topics",
@@ -45,40 +40,23 @@ THREE_BROKER_STEPS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory):
-    """The harness compiled into a temporary directory (jars cached in compat/java/.cache)."""
-    try:
-        return prepare(build_dir=tmp_path_factory.mktemp("java-harness"))
-    except HarnessUnavailable as exc:
-        pytest.skip(f"Java harness unavailable: {exc}")
-
-
-@pytest.fixture
-def cluster_factory(request):
-    """The plugin's ``raftwood_cluster_factory``; skipped on a checkout without it."""
-    if not hasattr(raftwood_testing, "ClusterProcess"):
-        pytest.skip("broker.testing has no ClusterProcess / raftwood_cluster_factory")
-    return request.getfixturevalue("raftwood_cluster_factory")
-
-
 def _assert_steps(run, expected: list[str]) -> None:
     print(run.stdout)
     assert run.passed, run.report()
     assert run.steps() == {name: "PASS" for name in expected}, run.report()
 
 
-def test_java_admin_on_one_broker(harness, raftwood_broker):
-    run = harness.run("admin", bootstrap=raftwood_broker.bootstrap, prefix="admin1", brokers=1,
-                      timeout_s=HARNESS_TIMEOUT_S)
+def test_java_admin_on_one_broker(java_harness, raftwood_broker):
+    run = java_harness.run("admin", bootstrap=raftwood_broker.bootstrap, prefix="admin1",
+                           brokers=1, timeout_s=HARNESS_TIMEOUT_S)
     _assert_steps(run, SINGLE_BROKER_STEPS)
     skipped = {line.split()[1] for line in run.stdout.splitlines() if line.startswith("SKIP ")}
     assert skipped == set(THREE_BROKER_STEPS), run.report()
 
 
-def test_java_admin_on_three_brokers(harness, cluster_factory):
-    cluster = cluster_factory(3)
-    run = harness.run("admin", bootstrap=cluster.bootstrap, prefix="admin3", brokers=3,
-                      timeout_s=HARNESS_TIMEOUT_S)
+def test_java_admin_on_three_brokers(java_harness, raftwood_cluster_factory):
+    cluster = raftwood_cluster_factory(3)
+    run = java_harness.run("admin", bootstrap=cluster.bootstrap, prefix="admin3", brokers=3,
+                           timeout_s=HARNESS_TIMEOUT_S)
     _assert_steps(run, SINGLE_BROKER_STEPS + THREE_BROKER_STEPS)
     assert "SKIP" not in run.stdout, run.report()

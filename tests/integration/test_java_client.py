@@ -20,7 +20,6 @@ import time
 
 import pytest
 
-import broker.testing as raftwood_testing
 from broker.testing import KafkaConnection
 from protocol.records import iter_headers
 
@@ -28,15 +27,6 @@ HARNESS_TIMEOUT_S = 120.0
 NUMBERED_COUNT = 6000          # 20 records every 10 ms: about 3 s of producing
 KILL_AFTER_ACKED = 1500
 PARTITIONS = 3
-
-
-@pytest.fixture
-def cluster_factory(request):
-    """The plugin's ``raftwood_cluster_factory`` (3-broker clusters with fast failure
-    detection); skipped on a checkout whose broker.testing does not offer it yet."""
-    if not hasattr(raftwood_testing, "ClusterProcess"):
-        pytest.skip("broker.testing has no ClusterProcess / raftwood_cluster_factory")
-    return request.getfixturevalue("raftwood_cluster_factory")
 
 
 def _assert_passed(run, steps_expected: int) -> None:
@@ -67,31 +57,31 @@ def _assert_idempotent_batches(bootstrap: str, topic: str, partition: int) -> No
 
 def test_java_harness_passes_on_one_broker(java_harness, raftwood_broker):
     run = java_harness.run("suite", bootstrap=raftwood_broker.bootstrap, prefix="java1",
-                      partitions=PARTITIONS, replication_factor=1, brokers=1,
-                      timeout_s=HARNESS_TIMEOUT_S)
+                           partitions=PARTITIONS, replication_factor=1, brokers=1,
+                           timeout_s=HARNESS_TIMEOUT_S)
     _assert_passed(run, _suite_steps())
     for codec in ("gzip", "zstd"):
         _assert_idempotent_batches(raftwood_broker.bootstrap, f"java1-{codec}", 0)
 
 
-def test_java_harness_passes_on_three_brokers(java_harness, cluster_factory):
-    cluster = cluster_factory(3)
+def test_java_harness_passes_on_three_brokers(java_harness, raftwood_cluster_factory):
+    cluster = raftwood_cluster_factory(3)
     run = java_harness.run("suite", bootstrap=cluster.bootstrap, prefix="java3",
-                      partitions=PARTITIONS, replication_factor=3, min_insync=2, brokers=3,
-                      timeout_s=HARNESS_TIMEOUT_S)
+                           partitions=PARTITIONS, replication_factor=3, min_insync=2, brokers=3,
+                           timeout_s=HARNESS_TIMEOUT_S)
     _assert_passed(run, _suite_steps())
 
 
-def test_idempotent_producer_survives_leader_kill(java_harness, cluster_factory):
+def test_idempotent_producer_survives_leader_kill(java_harness, raftwood_cluster_factory):
     """SIGKILL the leader of partition 0 while the Java producer is mid-run (acks=all,
     min.insync.replicas=2): every send is acknowledged and every number is in the
     topic exactly once, in send order on its partition."""
-    cluster = cluster_factory(3)
+    cluster = raftwood_cluster_factory(3)
     topic = cluster.create_topic("numbers", PARTITIONS, 3, {"min.insync.replicas": 2})
     victim = cluster.leader_of(topic, 0)
     assert victim > 0
     live = java_harness.start("produce-numbered", bootstrap=cluster.bootstrap, topic=topic,
-                         count=NUMBERED_COUNT, partitions=PARTITIONS, batch=20, interval_ms=10)
+                              count=NUMBERED_COUNT, partitions=PARTITIONS, batch=20, interval_ms=10)
     try:
         line = live.wait_for_line(
             lambda text: text.startswith("PROGRESS") and
@@ -106,8 +96,9 @@ def test_idempotent_producer_survives_leader_kill(java_harness, cluster_factory)
     assert "sent=%d" % NUMBERED_COUNT in produced.stdout
     new_leader = cluster.wait_for_leader(topic, 0, not_in=(victim,))
     alive = ",".join(b.bootstrap for b in cluster.brokers if b.is_running())
-    verified = java_harness.run("verify-numbered", bootstrap=alive, topic=topic, count=NUMBERED_COUNT,
-                           partitions=PARTITIONS, timeout_s=HARNESS_TIMEOUT_S)
+    verified = java_harness.run("verify-numbered", bootstrap=alive, topic=topic,
+                                count=NUMBERED_COUNT, partitions=PARTITIONS,
+                                timeout_s=HARNESS_TIMEOUT_S)
     _assert_passed(verified, 1)
     print(f"leader {victim} killed at acked>={KILL_AFTER_ACKED}; producer finished "
           f"{produced.elapsed_s - (killed_at - live.start_time):.1f} s later; new leader "

@@ -160,10 +160,10 @@ def test_java_harness_passes_over(secure, java_harness, protocol):
     reading every record back at its offset) with only the security settings added."""
     broker, ports, pki, home = secure
     run = java_harness.run("suite", bootstrap=f"127.0.0.1:{ports[protocol]}",
-                      prefix=f"java-{protocol.lower().replace('_', '-')}", partitions=2,
-                      replication_factor=1, brokers=1,
-                      client_config=java_client_config(home, protocol, pki),
-                      timeout_s=HARNESS_TIMEOUT_S)
+                           prefix=f"java-{protocol.lower().replace('_', '-')}", partitions=2,
+                           replication_factor=1, brokers=1,
+                           client_config=java_client_config(home, protocol, pki),
+                           timeout_s=HARNESS_TIMEOUT_S)
     assert run.passed, run.report()
     verdicts = run.steps()
     assert verdicts and set(verdicts.values()) == {"PASS"}, run.report()
