@@ -5,7 +5,9 @@ counted from 1:
 
     node.id                  i
     listeners                PLAINTEXT://127.0.0.1:<P + i - 1>
-    controller.quorum.voters 1@127.0.0.1:<R>,2@127.0.0.1:<R + 1>,...   (only when N > 1)
+    controller.quorum.voters 1@127.0.0.1:<R>,2@127.0.0.1:<R + 1>,...   (only when N > 1;
+                             the first ``--voters`` brokers, default all: the others
+                             are observers of the metadata quorum)
     log.dirs                 <data-dir>/broker-<i>
     stdout + stderr          <data-dir>/broker-<i>/broker.log
 
@@ -56,8 +58,7 @@ from kafka.protocol.admin import AlterUserScramCredentialsRequest
 from protocol.errors import ErrorCode
 
 from .. import config as config_module
-from ..harness import (LOCALHOST, BrokerPlan, broker_process, log_tail, plan_brokers,
-                       quorum_voters)
+from ..harness import LOCALHOST, BrokerPlan, broker_process, log_tail, plan_brokers
 from ..harness import broker_command  # noqa: F401  (part of this command's layout API)
 from .client import ClientError, Connection, answers_api_versions, error_name, fetch_statuses
 from .dev_tls import DevPki, make_dev_pki, write_private
@@ -156,14 +157,18 @@ def ui_url(member: BrokerPlan, ui_port_base: int) -> str:
     return f"http://{member.host}:{ui_port_base + member.node_id - 1}{UI_PATH}"
 
 
-def voters(layout: list[BrokerPlan]) -> str:
-    """``1@127.0.0.1:9192,2@127.0.0.1:9193,...``; empty for a lone broker."""
-    return quorum_voters(layout)
+def voters(layout: list[BrokerPlan], count: int | None = None) -> str:
+    """``1@127.0.0.1:9192,2@127.0.0.1:9193,...`` of the first ``count`` brokers (default
+    all); empty for a lone broker."""
+    if len(layout) < 2:
+        return ""
+    return ",".join(f"{p.node_id}@{p.host}:{p.raft_port}" for p in layout[:count or None])
 
 
 def broker_settings(layout: list[BrokerPlan], member: BrokerPlan,
                     extra: dict[str, str], secure: SecureDev | None = None,
-                    ui_port_base: int | None = None) -> dict[str, str]:
+                    ui_port_base: int | None = None,
+                    voter_count: int | None = None) -> dict[str, str]:
     """Every ``--set`` of one broker, managed ones first; DevError if ``extra`` names one
     (``metrics.port`` too with ``--ui``, which sets it per broker)."""
     managed = set(MANAGED_SETTINGS) | ({"metrics.port"} if ui_port_base is not None else set())
@@ -174,7 +179,7 @@ def broker_settings(layout: list[BrokerPlan], member: BrokerPlan,
     settings = {"node.id": str(member.node_id), "listeners": f"PLAINTEXT://{member.address}",
                 "log.dirs": str(member.data_dir)}
     if voters(layout):
-        settings["controller.quorum.voters"] = voters(layout)
+        settings["controller.quorum.voters"] = voters(layout, voter_count)
     if secure is not None:
         settings["listeners"] += f",SASL_SSL://{secure.address(member)}"
         settings.update({
@@ -247,9 +252,10 @@ class DevCluster:
     """
 
     def __init__(self, layout: list[BrokerPlan], extra: dict[str, str], out=sys.stdout,
-                 secure: SecureDev | None = None, ui_port_base: int | None = None):
+                 secure: SecureDev | None = None, ui_port_base: int | None = None,
+                 voter_count: int | None = None):
         self.layout = layout
-        self.settings = [broker_settings(layout, b, extra, secure, ui_port_base)
+        self.settings = [broker_settings(layout, b, extra, secure, ui_port_base, voter_count)
                          for b in layout]
         self.brokers = [broker_process(member, {k: v for k, v in settings.items()
                                                 if k not in _SET_BY_BROKER_PROCESS},
@@ -375,10 +381,10 @@ class DevCluster:
             state = "up" if index in by_index else f"down ({broker.returncode})"
             if isinstance(answer, dict):
                 summary = broker_summary(answer)
-                details = [summary.is_controller, summary.hosted, summary.leaders,
-                           summary.under_replicated]
+                details = [summary.is_controller, summary.quorum_role, summary.hosted,
+                           summary.leaders, summary.under_replicated]
             else:
-                details = [UNKNOWN if index in by_index else None] * 4
+                details = [UNKNOWN if index in by_index else None] * 5
             rows.append([member.node_id, member.address, broker.pid, state] + details)
         return rows
 
@@ -386,8 +392,8 @@ class DevCluster:
         print(text, end=end, file=self.out, flush=True)
 
 
-STATUS_HEADERS = ["ID", "ADDRESS", "PID", "STATE", "CONTROLLER", "HOSTED", "LEADERS",
-                  "UNDER_REPLICATED"]
+STATUS_HEADERS = ["ID", "ADDRESS", "PID", "STATE", "CONTROLLER", "QUORUM", "HOSTED",
+                  "LEADERS", "UNDER_REPLICATED"]
 
 
 def _use_listeners(broker, listeners: str) -> None:
@@ -405,7 +411,7 @@ def _use_listeners(broker, listeners: str) -> None:
 
 
 def render_status(rows: list[list]) -> str:
-    return format_table(STATUS_HEADERS, rows, right=(0, 2, 5, 6, 7))
+    return format_table(STATUS_HEADERS, rows, right=(0, 2, 6, 7, 8))
 
 
 def _int_or(value, default: int) -> int:
@@ -465,10 +471,14 @@ def run(args) -> int:
     """The ``dev`` command: plan, launch, wait ready, print bootstrap, supervise, stop."""
     try:
         layout = plan_cluster(args.brokers, args.port, args.data_dir, args.raft_port_base)
+        voter_count = getattr(args, "voters", None)
+        if voter_count is not None and not 1 <= voter_count <= args.brokers:
+            raise DevError(f"--voters {voter_count}: between 1 and --brokers ({args.brokers})")
         extra = config_module.parse_overrides(args.set)
         secure = plan_secure(layout, args.port, args.data_dir) if args.secure else None
         ui_base = plan_ui(layout, args.port, secure) if getattr(args, "ui", False) else None
-        cluster = DevCluster(layout, extra, secure=secure, ui_port_base=ui_base)
+        cluster = DevCluster(layout, extra, secure=secure, ui_port_base=ui_base,
+                             voter_count=voter_count)
         for settings in cluster.settings:  # the brokers' own parser refuses bad settings now
             config_module.build(settings)
     except (DevError, config_module.ConfigError) as exc:
@@ -520,6 +530,9 @@ def add_command(commands) -> None:
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     dev.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
+    dev.add_argument("--voters", type=int, default=None, metavar="N",
+                     help="only brokers 1..N vote in the metadata quorum; the others join "
+                          "as observers (default: all vote)")
     dev.add_argument("--data-dir", default="./data", help="parent of broker-<i>/ (default ./data)")
     dev.add_argument("--port", type=int, default=9092,
                      help="Kafka port of broker 1; broker i gets port+i-1 (default 9092)")

@@ -218,6 +218,7 @@ class BrokerSummary:
     hosted: int
     leaders: int
     under_replicated: int
+    quorum_role: str | None = None  # voter / observer; None for a lone broker
 
 
 def broker_summary(status: dict) -> BrokerSummary:
@@ -231,4 +232,5 @@ def broker_summary(status: dict) -> BrokerSummary:
     return BrokerSummary(is_controller=me is not None and status.get("controller_id") == me,
                          hosted=len(hosted),
                          leaders=sum(1 for e in hosted if e.get("role") == "leader"),
-                         under_replicated=under)
+                         under_replicated=under,
+                         quorum_role=(status.get("quorum") or {}).get("role"))

@@ -51,6 +51,14 @@ def test_every_broker_gets_the_same_voters_and_its_own_id_listener_and_dir():
         assert config.listener[1] in (9092, 9093, 9094)
 
 
+def test_voters_n_makes_the_other_brokers_observers():
+    layout = plan_cluster(5, 9092, "d")
+    settings = [broker_settings(layout, b, {}, voter_count=3) for b in layout]
+    assert {s["controller.quorum.voters"] for s in settings} == {
+        "1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194"}
+    assert [s["node.id"] for s in settings] == ["1", "2", "3", "4", "5"]
+
+
 def test_a_lone_broker_has_no_voters_setting():
     layout = plan_cluster(1, 9092, "d")
     assert voters(layout) == ""
@@ -89,21 +97,30 @@ def test_dev_refuses_a_bad_setting_before_starting_anything(tmp_path, capsys):
     assert not (tmp_path / "d").exists()
 
 
+def test_dev_refuses_more_voters_than_brokers(tmp_path, capsys):
+    args = build_parser().parse_args(["dev", "--brokers", "3", "--voters", "4",
+                                      "--data-dir", str(tmp_path / "d")])
+    assert args.func(args) == 2
+    assert "--voters 4" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
+
+
 def test_dev_refuses_a_managed_setting(tmp_path, capsys):
     args = build_parser().parse_args(["dev", "--data-dir", str(tmp_path), "--set", "node.id=4"])
     assert args.func(args) == 2
     assert "node.id" in capsys.readouterr().err
 
 
-ROWS = [[1, "127.0.0.1:9092", 100, "up", True, 3, 2, 0],
-        [2, "127.0.0.1:9093", 101, "down (-9)", None, None, None, None]]
+ROWS = [[1, "127.0.0.1:9092", 100, "up", True, "voter", 3, 2, 0],
+        [2, "127.0.0.1:9093", 101, "down (-9)", None, None, None, None, None]]
 
 
 def test_status_table_has_one_row_per_broker():
     lines = render_status(ROWS).splitlines()
-    assert lines[0].split() == ["ID", "ADDRESS", "PID", "STATE", "CONTROLLER", "HOSTED",
-                                "LEADERS", "UNDER_REPLICATED"]
-    assert lines[1].split() == ["1", "127.0.0.1:9092", "100", "up", "yes", "3", "2", "0"]
+    assert lines[0].split() == ["ID", "ADDRESS", "PID", "STATE", "CONTROLLER", "QUORUM",
+                                "HOSTED", "LEADERS", "UNDER_REPLICATED"]
+    assert lines[1].split() == ["1", "127.0.0.1:9092", "100", "up", "yes", "voter", "3", "2",
+                                "0"]
     assert lines[2].split()[:5] == ["2", "127.0.0.1:9093", "101", "down", "(-9)"]
 
 
