@@ -5,8 +5,10 @@ Every acknowledged record passes through a Produce request and, on its way to ea
 follower and consumer, a Fetch request.  kafka-python's decoder builds a message object
 per topic and partition through generic field codecs; these decoders read the same bytes
 with ``struct`` into small slotted objects carrying kafka-python's attribute names, so the
-handlers cannot tell them apart.  Record sets are handed over as memoryviews of the frame,
-not copied.  Byte-for-byte equivalence with kafka-python (every served version, random
+handlers cannot tell them apart.  Each fixed-size run of fields (a partition's header
+fields, and in non-flexible versions the length or count prefix after them) is read with
+one precompiled ``struct.Struct`` per version; strings, bytes and arrays keep their loops.
+Record sets are handed over as memoryviews of the frame, not copied.  Byte-for-byte equivalence with kafka-python (every served version, random
 requests, every truncation) is asserted by the unit tests.
 
 Layouts, from Kafka's ProduceRequest.json / FetchRequest.json (request header v1 up to the
@@ -37,6 +39,13 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _HEADER = struct.Struct(">hhi")  # api_key, api_version, correlation_id
+# The fixed-size runs the decoders read with one ``unpack_from`` each.  A run may end with
+# the length prefix of the string, bytes or array after it (non-flexible versions, where
+# that prefix is fixed-size); the decoder then checks it as the field's own reader would.
+_HEADER_RUN = struct.Struct(">hhih")  # ... and client_id's length
+_ACKS_TIMEOUT = struct.Struct(">hi")
+_ACKS_TIMEOUT_COUNT = struct.Struct(">hii")  # ... and topic_data's count
+_INDEX_RECORDS = struct.Struct(">ii")  # a produced partition's index, records' length
 
 PRODUCE_FLEXIBLE_FROM = 9
 FETCH_FLEXIBLE_FROM = 12
@@ -48,7 +57,12 @@ class HotDecodeError(ValueError):
 
 class _Cursor:
     """Reads Kafka's types from ``data`` (a memoryview) at ``pos``; raises HotDecodeError
-    on any underrun."""
+    on any underrun.
+
+    ``run(codec)`` reads a fixed-size run of fields with one precompiled ``struct`` (the
+    hot decoders' way: a partition's header fields in one ``unpack_from``); the length
+    checks of strings, bytes and arrays read their prefix inline rather than through
+    ``int16``/``int32``, so a field costs one call rather than a chain of them."""
 
     __slots__ = ("data", "pos", "end")
 
@@ -57,28 +71,32 @@ class _Cursor:
         self.pos = pos
         self.end = len(data)
 
-    def _fixed(self, codec: struct.Struct) -> int:
+    def run(self, codec: struct.Struct) -> tuple:
         pos = self.pos
-        if pos + codec.size > self.end:
+        stop = pos + codec.size
+        if stop > self.end:
             raise HotDecodeError(f"{codec.size} bytes wanted at {pos} of {self.end}")
-        self.pos = pos + codec.size
-        return codec.unpack_from(self.data, pos)[0]
+        self.pos = stop
+        return codec.unpack_from(self.data, pos)
 
     def int8(self) -> int:
-        return self._fixed(_I8)
+        return self.run(_I8)[0]
 
     def int16(self) -> int:
-        return self._fixed(_I16)
+        return self.run(_I16)[0]
 
     def int32(self) -> int:
-        return self._fixed(_I32)
+        return self.run(_I32)[0]
 
     def int64(self) -> int:
-        return self._fixed(_I64)
+        return self.run(_I64)[0]
 
     def uvarint(self) -> int:
-        value = shift = 0
         data, pos, end = self.data, self.pos, self.end
+        if pos < end and data[pos] < 0x80:  # one byte: every length and count below 127
+            self.pos = pos + 1
+            return data[pos]
+        value = shift = 0
         while True:
             if pos >= end:
                 raise HotDecodeError("varint runs past the end")
@@ -92,6 +110,18 @@ class _Cursor:
             if shift > 28:
                 raise HotDecodeError("varint longer than 5 bytes")
 
+    def _length(self, compact: bool, codec: struct.Struct) -> int:
+        """The length prefix of a string, bytes or array: a uvarint (length + 1) when
+        compact, else ``codec`` (int16 for strings, int32 for bytes and arrays)."""
+        if compact:
+            return self.uvarint() - 1
+        pos = self.pos
+        stop = pos + codec.size
+        if stop > self.end:
+            raise HotDecodeError(f"{codec.size} bytes wanted at {pos} of {self.end}")
+        self.pos = stop
+        return codec.unpack_from(self.data, pos)[0]
+
     def _take(self, n: int) -> memoryview:
         pos = self.pos
         if n < 0 or pos + n > self.end:
@@ -100,33 +130,55 @@ class _Cursor:
         return self.data[pos:pos + n]
 
     def string(self, compact: bool) -> str | None:
-        n = self.uvarint() - 1 if compact else self.int16()
+        return self.string_of(self._length(compact, _I16))
+
+    def string_of(self, n: int) -> str | None:
+        """The string whose length prefix ``n`` was read (as part of a run)."""
         if n < 0:
             if n == -1:
                 return None
             raise HotDecodeError(f"string length {n}")
+        pos = self.pos
+        if pos + n > self.end:
+            raise HotDecodeError(f"{n} bytes wanted at {pos} of {self.end}")
+        self.pos = pos + n
         try:
-            return str(self._take(n), "utf-8")
+            return str(self.data[pos:pos + n], "utf-8")
         except UnicodeDecodeError as exc:
             raise HotDecodeError(f"string is not UTF-8: {exc}") from exc
 
     def bytes_(self, compact: bool) -> memoryview | None:
-        n = self.uvarint() - 1 if compact else self.int32()
+        return self.bytes_of(self._length(compact, _I32))
+
+    def bytes_of(self, n: int) -> memoryview | None:
+        """The bytes whose length prefix ``n`` was read (as part of a run)."""
         if n < 0:
             if n == -1:
                 return None
             raise HotDecodeError(f"bytes length {n}")
-        return self._take(n)
+        pos = self.pos
+        if pos + n > self.end:
+            raise HotDecodeError(f"{n} bytes wanted at {pos} of {self.end}")
+        self.pos = pos + n
+        return self.data[pos:pos + n]
 
     def array_length(self, compact: bool) -> int:
-        n = self.uvarint() - 1 if compact else self.int32()
+        return self.count_of(self._length(compact, _I32))
+
+    def count_of(self, n: int) -> int:
+        """An array's element count ``n`` (read, possibly as part of a run), checked:
+        null (-1) reads as 0, and every element takes at least one byte."""
         if n < -1:
             raise HotDecodeError(f"array length {n}")
-        if n > self.end - self.pos:  # every element takes at least one byte
+        if n > self.end - self.pos:
             raise HotDecodeError(f"array of {n} elements in {self.end - self.pos} bytes")
-        return max(n, 0)
+        return n if n > 0 else 0
 
     def skip_tagged_fields(self) -> None:
+        pos = self.pos
+        if pos < self.end and self.data[pos] == 0:  # none: all a Kafka client sends
+            self.pos = pos + 1
+            return
         for _ in range(self.uvarint()):
             self.uvarint()  # tag
             self._take(self.uvarint())
@@ -143,8 +195,8 @@ class RequestHeader:
 
 
 def _header(cursor: _Cursor, flexible: bool) -> RequestHeader:
-    api_key, api_version, correlation_id = (cursor.int16(), cursor.int16(), cursor.int32())
-    client_id = cursor.string(compact=False)  # the header's client_id is never compact
+    api_key, api_version, correlation_id, client_id_length = cursor.run(_HEADER_RUN)
+    client_id = cursor.string_of(client_id_length)  # the header's is never compact
     if flexible:
         cursor.skip_tagged_fields()
     return RequestHeader(api_key, api_version, correlation_id, client_id)
@@ -197,17 +249,24 @@ def decode_produce(frame, version: int) -> tuple[ProduceRequestBody, int]:
     body.header = _header(cursor, flexible)
     body.API_VERSION = version
     body.transactional_id = cursor.string(flexible)
-    body.acks = cursor.int16()
-    body.timeout_ms = cursor.int32()
+    if flexible:
+        body.acks, body.timeout_ms = cursor.run(_ACKS_TIMEOUT)
+        topic_count = cursor.array_length(True)
+    else:
+        body.acks, body.timeout_ms, topic_count = cursor.run(_ACKS_TIMEOUT_COUNT)
+        topic_count = cursor.count_of(topic_count)
     topics = []
-    for _ in range(cursor.array_length(flexible)):
+    for _ in range(topic_count):
         name = cursor.string(flexible)
         partitions = []
         for _ in range(cursor.array_length(flexible)):
-            index = cursor.int32()
-            records = cursor.bytes_(flexible)
             if flexible:
+                index = cursor.int32()
+                records = cursor.bytes_(True)
                 cursor.skip_tagged_fields()
+            else:
+                index, size = cursor.run(_INDEX_RECORDS)
+                records = cursor.bytes_of(size)
             partitions.append(PartitionProduceData(index, records))
         if flexible:
             cursor.skip_tagged_fields()
@@ -280,33 +339,57 @@ class FetchRequestBody:
             rack_id=self.rack_id)
 
 
+def _fetch_request_runs(version: int) -> tuple[struct.Struct, struct.Struct]:
+    """(the fields after the header up to the topics' count, one partition's fields) of
+    a Fetch request; the count is in the first run only when it is fixed-size."""
+    top = ">iiiib" + ("ii" if version >= 7 else "") + ("" if version >= 12 else "i")
+    partition = (">i" + ("i" if version >= 9 else "") + "q" + ("i" if version >= 12 else "")
+                 + ("q" if version >= 5 else "") + "i")
+    return struct.Struct(top), struct.Struct(partition)
+
+
+_FETCH_REQUEST_RUNS = {version: _fetch_request_runs(version) for version in range(4, 13)}
+
+
 def decode_fetch(frame, version: int) -> tuple[FetchRequestBody, int]:
     """(body, position where it ended) of a Fetch request v4-v12 frame (header included)."""
     flexible = version >= FETCH_FLEXIBLE_FROM
+    try:
+        top_run, partition_run = _FETCH_REQUEST_RUNS[version]
+    except KeyError:
+        raise HotDecodeError(f"Fetch v{version} is not decoded here") from None
     cursor = _Cursor(memoryview(frame))
     body = FetchRequestBody()
     body.header = _header(cursor, flexible)
     body.API_VERSION = version
-    body.replica_id = cursor.int32()
-    body.max_wait_ms = cursor.int32()
-    body.min_bytes = cursor.int32()
-    body.max_bytes = cursor.int32()
-    body.isolation_level = cursor.int8()
+    top = cursor.run(top_run)
     if version >= 7:
-        body.session_id, body.session_epoch = cursor.int32(), cursor.int32()
+        (body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes,
+         body.isolation_level, body.session_id, body.session_epoch) = top[:7]
     else:
+        (body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes,
+         body.isolation_level) = top[:5]
         body.session_id, body.session_epoch = 0, -1
+    topic_count = cursor.array_length(True) if flexible else cursor.count_of(top[-1])
     topics = []
-    for _ in range(cursor.array_length(flexible)):
+    for _ in range(topic_count):
         topic = cursor.string(flexible)
         partitions = []
         for _ in range(cursor.array_length(flexible)):
-            partition = cursor.int32()
-            current_leader_epoch = cursor.int32() if version >= 9 else -1
-            fetch_offset = cursor.int64()
-            last_fetched_epoch = cursor.int32() if version >= 12 else -1
-            log_start_offset = cursor.int64() if version >= 5 else -1
-            partition_max_bytes = cursor.int32()
+            fields = cursor.run(partition_run)
+            if version >= 12:
+                partition, current_leader_epoch, fetch_offset, last_fetched_epoch, \
+                    log_start_offset, partition_max_bytes = fields
+            elif version >= 9:
+                partition, current_leader_epoch, fetch_offset, log_start_offset, \
+                    partition_max_bytes = fields
+                last_fetched_epoch = -1
+            elif version >= 5:
+                partition, fetch_offset, log_start_offset, partition_max_bytes = fields
+                current_leader_epoch = last_fetched_epoch = -1
+            else:
+                partition, fetch_offset, partition_max_bytes = fields
+                current_leader_epoch = last_fetched_epoch = log_start_offset = -1
             if flexible:
                 cursor.skip_tagged_fields()
             partitions.append(FetchPartition(partition, current_leader_epoch, fetch_offset,
@@ -479,37 +562,54 @@ class FetchResponseIn:
     def decode(cls, frame, version: int, header: bool = True) -> "FetchResponseIn":
         assert header, "responses are decoded with their header"
         flexible = version >= FETCH_FLEXIBLE_FROM
+        try:
+            top_run, partition_run, tail_run = _FETCH_RESPONSE_RUNS[version]
+        except KeyError:
+            raise HotDecodeError(f"Fetch v{version} is not decoded here") from None
         cursor = _Cursor(memoryview(frame))
         response = cls()
-        response.header = ResponseHeader(cursor.int32())
         if flexible:
+            response.header = ResponseHeader(cursor.int32())
             cursor.skip_tagged_fields()
-        response.throttle_time_ms = cursor.int32()
+        top = cursor.run(top_run)
+        if not flexible:
+            response.header = ResponseHeader(top[0])
+            top = top[1:]
+        response.throttle_time_ms = top[0]
         if version >= 7:
-            response.error_code, response.session_id = cursor.int16(), cursor.int32()
+            response.error_code, response.session_id = top[1], top[2]
         else:
             response.error_code, response.session_id = 0, 0
+        topic_count = cursor.array_length(True) if flexible else cursor.count_of(top[-1])
         topics = []
-        for _ in range(cursor.array_length(flexible)):
+        for _ in range(topic_count):
             topic = cursor.string(flexible)
             partitions = []
             for _ in range(cursor.array_length(flexible)):
                 p = FetchedPartitionIn()
-                p.partition_index = cursor.int32()
-                p.error_code = cursor.int16()
-                p.high_watermark = cursor.int64()
-                p.last_stable_offset = cursor.int64()
-                p.log_start_offset = cursor.int64() if version >= 5 else -1
+                fields = cursor.run(partition_run)
+                if version >= 5:
+                    (p.partition_index, p.error_code, p.high_watermark,
+                     p.last_stable_offset, p.log_start_offset) = fields[:5]
+                else:
+                    (p.partition_index, p.error_code, p.high_watermark,
+                     p.last_stable_offset) = fields[:4]
+                    p.log_start_offset = -1
                 aborted = []
-                for _ in range(cursor.array_length(flexible)):
-                    aborted.append((cursor.int64(), cursor.int64()))
+                count = cursor.array_length(True) if flexible else cursor.count_of(fields[-1])
+                for _ in range(count):
+                    aborted.append(cursor.run(_ABORTED))
                     if flexible:
                         cursor.skip_tagged_fields()
                 p.aborted_transactions = aborted
-                p.preferred_read_replica = cursor.int32() if version >= 11 else -1
-                p.records = cursor.bytes_(flexible)
                 if flexible:
+                    p.preferred_read_replica = cursor.int32()
+                    p.records = cursor.bytes_(True)
                     cursor.skip_tagged_fields()
+                else:
+                    tail = cursor.run(tail_run)
+                    p.preferred_read_replica = tail[0] if version >= 11 else -1
+                    p.records = cursor.bytes_of(tail[-1])
                 partitions.append(p)
             if flexible:
                 cursor.skip_tagged_fields()
@@ -518,3 +618,20 @@ class FetchResponseIn:
         if flexible:
             cursor.skip_tagged_fields()
         return response
+
+
+def _fetch_response_runs(version: int) -> tuple[struct.Struct, struct.Struct, struct.Struct]:
+    """(the fields up to the topics' count, a partition's fields up to its aborted
+    transactions' count, the fields after them up to the records' length) of a Fetch
+    response; counts and lengths are in a run only when fixed-size (not flexible), and
+    the correlation id too (a flexible header has tagged fields after it)."""
+    flexible = version >= FETCH_FLEXIBLE_FROM
+    top = ("" if flexible else "i") + "i" + ("hi" if version >= 7 else "") + \
+        ("" if flexible else "i")
+    partition = "ihqq" + ("q" if version >= 5 else "") + ("" if flexible else "i")
+    tail = ("i" if version >= 11 else "") + ("" if flexible else "i")
+    return struct.Struct(">" + top), struct.Struct(">" + partition), struct.Struct(">" + tail)
+
+
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
+_FETCH_RESPONSE_RUNS = {version: _fetch_response_runs(version) for version in range(4, 13)}

@@ -206,3 +206,24 @@ def test_a_truncated_fetch_response_does_not_decode():
     for cut in range(len(frame)):
         with pytest.raises(hot_requests.HotDecodeError):
             hot_requests.FetchResponseIn.decode(frame[:cut], version=11)
+
+
+@pytest.mark.parametrize("version", range(4, 13))
+def test_damaged_frames_raise_only_hot_decode_errors(version):
+    """Fields are read in fixed-size runs: a damaged length, count or varint anywhere
+    still ends in HotDecodeError (CorruptRequest), never struct.error or IndexError."""
+    rng = random.Random(900 + version)
+    parts = encode_fetch_response(version, 5, topics=[("t", [
+        FetchPartitionResult(p, 0, 9, 9, 0, b"r" * 20) for p in range(2)])])
+    frames = [(hot_requests.decode_produce, _frame(_produce(rng), version, 1, "c")),
+              (hot_requests.decode_fetch, _frame(_fetch(rng), version, 1, "c")),
+              (hot_requests.FetchResponseIn.decode, b"".join(bytes(p) for p in parts)[4:])]
+    for decode, frame in frames:
+        for _ in range(300):
+            damaged = bytearray(frame)
+            for _ in range(rng.randint(1, 3)):
+                damaged[rng.randrange(len(damaged))] = rng.choice([0, 0x7F, 0x80, 0xFF])
+            try:
+                decode(bytes(damaged), version)
+            except hot_requests.HotDecodeError:
+                pass
