@@ -167,7 +167,7 @@ class RaftStore(_StoreBase):
     quorum added restarts its Raft node as a voter at the recorded address, a voter
     the quorum removed restarts as an observer.  Both keep the same journal, so the
     state survives the switch.  The role is written to ``quorum-role.json`` (next to the
-    journal) before the switch and, once there, wins over ``controller.quorum.voters``
+    journal) once the switch is made and, once there, wins over ``controller.quorum.voters``
     at the next start: a broker restarted with its first configuration takes the part
     the quorum gave it, without waiting to learn it from a leader."""
 
@@ -247,13 +247,6 @@ class RaftStore(_StoreBase):
         if syncobj is None:
             return "voter" if self.node_id in self.voters else "observer"
         return "observer" if syncobj.selfNode is None else "voter"
-
-    def address_of(self, node_id: int) -> str | None:
-        """A voter's Raft address: recorded at run time, else as configured."""
-        recorded = self.image.quorum_addresses
-        if node_id in recorded:
-            return recorded[node_id]
-        return self.voters.get(node_id)
 
     def _id_of(self, address: str) -> int:
         for node_id, recorded in self.image.quorum_addresses.items():
@@ -399,25 +392,33 @@ class RaftStore(_StoreBase):
     async def _follow_role(self) -> None:
         """Every ROLE_CHECK_S: an observer the voter set now names steps up; a voter
         marked leaving that no leader talks to any more steps down."""
-        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(ROLE_CHECK_S)
-            syncobj = self._syncobj
-            if syncobj is None or self._switching:
-                continue
-            recorded = self.image.quorum_addresses
-            if syncobj.selfNode is None:
-                address = recorded.get(self.node_id)
-                if address and address in voter_addresses(syncobj):
-                    await self._switch_role(address)
-                continue
-            if self.node_id in recorded and recorded[self.node_id] is None:
-                if syncobj._getLeader() is None:
-                    self._leaderless_since = self._leaderless_since or loop.time()
-                    if loop.time() - self._leaderless_since >= LEFT_QUORUM_AFTER_S:
-                        await self._switch_role(None)
-                else:
-                    self._leaderless_since = None
+            try:
+                await self._check_role()
+            except Exception:  # never let the role go unwatched
+                log.exception("metadata quorum: checking broker %s's role failed",
+                              self.node_id)
+
+    async def _check_role(self) -> None:
+        syncobj = self._syncobj
+        if syncobj is None or self._switching:
+            return
+        recorded = self.image.quorum_addresses
+        if syncobj.selfNode is None:
+            address = recorded.get(self.node_id)
+            if address and address in voter_addresses(syncobj):
+                await self._switch_role(address)
+            return
+        if self.node_id not in recorded or recorded[self.node_id] is not None:
+            return
+        if syncobj._getLeader() is not None:
+            self._leaderless_since = None
+            return
+        now = asyncio.get_running_loop().time()
+        self._leaderless_since = self._leaderless_since or now
+        if now - self._leaderless_since >= LEFT_QUORUM_AFTER_S:
+            await self._switch_role(None)
 
     async def _switch_role(self, own_address: str | None) -> None:
         """Restart the Raft node as a voter at ``own_address``, or as an observer
@@ -435,11 +436,18 @@ class RaftStore(_StoreBase):
                     None, syncobj.destroy_synchronous)
                 partners = sorted(known - {own_address} - (
                     {syncobj.selfNode.address} if syncobj.selfNode is not None else set()))
-                self._write_role(own_address, set(partners))
                 log.info("metadata quorum: broker %s restarts its Raft node as %s",
                          self.node_id, f"a voter at {own_address}" if own_address else
                          "an observer")
-                self._start_node(own_address, partners)
+                try:
+                    self._start_node(own_address, partners)
+                except Exception:
+                    log.exception("metadata quorum: broker %s could not restart its Raft "
+                                  "node; back in its previous role", self.node_id)
+                    previous = syncobj.selfNode.address if syncobj.selfNode else None
+                    self._start_node(previous, sorted(known - {previous}))
+                    return
+                self._write_role(own_address, set(partners))
             finally:
                 self._switching = False
                 self._leaderless_since = None
