@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from storage.config import LogConfig
 
+from .replication.throttle import THROTTLED_REPLICAS_CONFIGS
 from .security import listeners as listener_settings
 from .security import authorizer, sasl, tls
 
@@ -100,7 +101,12 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("unclean.leader.election.enable", _bool, False, "Allow out-of-sync leaders"),
     Setting("broker.rack", _str, "", "This broker's rack (rack-aware reads, KIP-392)"),
     Setting("leader.replication.throttled.rate", _positive_int, 2**63 - 1,
-            "Bytes/s a leader sends to replicas joining by reassignment (default unlimited)"),
+            "Bytes/s a leader sends to throttled replicas: those joining by reassignment "
+            "and those its topics' leader.replication.throttled.replicas list (default "
+            "unlimited)"),
+    Setting("follower.replication.throttled.rate", _positive_int, 2**63 - 1,
+            "Bytes/s a follower fetches for the replicas its topics' "
+            "follower.replication.throttled.replicas list (default unlimited)"),
     Setting("replica.selector.class", _replica_selector, "",
             "Which replica consumers read from: empty (the leader) or Kafka's "
             "RackAwareReplicaSelector (a replica in the consumer's client.rack)"),
@@ -274,8 +280,11 @@ class BrokerConfig:
 
     def topic_defaults(self) -> dict[str, str]:
         """Topic-level config values implied by the broker's log.* settings."""
-        return {topic_name: str(self[broker_name]).lower()
-                for broker_name, topic_name in TOPIC_DEFAULTS.items()}
+        defaults = {topic_name: str(self[broker_name]).lower()
+                    for broker_name, topic_name in TOPIC_DEFAULTS.items()}
+        # Topic-only configs (no broker setting behind them): Kafka's empty default.
+        defaults.update({name: "" for name in THROTTLED_REPLICAS_CONFIGS})
+        return defaults
 
 
 def _listener_setting(key: str) -> Setting | None:

@@ -5,6 +5,8 @@ import re
 
 from storage.config import CLEANUP_POLICIES, LogConfig
 
+from .replication.throttle import THROTTLED_REPLICAS_CONFIGS, throttled_replicas_problem
+
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 # Kafka's internal topics (Topic.INTERNAL_TOPICS): written only by the broker itself (the
@@ -32,9 +34,10 @@ def topic_name_problem(name: str | None) -> str | None:
 
 # Topic-level config names Raftwood acts on; CreateTopics and the config APIs refuse
 # any other name with INVALID_CONFIG (a typo must not pass silently).  cleanup.policy
-# and the compaction settings are LogConfig's (the log cleaner serves them).
+# and the compaction settings are LogConfig's (the log cleaner serves them); the
+# throttled-replica lists are the replica manager's (replication/throttle.py).
 TOPIC_CONFIG_KEYS = frozenset(LogConfig().to_properties()) | {
-    "min.insync.replicas", "unclean.leader.election.enable"}
+    "min.insync.replicas", "unclean.leader.election.enable"} | set(THROTTLED_REPLICAS_CONFIGS)
 
 
 def topic_config_problem(configs: dict[str, str]) -> str | None:
@@ -45,4 +48,9 @@ def topic_config_problem(configs: dict[str, str]) -> str | None:
     policy = configs.get("cleanup.policy", "delete")
     if policy not in CLEANUP_POLICIES:
         return f"cleanup.policy {policy!r} is not one of {', '.join(CLEANUP_POLICIES)}"
+    for name in THROTTLED_REPLICAS_CONFIGS:
+        if name in configs:
+            problem = throttled_replicas_problem(name, configs[name])
+            if problem:
+                return problem
     return None

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from protocol.errors import ErrorCode
 from storage.errors import StorageError
@@ -30,6 +31,7 @@ from .leader_endpoint import (
     LeaderUnavailable, PartitionFetch,
 )
 from .partition import Partition
+from .throttle import UNLIMITED, ReplicationThrottle
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,9 @@ class FollowedPartition:
     needs_truncation: bool = True
     backoff_until: float = 0.0
     lag: int = 0  # the leader's HW minus our LEO at the last fetch (metrics' MaxLag)
+    # Our LEO reached the leader's HW at the last fetch (Kafka's isReplicaInSync): the
+    # follower throttle leaves such a partition alone.  False until a fetch says so.
+    caught_up: bool = False
 
 
 class ReplicaFetcher:
@@ -172,10 +177,27 @@ class ReplicaFetcher:
         ready = [f for f in self._ready() if not f.needs_truncation]
         if not ready:
             return False
+        throttle = self.manager.throttle
+        throttled = self._throttled(ready)
+        allowance = throttle.allowance() if throttled else 0
+        if throttled and allowance == 0:
+            # Kafka's follower leaves a throttled partition out of the fetch while the
+            # quota is used up; with nothing else to ask for, wait for the bucket (not
+            # longer than a long poll, so a removed throttle is noticed).
+            ready = [f for f in ready if f.partition.key not in throttled]
+            if not ready:
+                await asyncio.sleep(min(throttle.delay_s(), self.manager.fetch_wait_max_ms / 1000))
+                return True
+            throttled = set()
+        # Throttled partitions first and capped at the bucket: the leader returns at
+        # least one batch only for the first partition of a response (KIP-74).
+        ready.sort(key=lambda f: f.partition.key not in throttled)
         result = await self.endpoint.fetch([
             PartitionFetch(f.partition.topic, f.partition.index, f.leader_epoch,
                            f.partition.log_end_offset, f.partition.log_start_offset,
-                           self.manager.fetch_max_bytes) for f in ready])
+                           min(self.manager.fetch_max_bytes, allowance)
+                           if f.partition.key in throttled else self.manager.fetch_max_bytes)
+            for f in ready])
         if result.error_code != ErrorCode.NONE:
             for followed in ready:
                 self._back_off(followed, f"fetch {ErrorCode(result.error_code).name}")
@@ -185,10 +207,22 @@ class ReplicaFetcher:
             followed = by_key.get(key)
             if followed is not None and self.partitions.get(key) is followed:
                 high_watermark = followed.partition.high_watermark
+                if key in throttled:
+                    throttle.record(len(data.records or b""))
                 if self._apply_fetched(followed, data) or \
                         followed.partition.high_watermark != high_watermark:
                     self.manager.on_follower_progress(key)
         return True
+
+    def _throttled(self, ready: list[FollowedPartition]) -> set:
+        """Keys of the ``ready`` partitions ``follower.replication.throttled.rate`` limits:
+        listed for this broker in their topic's follower.replication.throttled.replicas
+        and behind the leader (Kafka's shouldFollowerThrottle)."""
+        manager = self.manager
+        if not manager.throttle.enabled or manager.follower_throttles is None:
+            return set()
+        return {f.partition.key for f in ready
+                if not f.caught_up and manager.follower_throttles(f.partition)}
 
     def _apply_fetched(self, followed: FollowedPartition, data) -> bool:
         """``data``: error_code, high_watermark, log_start_offset, records (FetchedData).
@@ -207,6 +241,7 @@ class ReplicaFetcher:
         try:
             appended = partition.append_as_follower(data.records or b"", data.high_watermark)
             followed.lag = max(0, data.high_watermark - partition.log_end_offset)
+            followed.caught_up = followed.lag == 0
             partition.maybe_follow_leader_log_start_offset(data.log_start_offset)  # DeleteRecords
             return appended > 0
         except StorageError as exc:
@@ -240,6 +275,10 @@ class ReplicaFetcherManager:
         self.endpoint_factory: EndpointFactory = endpoint_factory or self._kafka_endpoint
         self.security = inter_broker_security(config) if endpoint_factory is None else None
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        #: follower.replication.throttled.rate, and which partitions it applies to (the
+        #: replica manager sets both from the broker settings and the topic configs)
+        self.throttle = ReplicationThrottle(UNLIMITED)
+        self.follower_throttles: Callable[[Partition], bool] | None = None
         #: called with a partition's key when its log or high watermark moved here (the
         #: replica manager wakes consumers long-polling this follower, KIP-392)
         self.on_progress = None

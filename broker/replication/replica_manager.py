@@ -41,7 +41,10 @@ from ..metrics.stats import ReplicaStats
 from ..topics import is_internal, topic_config_problem
 from .purgatory import Purgatory
 from .replica_selector import preferred_read_replica
-from .throttle import ReplicationThrottle
+from .throttle import (
+    FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationThrottle,
+    ThrottledReplicas, parse_throttled_replicas,
+)
 from ..tasks import StopCallback, TaskSupervisor
 
 log = logging.getLogger(__name__)
@@ -60,7 +63,7 @@ class FetchedPartition:
     last_stable_offset: int = -1
     aborted_transactions: tuple = ()
     preferred_read_replica: int = -1
-    throttled: bool = False  # a joining replica's data held back (leader.replication.throttled.rate)
+    throttled: bool = False  # held back by leader.replication.throttled.rate (throttle.py)
 
 
 class ReplicaManager:
@@ -97,6 +100,8 @@ class ReplicaManager:
         self.fetchers.on_progress = self.fetch_purgatory.check_and_complete
         self.rack_aware_reads = config["replica.selector.class"] == RACK_AWARE_SELECTOR
         self.throttle = ReplicationThrottle(config["leader.replication.throttled.rate"])
+        self.fetchers.throttle = ReplicationThrottle(config["follower.replication.throttled.rate"])
+        self.fetchers.follower_throttles = self.follower_throttles
         self._leadership_listeners: list = []
         self.lag_time_max_ms = config["replica.lag.time.max.ms"]
         self.cleaner = LogCleanerManager(self, config)
@@ -425,6 +430,33 @@ class ReplicaManager:
         if int(props["min.insync.replicas"]) < 1:
             raise ValueError("min.insync.replicas must be at least 1")
 
+    # -- replication throttles (throttle.py) -----------------------------------------
+
+    def throttled_replicas(self, topic: str, name: str) -> ThrottledReplicas:
+        """The topic's ``name`` list (leader or follower) as the current image has it."""
+        info = self.image.topics.get(topic)
+        return parse_throttled_replicas(info.configs.get(name) if info is not None else None)
+
+    def leader_throttles(self, partition: Partition, replica_id: int) -> bool:
+        """Whether what this leader sends to follower ``replica_id`` counts against
+        ``leader.replication.throttled.rate``.  Kafka's rule: the topic's leader list
+        names this partition on this broker (``p:us`` or ``*``) and the follower is out
+        of the ISR.  Raftwood's own, on top: a replica joining the partition (an adding
+        replica of a reassignment, or one the leader's image does not list yet) is
+        throttled without any list, as it was before the lists were served."""
+        if replica_id in partition.adding_replicas or replica_id not in partition.replicas:
+            return True
+        return replica_id not in partition.isr and self.throttled_replicas(
+            partition.topic, LEADER_THROTTLED_REPLICAS).throttles(partition.index, self.node_id)
+
+    def follower_throttles(self, partition: Partition) -> bool:
+        """Whether this follower's fetches of ``partition`` count against
+        ``follower.replication.throttled.rate``: the topic's follower list names it on
+        this broker (``p:us`` or ``*``).  The fetcher applies it only while the replica
+        is behind the leader (Kafka's isReplicaInSync)."""
+        return self.throttled_replicas(partition.topic, FOLLOWER_THROTTLED_REPLICAS).throttles(
+            partition.index, self.node_id)
+
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
@@ -557,9 +589,8 @@ class ReplicaManager:
                 results.append(FetchedPartition(self.missing_partition_error(*status.key)))
                 continue
             limit = max(0, min(status.max_bytes, remaining))
-            # A replica the leader's image does not list yet is one joining as well.
-            throttled = self.throttle.enabled and replica_id >= 0 and (
-                replica_id in partition.adding_replicas or replica_id not in partition.replicas)
+            throttled = self.throttle.enabled and replica_id >= 0 \
+                and self.leader_throttles(partition, replica_id)
             if throttled:
                 limit = min(limit, self.throttle.allowance())
                 if limit == 0:

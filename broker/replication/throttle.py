@@ -1,18 +1,31 @@
-"""The replication throttle of a leader: bytes/s for replicas still joining (KIP-455).
+"""Replication throttles (Kafka's replication quotas, KIP-73; reassignment, KIP-455).
 
-``leader.replication.throttled.rate`` (bytes per second, Kafka's name and default:
-2^63-1, i.e. unlimited; at least 1) caps what this leader sends to *adding* replicas of partitions being reassigned,
-so a big move does not starve clients and in-sync followers.  A token bucket one second
-deep: a fetch may take what is in the bucket (at least one batch, so progress is never
-blocked by a large batch); a fetch finding it empty gets no data for those partitions,
-and the replica manager holds such a fetch until the bucket refills
-(``delay_s``) instead of answering at once, which would make the follower spin.
+Two broker settings, Kafka's names and default (2^63-1, i.e. unlimited; at least 1):
+``leader.replication.throttled.rate`` caps what this broker sends, as a leader, for
+throttled replicas; ``follower.replication.throttled.rate`` caps what it fetches, as a
+follower, for throttled replicas.  Which replicas are throttled is per topic, as in
+Kafka (``ThrottledReplicas`` below): ``leader.replication.throttled.replicas`` and
+``follower.replication.throttled.replicas``, each ``*`` or ``partition:broker`` pairs.
+A leader throttles a listed partition's followers that are out of the ISR; a follower
+throttles its fetches of a listed partition while it is behind the leader.  On top of
+Kafka's rule, Raftwood's leader also throttles the replicas joining a partition (the
+adding replicas of a reassignment) with no list at all, as it did before the lists.
+
+Each rate is a token bucket one second deep: a fetch may take what is in the bucket (at
+least one batch, so progress is never blocked by a large batch); a fetch finding it
+empty gets no data for those partitions.  The leader holds such a fetch until the
+bucket refills (``delay_s``) instead of answering at once, which would make the
+follower spin; the follower leaves the partition out of its next fetch, and waits for
+the bucket when nothing else is to be fetched.
 
 Event-loop only; ``clock`` is monotonic seconds.
 """
 from __future__ import annotations
 
+import functools
+import re
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 
@@ -48,3 +61,62 @@ class ReplicationThrottle:
         """How long until the bucket holds bytes again."""
         self._refill()
         return 0.0 if self._tokens > 0 else (1 - self._tokens) / self.rate
+
+
+# -- Kafka's throttled-replica lists (topic configs) ---------------------------------------
+
+LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
+THROTTLED_REPLICAS_CONFIGS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
+
+_ENTRY = re.compile(r"([0-9]+):([0-9]+)")
+
+
+@dataclass(frozen=True)
+class ThrottledReplicas:
+    """A parsed ``*.replication.throttled.replicas`` value: ``*`` (every replica of the
+    topic) or ``partition:broker`` pairs.  As in Kafka (ConfigHandler's
+    parseThrottledPartitions), broker B throttles partition p when the list holds
+    ``p:B``: in the leader list B names the broker doing the sending, so a leader on B
+    throttles what it sends for p; in the follower list B names the follower that
+    throttles its own fetches of p.  kafka-reassign-partitions --throttle writes the
+    current replicas of a moving partition into the leader list and the replicas being
+    added into the follower list."""
+
+    everything: bool = False
+    pairs: frozenset = frozenset()  # of (partition, broker)
+
+    def throttles(self, partition: int, broker: int) -> bool:
+        return self.everything or (partition, broker) in self.pairs
+
+    def __bool__(self) -> bool:
+        return self.everything or bool(self.pairs)
+
+
+NONE = ThrottledReplicas()
+
+
+def throttled_replicas_problem(name: str, value: str) -> str | None:
+    """Why ``value`` is not a throttled-replica list (Kafka's ThrottledReplicaListValidator:
+    the literal ``*``, or comma-separated ``partition:broker`` entries, blanks allowed
+    around them; an empty entry is allowed, so ``""`` means none), or None."""
+    entries = [e.strip() for e in value.split(",")]
+    if "".join(entries) == "*" or all(e == "" or _ENTRY.fullmatch(e) for e in entries):
+        return None
+    return (f"{name} must be the literal '*' or a list of replicas in the format "
+            f"[partitionId]:[brokerId],[partitionId]:[brokerId],... (got {value!r})")
+
+
+@functools.lru_cache(maxsize=1024)
+def parse_throttled_replicas(value: str | None) -> ThrottledReplicas:
+    """The parsed list (cached: the fetch path asks on every follower fetch).  A value
+    that does not validate (it cannot reach the metadata: the config APIs refuse it)
+    throttles nothing."""
+    if not value or throttled_replicas_problem("", value) is not None:
+        return NONE
+    entries = [e.strip() for e in value.split(",")]
+    if "".join(entries) == "*":
+        return ThrottledReplicas(everything=True)
+    pairs = frozenset((int(m.group(1)), int(m.group(2)))
+                      for m in map(_ENTRY.fullmatch, entries) if m)
+    return ThrottledReplicas(pairs=pairs) if pairs else NONE
