@@ -44,6 +44,21 @@ _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")               # producer_id, first_offset
 
 
+def _partition_run(version: int) -> struct.Struct:
+    """A partition without aborted transactions in one run: partition, error,
+    high_watermark, lso, log_start_offset (v5+), the aborted transactions' count (an int32
+    0, or at v12 the compact count, one byte), preferred_read_replica (v11+) and the
+    records' length when it is fixed-size (up to v11)."""
+    return struct.Struct(">ihqq" + ("q" if version >= 5 else "")
+                         + ("B" if version >= FLEXIBLE_FROM else "i")
+                         + ("i" if version >= 11 else "")
+                         + ("" if version >= FLEXIBLE_FROM else "i"))
+
+
+_PARTITION_RUNS = {version: _partition_run(version) for version in range(MIN_VERSION,
+                                                                          MAX_VERSION + 1)}
+
+
 @dataclass
 class AbortedTransaction:
     producer_id: int
@@ -76,6 +91,7 @@ def encode_fetch_response(version: int, correlation_id: int, *, throttle_time_ms
     if not MIN_VERSION <= version <= MAX_VERSION:
         raise ValueError(f"Fetch v{version} is not encoded here (v{MIN_VERSION}-v{MAX_VERSION})")
     flexible = version >= FLEXIBLE_FROM
+    partition_run = _PARTITION_RUNS[version]
     parts: list[bytes | memoryview] = []
     head = bytearray(_I32.pack(correlation_id))
     if flexible:
@@ -91,20 +107,42 @@ def encode_fetch_response(version: int, correlation_id: int, *, throttle_time_ms
         head += raw
         head += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for p in partitions:
-            head += _PART_V4.pack(p.partition_index, p.error_code, p.high_watermark,
-                                  p.last_stable_offset)
-            if version >= 5:
-                head += _I64.pack(p.log_start_offset)
             aborted = p.aborted_transactions
-            head += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
-            for txn in aborted:
-                head += _ABORTED.pack(txn.producer_id, txn.first_offset)
-                if flexible:
-                    head += b"\x00"
-            if version >= 11:
-                head += _I32.pack(p.preferred_read_replica)
             size = len(p.records)
-            head += _uvarint(size + 1) if flexible else _I32.pack(size)
+            if not aborted:
+                # the common case in one run: the partition's fields, an empty
+                # aborted_transactions, and (when fixed-size) the records' length
+                if flexible:
+                    head += partition_run.pack(p.partition_index, p.error_code,
+                                               p.high_watermark, p.last_stable_offset,
+                                               p.log_start_offset, 1,  # compact 0 + 1
+                                               p.preferred_read_replica)
+                    head += _uvarint(size + 1)
+                elif version >= 11:
+                    head += partition_run.pack(p.partition_index, p.error_code,
+                                               p.high_watermark, p.last_stable_offset,
+                                               p.log_start_offset, 0,
+                                               p.preferred_read_replica, size)
+                elif version >= 5:
+                    head += partition_run.pack(p.partition_index, p.error_code,
+                                               p.high_watermark, p.last_stable_offset,
+                                               p.log_start_offset, 0, size)
+                else:
+                    head += partition_run.pack(p.partition_index, p.error_code,
+                                               p.high_watermark, p.last_stable_offset, 0, size)
+            else:
+                head += _PART_V4.pack(p.partition_index, p.error_code, p.high_watermark,
+                                      p.last_stable_offset)
+                if version >= 5:
+                    head += _I64.pack(p.log_start_offset)
+                head += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                for txn in aborted:
+                    head += _ABORTED.pack(txn.producer_id, txn.first_offset)
+                    if flexible:
+                        head += b"\x00"
+                if version >= 11:
+                    head += _I32.pack(p.preferred_read_replica)
+                head += _uvarint(size + 1) if flexible else _I32.pack(size)
             if size:
                 parts.append(bytes(head))
                 parts.append(p.records)

@@ -424,6 +424,8 @@ def encode_produce_response(version: int, correlation_id: int,
     base_offset, log_append_time_ms, log_start_offset, error_message), ...]).
     No record errors are ever sent (Raftwood rejects whole batches)."""
     flexible = version >= PRODUCE_FLEXIBLE_FROM
+    partition_run = _PRODUCE_RESPONSE_PARTITION_V5 if version >= 5 else \
+        _PRODUCE_RESPONSE_PARTITION_V2
     out = bytearray(_I32.pack(correlation_id))
     if flexible:
         out += b"\x00"
@@ -432,11 +434,11 @@ def encode_produce_response(version: int, correlation_id: int,
         out += _string(name, flexible)
         out += _array_length(len(partitions), flexible)
         for index, error_code, base_offset, append_time, log_start, message in partitions:
-            out += struct.pack(">ihq", index, error_code, base_offset)
-            if version >= 2:
-                out += _I64.pack(append_time)
             if version >= 5:
-                out += _I64.pack(log_start)
+                out += partition_run.pack(index, error_code, base_offset, append_time,
+                                          log_start)
+            else:
+                out += partition_run.pack(index, error_code, base_offset, append_time)
             if version >= 8:
                 out += _array_length(0, flexible)  # record_errors
                 out += _nullable_string(message, flexible)
@@ -448,6 +450,11 @@ def encode_produce_response(version: int, correlation_id: int,
     if flexible:
         out += b"\x00"
     return _I32.pack(len(out)) + bytes(out)
+
+
+# index, error_code, base_offset, log_append_time_ms (v2+), log_start_offset (v5+)
+_PRODUCE_RESPONSE_PARTITION_V2 = struct.Struct(">ihqq")
+_PRODUCE_RESPONSE_PARTITION_V5 = struct.Struct(">ihqqq")
 
 
 def _array_length(n: int, compact: bool) -> bytes:
@@ -466,6 +473,12 @@ def _nullable_string(text: str | None, compact: bool) -> bytes:
 
 
 # -- the follower's side of Fetch ----------------------------------------------------------
+
+
+# replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id and
+# session_epoch (v7+) of the Fetch a follower sends
+_FETCH_OUT_TOP = struct.Struct(">iiiib")
+_FETCH_OUT_TOP_V7 = struct.Struct(">iiiibii")
 
 
 class FetchRequestOut:
@@ -496,10 +509,13 @@ class FetchRequestOut:
         out += _nullable_string(self._client_id, compact=False)
         if flexible:
             out += b"\x00"
-        out += struct.pack(">iiiib", self.replica_id, self.max_wait_ms, self.min_bytes,
-                           self.max_bytes, 0)
         if version >= 7:
-            out += struct.pack(">ii", 0, -1)  # no fetch session
+            out += _FETCH_OUT_TOP_V7.pack(self.replica_id, self.max_wait_ms, self.min_bytes,
+                                          self.max_bytes, 0, 0, -1)  # no fetch session
+        else:
+            out += _FETCH_OUT_TOP.pack(self.replica_id, self.max_wait_ms, self.min_bytes,
+                                       self.max_bytes, 0)
+        partition_run = _FETCH_REQUEST_RUNS[version][1]
         by_topic: dict[str, list[tuple]] = {}
         for entry in self.partitions:
             by_topic.setdefault(entry[0], []).append(entry)
@@ -508,18 +524,19 @@ class FetchRequestOut:
             out += _string(topic, flexible)
             out += _array_length(len(entries), flexible)
             for _, partition, leader_epoch, fetch_offset, log_start, max_bytes in entries:
-                out += _I32.pack(partition)
-                if version >= 9:
-                    out += _I32.pack(leader_epoch)
-                out += _I64.pack(fetch_offset)
+                # last_fetched_epoch (v12+) is -1: divergence is found by
+                # OffsetForLeaderEpoch, not in the fetch
                 if version >= 12:
-                    out += _I32.pack(-1)  # last_fetched_epoch: divergence is found by
-                    #                       OffsetForLeaderEpoch, not in the fetch
-                if version >= 5:
-                    out += _I64.pack(log_start)
-                out += _I32.pack(max_bytes)
-                if flexible:
+                    out += partition_run.pack(partition, leader_epoch, fetch_offset, -1,
+                                              log_start, max_bytes)
                     out += b"\x00"
+                elif version >= 9:
+                    out += partition_run.pack(partition, leader_epoch, fetch_offset,
+                                              log_start, max_bytes)
+                elif version >= 5:
+                    out += partition_run.pack(partition, fetch_offset, log_start, max_bytes)
+                else:
+                    out += partition_run.pack(partition, fetch_offset, max_bytes)
             if flexible:
                 out += b"\x00"
         if version >= 7:
