@@ -47,6 +47,8 @@ ROLE_CHECK_S = 0.25
 # A voter marked leaving steps down to an observer once it has heard from no leader for
 # this long: the quorum dropped it, so no leader sends it the log any more.
 LEFT_QUORUM_AFTER_S = 3.0
+# A broker that hears from no quorum leader this long says what it knows, every as long.
+NO_LEADER_WARNING_S = 30.0
 
 
 class MetadataUnavailable(Exception):
@@ -188,6 +190,7 @@ class RaftStore(_StoreBase):
         self._role_task: asyncio.Task | None = None
         self._switching = False
         self._leaderless_since: float | None = None
+        self._last_leader_seen: float | None = None
         self._role_lock = asyncio.Lock()
 
     async def start(self) -> None:
@@ -404,6 +407,7 @@ class RaftStore(_StoreBase):
         syncobj = self._syncobj
         if syncobj is None or self._switching:
             return
+        self._warn_while_leaderless(syncobj)
         recorded = self.image.quorum_addresses
         if syncobj.selfNode is None:
             address = recorded.get(self.node_id)
@@ -419,6 +423,26 @@ class RaftStore(_StoreBase):
         self._leaderless_since = self._leaderless_since or now
         if now - self._leaderless_since >= LEFT_QUORUM_AFTER_S:
             await self._switch_role(None)
+
+    def _warn_while_leaderless(self, syncobj) -> None:
+        """Every NO_LEADER_WARNING_S without a quorum leader, a warning naming the voters
+        configured and the voters the Raft log holds: the voter set lives in the log, so
+        brokers restarted on other Raft addresses than the cluster was created with, or
+        an observer pointed at voters that left, find no quorum."""
+        now = asyncio.get_running_loop().time()
+        if syncobj._getLeader() is not None or self._last_leader_seen is None:
+            self._last_leader_seen = now
+            return
+        if now - self._last_leader_seen < NO_LEADER_WARNING_S:
+            return
+        self._last_leader_seen = now
+        log.warning("metadata quorum: no leader heard from for %.0f s; this broker is %s, "
+                    "controller.quorum.voters lists %s, the Raft log names the voters %s. "
+                    "The voter set lives in the log: start brokers on the Raft addresses "
+                    "the cluster was created with, and new brokers with the current voters "
+                    "(`raftwood quorum` prints them)", NO_LEADER_WARNING_S, self.role,
+                    ",".join(f"{n}@{a}" for n, a in sorted(self.voters.items())),
+                    sorted(voter_addresses(syncobj)))
 
     async def _switch_role(self, own_address: str | None) -> None:
         """Restart the Raft node as a voter at ``own_address``, or as an observer
