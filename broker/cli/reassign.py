@@ -2,6 +2,7 @@
 
     raftwood reassign --topics orders,events --brokers 1,2,4              # print the plan
     raftwood reassign --topics orders,events --brokers 1,2,4 --execute    # start it
+    raftwood reassign --topics orders,events --brokers 1,2,4 --execute --throttle
     raftwood reassign --topics orders,events --status                     # progress
     raftwood reassign --topics orders,events --cancel                     # back to before
     raftwood brokers decommission 3 [--execute]     # move every replica off broker 3,
@@ -12,7 +13,14 @@ the brokers named and moves as little as it can (rack-aware when brokers have
 ``broker.rack``).  ``--execute`` sends AlterPartitionReassignments to the controller; the
 controller adds the new replicas, waits until they are in sync, then drops the old ones
 (see the README's "Reassigning partitions").  ``--status`` lists the partitions still
-moving (ListPartitionReassignments) with their ISR.  ``decommission --execute`` then
+moving (ListPartitionReassignments) with their ISR.  ``--throttle`` (with ``--execute``)
+first writes the topics' throttled-replica lists as kafka-reassign-partitions --throttle
+does: the leader list names the current replicas of each moving partition, the follower
+list the replicas being added, so the brokers' ``leader.replication.throttled.rate`` and
+``follower.replication.throttled.rate`` apply to the move (the rates themselves are
+broker settings here, not written by the command).  ``--cancel``, and ``--status`` once
+no partition of the topics is moving, delete the lists again (Kafka's --cancel and
+--verify).  ``decommission --execute`` then
 waits (printing progress) until the broker holds no replica and, if it is a voter of
 the metadata quorum, removes it from the voters (``quorum.remove_voter``): it can then
 be stopped without leaving the quorum a voter short.  Exit codes as the other commands:
@@ -23,10 +31,13 @@ from __future__ import annotations
 import argparse
 import time
 
-from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, DescribeConfigsRequest,
+                                  IncrementalAlterConfigsRequest,
                                   ListPartitionReassignmentsRequest)
 
 from protocol.errors import ErrorCode
+
+from ..replication.throttle import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 
 from .admin import _client_options, _controller_connection, _metadata
 from .client import (EXIT_KAFKA_ERROR, EXIT_OK, CommandFailure, Connection, error_name,
@@ -37,6 +48,9 @@ from .tables import format_table
 
 ALTER_VERSION = 0
 LIST_VERSION = 0
+TOPIC_RESOURCE = 2
+CONFIG_SET, CONFIG_DELETE = 0, 1
+THROTTLE_LISTS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
 
 
 def _broker_list(text: str) -> list[int]:
@@ -63,6 +77,11 @@ def add_commands(commands) -> None:
     action.add_argument("--status", action="store_true", help="partitions still moving")
     action.add_argument("--cancel", action="store_true",
                         help="cancel the topics' moves in progress (back to before)")
+    reassign.add_argument("--throttle", action="store_true",
+                          help="with --execute: write the topics' throttled-replica lists "
+                               "for the moves (the brokers' *.replication.throttled.rate "
+                               "settings then apply); --cancel and --status once done "
+                               "remove them")
     reassign.set_defaults(func=cmd_reassign)
     brokers = commands.add_parser("brokers", help="broker operations")
     actions = brokers.add_subparsers(dest="brokers_command", required=True, metavar="ACTION")
@@ -122,10 +141,57 @@ def _print_plan(current: dict, targets: dict) -> None:
                        right=[1]))
 
 
-def _execute(conn, current: dict, targets: dict) -> int:
+def throttle_lists(current: dict, targets: dict) -> dict[str, dict[str, str]]:
+    """Per topic, the throttled-replica lists of its moves (kafka-reassign-partitions
+    --throttle): the leader list names every current replica of a moving partition (the
+    leader may be any of them), the follower list the replicas the move adds."""
+    lists: dict[str, tuple[list, list]] = {}
+    for (name, index), target in sorted(targets.items()):
+        leader, follower = lists.setdefault(name, ([], []))
+        before = current[(name, index)]
+        leader.extend(f"{index}:{b}" for b in before)
+        follower.extend(f"{index}:{b}" for b in target if b not in before)
+    return {name: {LEADER_THROTTLED_REPLICAS: ",".join(leader),
+                   FOLLOWER_THROTTLED_REPLICAS: ",".join(follower)}
+            for name, (leader, follower) in lists.items()}
+
+
+def _alter_topic_configs(conn, name: str, changes: dict) -> None:
+    """IncrementalAlterConfigs on one topic (a value None deletes); CommandFailure if refused."""
+    R = IncrementalAlterConfigsRequest.AlterConfigsResource
+    response = conn.request(IncrementalAlterConfigsRequest[0](validate_only=False, resources=[
+        R(resource_type=TOPIC_RESOURCE, resource_name=name, configs=[
+            R.AlterableConfig(name=key, value=value, config_operation=CONFIG_DELETE
+                              if value is None else CONFIG_SET)
+            for key, value in changes.items()])]))
+    [answer] = response.responses
+    if answer.error_code != ErrorCode.NONE:
+        raise CommandFailure(f"topic {name}: configs {sorted(changes)}: "
+                             f"{error_name(answer.error_code)}"
+                             + (f": {answer.error_message}" if answer.error_message else ""))
+
+
+def _clear_throttle_lists(conn, topics: list[str]) -> None:
+    """Delete the throttled-replica lists the topics have (Kafka's --verify / --cancel)."""
+    D = DescribeConfigsRequest.DescribeConfigsResource
+    response = conn.request(DescribeConfigsRequest[1](include_synonyms=False, resources=[
+        D(resource_type=TOPIC_RESOURCE, resource_name=name, configuration_keys=list(THROTTLE_LISTS))
+        for name in topics]))
+    for result in response.results:
+        if result.error_code == ErrorCode.NONE and any(
+                c.name in THROTTLE_LISTS and c.value for c in result.configs):
+            _alter_topic_configs(conn, result.resource_name, dict.fromkeys(THROTTLE_LISTS))
+            print(f"removed the throttled-replica lists of {result.resource_name}")
+
+
+def _execute(conn, current: dict, targets: dict, throttle: bool = False) -> int:
     _print_plan(current, targets)
     if not targets:
         return EXIT_OK
+    if throttle:
+        for name, lists in throttle_lists(current, targets).items():
+            _alter_topic_configs(conn, name, lists)
+            print(f"throttled {name}: " + ", ".join(f"{k}={v}" for k, v in lists.items()))
     refused = _alter(conn, targets)
     for name, index, code, message in refused:
         print(f"raftwood: {name}-{index}: {error_name(code)}"
@@ -150,9 +216,12 @@ def cmd_reassign(args) -> int:
             for name, index, code, message in refused:
                 print(f"raftwood: {name}-{index}: {error_name(code)}")
             print(f"cancelled {len(moving) - len(refused)} of {len(moving)} moves")
+            _clear_throttle_lists(conn, args.topics)
             return EXIT_KAFKA_ERROR if refused else EXIT_OK
         if args.brokers is None:
             raise CommandFailure("--brokers is required to plan or --execute a reassignment")
+        if args.throttle and not args.execute:
+            raise CommandFailure("--throttle goes with --execute")
         unknown = sorted(set(args.brokers) - set(brokers))
         if unknown:
             raise CommandFailure(f"brokers {unknown} are not in the cluster ({brokers})")
@@ -165,7 +234,7 @@ def cmd_reassign(args) -> int:
             if targets:
                 print("(a plan only: add --execute to start it)")
             return EXIT_OK
-        return _execute(conn, current, targets)
+        return _execute(conn, current, targets, args.throttle)
 
 
 def _ongoing(conn, topics: list[str]) -> list[tuple]:
@@ -184,6 +253,7 @@ def _status(conn, topics: list[str], isr: dict) -> int:
     moving = _ongoing(conn, topics)
     if not moving:
         print("no partition of these topics is moving")
+        _clear_throttle_lists(conn, topics)
         return EXIT_OK
     print(format_table(
         ["TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING", "ISR", "IN-SYNC"],

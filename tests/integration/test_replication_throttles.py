@@ -12,9 +12,16 @@ and broker 2 comes back behind the leader's high watermark:
 No timing is asserted beyond "not caught up after 5 s at 500 B/s", which a slow machine
 only makes more true.  DescribeConfigs shows the lists (topic) and the rate (broker); a
 malformed list is refused with INVALID_CONFIG by CreateTopics and by the config APIs.
+
+``raftwood reassign --execute --throttle`` writes the lists for a move as
+kafka-reassign-partitions --throttle does (the replica being added stays behind at the
+brokers' follower rate), ``--cancel`` removes them, and so does ``--status`` once the
+move is over.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
@@ -108,3 +115,67 @@ def test_a_follower_throttle_holds_a_catching_up_replica_back_until_removed(
         "back to Kafka's default (empty, DEFAULT_CONFIG)"
     cluster.wait_for_isr(TOPIC, 0, [1, 2], timeout_s=60)
     assert_replicas_identical_below(cluster, TOPIC, 0, end, [1, 2])
+
+
+def raftwood(cluster, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "broker.cli", *args, "--bootstrap-server",
+                           cluster.bootstrap.split(",")[0]], capture_output=True, text=True,
+                          timeout=60)
+
+
+def fill(cluster, batches: int = 64, per_batch: int = 16) -> int:
+    """About 1 MB written to the leader (acks=1); the log end offset."""
+    with cluster.connect(cluster.leader_of(TOPIC, 0)) as conn:
+        for _ in range(batches):
+            answer = conn.produce(TOPIC, 0, build_batch([(None, RECORD, 0, [])] * per_batch),
+                                  acks=1)
+            assert answer.error_code == 0, answer
+    return batches * per_batch
+
+
+def replicas_become(cluster, expected: list[int]) -> None:
+    def done(statuses):
+        state = cluster.find_partition(cluster.freshest(statuses), TOPIC, 0)
+        return sorted(state["replicas"]) == expected and not state["adding_replicas"] \
+            and sorted(state["isr"]) == expected
+    cluster.wait_for(done, 60, f"{TOPIC}-0 on {expected}")
+
+
+def lists_of(cluster, node: int) -> tuple[str, str]:
+    described = describe(cluster, node, TOPIC_RESOURCE, TOPIC)
+    return described[LEADER_LIST][0], described[FOLLOWER_LIST][0]
+
+
+def test_reassign_throttle_writes_the_lists_and_cancel_or_status_removes_them(
+        raftwood_cluster_factory):
+    cluster = raftwood_cluster_factory(3, **{FOLLOWER_RATE: "500"})
+    cluster.create_topic(TOPIC, assignments=[[1, 2]])
+    end = fill(cluster)
+    replicas_become(cluster, [1, 2])
+    args = ("reassign", "--topics", TOPIC, "--brokers", "1,3")
+
+    started = raftwood(cluster, *args, "--execute", "--throttle")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert "throttled" in started.stdout, started.stdout
+    assert lists_of(cluster, 1) == ("0:1,0:2", "0:3"), "Kafka's: current replicas / added"
+    time.sleep(5)
+    status = raftwood(cluster, *args[:3], "--status")
+    assert status.returncode == 0 and "0/1" in status.stdout, status.stdout
+    assert cluster.hosted(3, TOPIC, 0)["log_end_offset"] < end // 4, "held back at 500 B/s"
+
+    cancelled = raftwood(cluster, *args[:3], "--cancel")
+    assert cancelled.returncode == 0 and "removed the throttled-replica lists" in \
+        cancelled.stdout, cancelled.stdout + cancelled.stderr
+    assert lists_of(cluster, 1) == ("", "")
+    replicas_become(cluster, [1, 2])
+
+    started = raftwood(cluster, *args, "--execute", "--throttle")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert lists_of(cluster, 1) == ("0:1,0:2", "0:3")
+    assert alter(cluster, 1, {FOLLOWER_LIST: None}) == 0  # the operator lifts the throttle
+    replicas_become(cluster, [1, 3])
+    done = raftwood(cluster, *args[:3], "--status")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no partition of these topics is moving" in done.stdout
+    assert "removed the throttled-replica lists" in done.stdout, done.stdout
+    assert lists_of(cluster, 1) == ("", "")
