@@ -50,3 +50,31 @@ def test_a_broker_with_another_quorum_secret_never_joins(raftwood_cluster_factor
             assert 3 not in ids, f"broker 3 registered, as broker {node_id} sees it"
         time.sleep(0.5)
     cluster.kill(3)  # it never joined: no clean shutdown through the quorum to check
+
+
+def test_observers_join_only_with_the_quorum_secret(raftwood_cluster_factory):
+    """Brokers 3 and 4 are observers (not in controller.quorum.voters): the one with the
+    secret receives the log and registers through the leader; the one without is not
+    heard, so it never registers, and it never learns of a controller."""
+    cluster = raftwood_cluster_factory(4, voters=2, start=False,
+                                       **{"controller.quorum.password": "the-quorum-secret"},
+                                       broker_settings={
+                                           4: {"controller.quorum.password": "another-secret"}})
+    for broker in cluster.brokers:
+        broker.launch()
+    for broker in cluster.brokers:
+        broker.wait_ready(WAIT_S)
+
+    def observer_3_registered(statuses):
+        return sorted(statuses) == [1, 2, 3, 4] and all(
+            {b["id"] for b in statuses[n]["brokers"] if not b["fenced"]} == {1, 2, 3}
+            for n in (1, 2, 3)) and statuses[3]["quorum"]["role"] == "observer"
+
+    cluster.wait_for(observer_3_registered, WAIT_S, "observer 3 registered, 4 not")
+    deadline = time.monotonic() + ODD_WATCH_S
+    while time.monotonic() < deadline:
+        statuses = cluster.statuses()
+        assert statuses[4]["controller_id"] == -1, statuses[4]["controller_id"]
+        assert 4 not in [b["id"] for b in statuses[1]["brokers"]]
+        time.sleep(0.5)
+    cluster.kill(4)
