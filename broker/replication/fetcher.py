@@ -183,10 +183,11 @@ class ReplicaFetcher:
         if throttled and allowance == 0:
             # Kafka's follower leaves a throttled partition out of the fetch while the
             # quota is used up; with nothing else to ask for, wait for the bucket (not
-            # longer than a long poll, so a removed throttle is noticed).
+            # much longer than a long poll, so a removed throttle is noticed).
             ready = [f for f in ready if f.partition.key not in throttled]
             if not ready:
-                await asyncio.sleep(min(throttle.delay_s(), self.manager.fetch_wait_max_ms / 1000))
+                await asyncio.sleep(min(throttle.delay_s(),
+                                        max(0.1, self.manager.fetch_wait_max_ms / 1000)))
                 return True
             throttled = set()
         # Throttled partitions first and capped at the bucket: the leader returns at
