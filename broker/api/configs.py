@@ -2,7 +2,8 @@
 
 Topic configs are overrides kept in the cluster metadata (``alter_topic_configs``
 through the broker's MetadataClient); every broker follows them (the replica manager
-re-reads them from each new image).
+re-reads them from each new image).  IncrementalAlterConfigs' APPEND and SUBTRACT work
+on Kafka's list-type topic configs (``LIST_CONFIGS``), as in Kafka.
 Broker configs are static here: they can be described, not altered (INVALID_REQUEST
 says so), where Kafka would also accept dynamic broker configs.
 
@@ -20,6 +21,7 @@ from protocol.errors import ErrorCode
 from storage.config import LogConfig
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
+from ..replication.throttle import THROTTLED_REPLICAS_CONFIGS
 from ..security.acls import AclOperation, ResourceType
 
 TOPIC = 2
@@ -30,6 +32,8 @@ SOURCE_DEFAULT = 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 TOPIC_DEFAULTS_EXTRA = {"cleanup.policy": "delete"}
+# Kafka's LIST-type topic configs: IncrementalAlterConfigs may APPEND to and SUBTRACT from them.
+LIST_CONFIGS = frozenset({"cleanup.policy", *THROTTLED_REPLICAS_CONFIGS})
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
 Entry = Result.DescribeConfigsResourceResult
@@ -126,9 +130,12 @@ async def handle_incremental_alter_configs(ctx, request):
                     changes[c.name] = c.value
                 elif c.config_operation == DELETE:
                     changes[c.name] = None
+                elif c.config_operation in (APPEND, SUBTRACT) and c.name in LIST_CONFIGS:
+                    changes[c.name] = _list_change(ctx, resource, changes, c)
                 else:
                     raise ConfigRefused(ErrorCode.INVALID_REQUEST,
-                                        f"{c.name}: APPEND/SUBTRACT apply to list configs only")
+                                        f"{c.name}: APPEND/SUBTRACT apply to list configs "
+                                        f"only ({', '.join(sorted(LIST_CONFIGS))})")
             await _alter_topic(ctx, resource.resource_type, resource.resource_name, changes,
                                body.validate_only, replace=False)
             code, message = ErrorCode.NONE, None
@@ -138,6 +145,28 @@ async def handle_incremental_alter_configs(ctx, request):
                                      resource_type=resource.resource_type,
                                      resource_name=resource.resource_name))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+def _list_change(ctx, resource, changes: dict, change) -> str:
+    """Kafka's APPEND (items not there yet, in order) or SUBTRACT (items removed) on a
+    list config, over its value so far in this request, else the topic's, else the
+    default."""
+    name = change.name
+    if name in changes:
+        current = changes[name]
+    else:
+        topic = ctx.image.topics.get(resource.resource_name) \
+            if resource.resource_type == TOPIC else None
+        current = topic.configs.get(name) if topic is not None else None
+        if current is None:
+            current = topic_defaults(ctx).get(name, "")
+    items = [i.strip() for i in (current or "").split(",") if i.strip()]
+    given = [i.strip() for i in (change.value or "").split(",") if i.strip()]
+    if change.config_operation == APPEND:
+        items += [i for i in dict.fromkeys(given) if i not in items]
+    else:
+        items = [i for i in items if i not in given]
+    return ",".join(items)
 
 
 async def handle_alter_configs(ctx, request):

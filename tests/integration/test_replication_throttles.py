@@ -35,7 +35,7 @@ FOLLOWER_LIST = "follower.replication.throttled.replicas"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
 INVALID_CONFIG = 40
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-SET, DELETE = 0, 1
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 BACKLOG_BYTES = 2 << 20
 RECORD = b"r" * 1000
 
@@ -52,13 +52,13 @@ def describe(cluster, node: int, resource_type: int, name: str) -> dict:
     return {c.name: (c.value, c.config_source) for c in result.configs}
 
 
-def alter(cluster, node: int, changes: dict) -> int:
+def alter(cluster, node: int, changes: dict, operation: int = SET) -> int:
     """IncrementalAlterConfigs on the topic (value None: DELETE); its error code."""
     resource_class = IncrementalAlterConfigsRequest.AlterConfigsResource
     resource = resource_class(
         resource_type=TOPIC_RESOURCE, resource_name=TOPIC, configs=[
             resource_class.AlterableConfig(name=name, config_operation=DELETE
-                                           if value is None else SET, value=value)
+                                           if value is None else operation, value=value)
             for name, value in changes.items()])
     with cluster.connect(node) as conn:
         response = conn.request(IncrementalAlterConfigsRequest[0](
@@ -87,6 +87,13 @@ def test_a_follower_throttle_holds_a_catching_up_replica_back_until_removed(
     assert describe(cluster, 2, BROKER_RESOURCE, "2")[FOLLOWER_RATE][0] == "500"
     assert alter(cluster, 3, {FOLLOWER_LIST: "0:2,x"}) == INVALID_CONFIG
     assert describe(cluster, 1, TOPIC_RESOURCE, TOPIC)[FOLLOWER_LIST] == ("0:2", 1)
+    # Kafka's list configs take APPEND and SUBTRACT (items, not text)
+    assert alter(cluster, 3, {LEADER_LIST: "0:2,0:1"}, APPEND) == 0
+    cluster.wait_for(lambda s: describe(cluster, 3, TOPIC_RESOURCE, TOPIC)[LEADER_LIST][0]
+                     == "0:1,0:2", 10, "the appended leader list")
+    assert alter(cluster, 3, {LEADER_LIST: "0:1"}, SUBTRACT) == 0
+    cluster.wait_for(lambda s: describe(cluster, 3, TOPIC_RESOURCE, TOPIC)[LEADER_LIST][0]
+                     == "0:2", 10, "the subtracted leader list")
 
     cluster.stop(2)
     cluster.wait_for_isr(TOPIC, 0, [1])
