@@ -547,10 +547,9 @@ def test_consume_transform_produce_stays_exactly_once_through_a_group_coordinato
     sink = cluster.create_topic("ctp-failover-out", PARTITIONS, 3, settings)
     group = "ctp-failover-group"
     # The victim is the group coordinator alone: the transactional id is one whose
-    # transaction coordinator is another broker.  Killing one broker that is both (the
-    # transaction coordinator's kill is test_coordinator_killed_between_produce_and_commit)
-    # once left librdkafka 2.16.1 blocked in send_offsets_to_transaction well past its
-    # timeout: an open question, kept out of this test so it checks what it names.
+    # transaction coordinator is another broker.  A broker that is both is
+    # test_txn_coordinators_colocated.py's case (librdkafka 2.16 can hang there on its
+    # stale coordinator cache, confluentinc/librdkafka#5511).
     group_coordinator = find_group_coordinator(cluster, group)
     tid = next(t for t in (f"ctp-failover-tid-{n}" for n in range(64))
                if find_txn_coordinator(cluster, t) != group_coordinator)
