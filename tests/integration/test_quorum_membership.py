@@ -127,6 +127,8 @@ def test_decommissioning_a_voter_under_load_leaves_it_an_observer(raftwood_clust
     assert "broker 3 holds no replica" in done.stdout, done.stdout
     assert "left the metadata quorum's voters" in done.stdout, done.stdout
     wait_roles(cluster, [1, 2], [3, 4])
+    again = raftwood(cluster, "quorum", "remove-voter", "3", via=2)
+    assert again.returncode == 1 and "VOTER_NOT_FOUND" in again.stdout, again.stdout
     state = replicas_become(cluster, [1, 2, 4])
     assert 3 not in state["replicas"]
 
