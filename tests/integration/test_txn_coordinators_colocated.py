@@ -31,7 +31,6 @@ runs in a thread with a bound, so a hang fails the test instead of blocking the 
 """
 from __future__ import annotations
 
-import collections
 import threading
 import time
 
@@ -39,8 +38,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from tests.integration.test_txn_failover import (
-    PARTITIONS, WAIT_S, describe_txn, find_group_coordinator, find_txn_coordinator,
-    new_producer, read_committed_until_end, txn_cluster)
+    PARTITIONS, WAIT_S, assert_exactly_once_with_offsets, describe_txn,
+    find_group_coordinator, find_txn_coordinator, new_producer, txn_cluster)
 
 PER_PARTITION = 40
 KILL_AT_BATCH = 4
@@ -231,22 +230,7 @@ def test_consume_transform_produce_through_the_crash_of_both_coordinators(
     group_coordinator, txn_coordinator = loop.moved
     assert victim not in (group_coordinator, txn_coordinator)
 
-    output = read_committed_until_end(cluster.bootstrap, sink, "end")
-    got = collections.Counter(output)
-    want = collections.Counter([f"out-in-{p}-{i}".encode() for p in range(PARTITIONS)
-                                for i in range(PER_PARTITION)]
-                               + [f"end-{p}".encode() for p in range(PARTITIONS)])
-    assert got == want, (f"missing {list((want - got).elements())[:10]}, extra "
-                         f"{list((got - want).elements())[:10]}; errors {loop.errors}")
-    checker = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
-                        "isolation.level": "read_committed"})
-    try:
-        committed = checker.committed([TopicPartition(source, p) for p in range(PARTITIONS)],
-                                      timeout=WAIT_S)
-    finally:
-        checker.close()
-    assert {tp.partition: tp.offset for tp in committed} == \
-        {p: PER_PARTITION for p in range(PARTITIONS)}
+    assert_exactly_once_with_offsets(cluster, source, sink, group, PER_PARTITION, loop.errors)
     print(f"broker {victim} coordinated {group} and {tid}, killed after send_offsets of batch "
           f"{KILL_AT_BATCH} of {loop.batches}; now group coordinator {group_coordinator}, "
           f"transaction coordinator {txn_coordinator}; client errors {loop.errors}")

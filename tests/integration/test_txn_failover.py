@@ -177,6 +177,29 @@ class TxnDriver:
                 raise AssertionError(f"transaction {n} never committed: {self.errors[-8:]}")
 
 
+def assert_exactly_once_with_offsets(cluster, source: str, sink: str, group: str,
+                                     per_partition: int, errors) -> None:
+    """The consume-transform-produce output, read_committed, holds every input once
+    (``out-in-<p>-<i>``) and the closing ``end-<p>`` records; the group's committed
+    offsets are one past each partition's last input."""
+    output = read_committed_until_end(cluster.bootstrap, sink, "end")
+    got = collections.Counter(output)
+    want = collections.Counter([f"out-in-{p}-{i}".encode() for p in range(PARTITIONS)
+                                for i in range(per_partition)]
+                               + [f"end-{p}".encode() for p in range(PARTITIONS)])
+    assert got == want, (f"missing {list((want - got).elements())[:10]}, extra "
+                         f"{list((got - want).elements())[:10]}; errors {errors}")
+    checker = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                        "isolation.level": "read_committed"})
+    try:
+        committed = checker.committed([TopicPartition(source, p) for p in range(PARTITIONS)],
+                                      timeout=WAIT_S)
+    finally:
+        checker.close()
+    assert {tp.partition: tp.offset for tp in committed} == \
+        {p: per_partition for p in range(PARTITIONS)}
+
+
 def read_committed_until_end(bootstrap: str, topic: str, end_tag: str,
                              partitions: int = PARTITIONS) -> list[bytes]:
     """Every value read_committed returns from offset 0 up to the ``end_tag`` records (the
@@ -629,22 +652,7 @@ def test_consume_transform_produce_stays_exactly_once_through_a_group_coordinato
         consumer.close()
     assert victim is not None, "the group coordinator was never killed"
 
-    output = read_committed_until_end(cluster.bootstrap, sink, "end")
-    got = collections.Counter(output)
-    want = collections.Counter([f"out-in-{p}-{i}".encode() for p in range(PARTITIONS)
-                                for i in range(per_partition)]
-                               + [f"end-{p}".encode() for p in range(PARTITIONS)])
-    assert got == want, (f"missing {list((want - got).elements())[:10]}, extra "
-                         f"{list((got - want).elements())[:10]}; errors {errors}")
-    checker = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
-                        "isolation.level": "read_committed"})
-    try:
-        committed = checker.committed([TopicPartition(source, p) for p in range(PARTITIONS)],
-                                      timeout=WAIT_S)
-    finally:
-        checker.close()
-    assert {tp.partition: tp.offset for tp in committed} == \
-        {p: per_partition for p in range(PARTITIONS)}
+    assert_exactly_once_with_offsets(cluster, source, sink, group, per_partition, errors)
     print(f"group coordinator {victim} killed at batch 4 of {batches}; client errors {errors}")
 
 
