@@ -15,6 +15,15 @@ WAIT_S = 60.0
 ODD_WATCH_S = 6.0   # several election timeouts
 
 
+def launch_all(cluster) -> None:
+    """Start every broker and wait until each answers (not until each registers: the
+    one with another secret never does)."""
+    for broker in cluster.brokers:
+        broker.launch()
+    for broker in cluster.brokers:
+        broker.wait_ready(WAIT_S)
+
+
 def test_a_broker_with_another_quorum_secret_never_joins(raftwood_cluster_factory, tmp_path):
     secret_file = tmp_path / "quorum.secret"
     secret_file.write_text("the-quorum-secret\n")
@@ -22,10 +31,7 @@ def test_a_broker_with_another_quorum_secret_never_joins(raftwood_cluster_factor
         1: {"controller.quorum.password": "the-quorum-secret"},
         2: {"controller.quorum.password.file": str(secret_file)},
         3: {"controller.quorum.password": "another-secret"}})
-    for broker in cluster.brokers:
-        broker.launch()
-    for broker in cluster.brokers:
-        broker.wait_ready(WAIT_S)
+    launch_all(cluster)
 
     def two_registered_with_a_controller(statuses):
         if sorted(statuses) != [1, 2, 3]:
@@ -60,10 +66,7 @@ def test_observers_join_only_with_the_quorum_secret(raftwood_cluster_factory):
                                        **{"controller.quorum.password": "the-quorum-secret"},
                                        broker_settings={
                                            4: {"controller.quorum.password": "another-secret"}})
-    for broker in cluster.brokers:
-        broker.launch()
-    for broker in cluster.brokers:
-        broker.wait_ready(WAIT_S)
+    launch_all(cluster)
 
     def observer_3_registered(statuses):
         return sorted(statuses) == [1, 2, 3, 4] and all(
