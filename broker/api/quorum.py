@@ -51,9 +51,8 @@ from typing import Callable
 from kafka.protocol.admin import DescribeQuorumRequest, DescribeQuorumResponse
 
 from protocol.errors import ErrorCode
-from protocol.raft_voter_messages import AddRaftVoterResponse, RemoveRaftVoterResponse
-
-from protocol.raft_voter_messages import RemoveRaftVoterRequest
+from protocol.raft_voter_messages import (AddRaftVoterResponse, RemoveRaftVoterRequest,
+                                          RemoveRaftVoterResponse)
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..network.kafka_client import AsyncConnection, ConnectionFailed
