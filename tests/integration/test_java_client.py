@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from broker.testing import KafkaConnection
 from protocol.records import iter_headers
 

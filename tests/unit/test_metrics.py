@@ -16,7 +16,7 @@ from prometheus_client.exposition import generate_latest
 from broker import config as config_module
 from broker.controller.state import ClusterState
 from broker.groups.state import CommittedOffset, GroupMetadata
-from broker.metrics import METRIC_NAMES, BrokerCollector, BrokerMetrics, MetricsEndpoint
+from broker.metrics import METRIC_NAMES, BrokerMetrics, MetricsEndpoint
 from broker.metrics.stats import (DISCARD_REQUESTS, TIME_BUCKETS_MS, ReplicaStats,
                                   RequestStats, request_stats_of)
 from broker.replication.delayed import FetchPartitionStatus

@@ -20,6 +20,7 @@ from broker.ui.snapshot import (BROKER_FENCED, BROKER_UNREACHABLE, CONTROLLER_CH
                                 ISR_EXPAND, ISR_SHRINK, LEADER_CHANGE, PARTITION_CREATED,
                                 REASSIGNMENT, TRUNCATION, build_snapshot, diff)
 from protocol.status import decode_status_request, encode_status_response
+from tests.unit.test_metrics import http  # one raw HTTP exchange with the endpoint
 
 
 def image(isr=(1, 2, 3), leader=1, leader_epoch=3, partition_epoch=5, fenced=(),
@@ -319,16 +320,6 @@ def test_cluster_collector_merges_peers_and_backs_off_from_a_dead_one(monkeypatc
 
 
 # -- HTTP ----------------------------------------------------------------------------------------
-
-async def http(port: int, request: bytes) -> tuple[bytes, bytes]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(request)
-    await writer.drain()
-    data = await reader.read()
-    writer.close()
-    head, _, body = data.partition(b"\r\n\r\n")
-    return head, body
-
 
 def test_the_page_is_self_contained():
     html = page().decode()

