@@ -140,6 +140,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("message.max.bytes", int, 1024 * 1024 + 12, "Largest record batch"),
     Setting("queued.max.requests.per.connection", int, 100,
             "In-flight requests per connection before reading pauses (Raftwood option)"),
+    Setting("max.incremental.fetch.session.cache.slots", int, 1000,
+            "Incremental fetch sessions (KIP-227) the broker keeps; 0 turns them off"),
     Setting("replica.fetch.max.bytes", int, 1024 * 1024, "Follower fetch size per partition"),
     Setting("replica.fetch.wait.max.ms", int, 500, "Follower fetch long-poll wait"),
     Setting("replica.fetch.response.max.bytes", int, 10 * 1024 * 1024,

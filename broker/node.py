@@ -27,6 +27,7 @@ from .controller.controller import Controller
 from .controller.lifecycle import BrokerLifecycle
 from .controller.metadata_client import MetadataClient, MetadataUnavailable
 from .controller.store import open_store
+from .replication.fetch_sessions import FetchSessionCache
 from .replication.producer_ids import ProducerIdManager
 from .groups import GroupCoordinator
 from .metrics import BrokerMetrics
@@ -74,6 +75,7 @@ class Broker:
             config=config, node_id=self.node_id, metadata=self.metadata,
             replica_manager=self.replica_manager, groups=self.groups,
             producer_ids=self.producer_ids, sasl=self.sasl, transactions=self.transactions,
+            fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
             authorizer=Authorizer(config, image_bindings(lambda: self.metadata.image)))
         self.metrics = BrokerMetrics(self)  # its registry; served when metrics.port is set
         self.connections: set[Connection] = set()

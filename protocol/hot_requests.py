@@ -486,16 +486,21 @@ class FetchRequestOut:
     request where the project's client needs it (``with_header``, ``encode``,
     ``API_VERSION``); answered by :class:`FetchResponseIn`.  ``partitions`` is a list of
     (topic, partition, current_leader_epoch, fetch_offset, log_start_offset,
-    partition_max_bytes), grouped by topic in order of first appearance."""
+    partition_max_bytes), grouped by topic in order of first appearance.  v7+ carries
+    the fetch session (``session_id``, ``session_epoch``: KIP-227, default sessionless)
+    and the (topic, partition) pairs ``forgotten`` by it."""
 
     def __init__(self, version: int, replica_id: int, max_wait_ms: int, min_bytes: int,
-                 max_bytes: int, partitions: list[tuple]):
+                 max_bytes: int, partitions: list[tuple], session_id: int = 0,
+                 session_epoch: int = -1, forgotten: list[tuple[str, int]] = ()):
         if not 4 <= version <= 12:
             raise ValueError(f"Fetch v{version} is not encoded here")
         self.API_VERSION = version
         self.replica_id, self.max_wait_ms = replica_id, max_wait_ms
         self.min_bytes, self.max_bytes = min_bytes, max_bytes
         self.partitions = partitions
+        self.session_id, self.session_epoch = session_id, session_epoch
+        self.forgotten = forgotten
         self._correlation_id, self._client_id = 0, None
 
     def with_header(self, correlation_id: int, client_id: str | None = None) -> None:
@@ -511,7 +516,8 @@ class FetchRequestOut:
             out += b"\x00"
         if version >= 7:
             out += _FETCH_OUT_TOP_V7.pack(self.replica_id, self.max_wait_ms, self.min_bytes,
-                                          self.max_bytes, 0, 0, -1)  # no fetch session
+                                          self.max_bytes, 0, self.session_id,
+                                          self.session_epoch)
         else:
             out += _FETCH_OUT_TOP.pack(self.replica_id, self.max_wait_ms, self.min_bytes,
                                        self.max_bytes, 0)
@@ -540,7 +546,16 @@ class FetchRequestOut:
             if flexible:
                 out += b"\x00"
         if version >= 7:
-            out += _array_length(0, flexible)  # forgotten topics
+            forgotten: dict[str, list[int]] = {}
+            for topic, partition in self.forgotten:
+                forgotten.setdefault(topic, []).append(partition)
+            out += _array_length(len(forgotten), flexible)
+            for topic, partitions in forgotten.items():
+                out += _string(topic, flexible)
+                out += _array_length(len(partitions), flexible)
+                out += struct.pack(f">{len(partitions)}i", *partitions)
+                if flexible:
+                    out += b"\x00"
         if version >= 11:
             out += _string("", flexible)  # rack_id
         if flexible:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..config import BrokerConfig
     from ..controller.metadata_client import ClusterState, MetadataClient
     from ..groups import GroupCoordinator
+    from ..replication.fetch_sessions import FetchSessionCache
     from ..replication.producer_ids import ProducerIdManager
     from ..replication.replica_manager import ReplicaManager
     from ..security.sasl import SaslMechanisms
@@ -35,6 +36,7 @@ class ApiContext:
     producer_ids: ProducerIdManager
     sasl: SaslMechanisms
     transactions: TransactionCoordinator
+    fetch_sessions: FetchSessionCache  # incremental fetch sessions (KIP-227)
     # ACLs (authorizer.class.name); its ``allows*`` / ``refused`` say what a request's
     # principal may do.  Off (the default, and the Broker's without the setting):
     # everything is allowed.

@@ -9,8 +9,10 @@ below its own high watermark; a leader with ``replica.selector.class`` set to Ka
 RackAwareReplicaSelector answers a consumer whose ``rack_id`` (``client.rack``) differs
 from its own ``broker.rack`` with the ``preferred_read_replica`` of that rack, and no data.
 
-No fetch sessions (KIP-227): every response carries session_id 0, which tells
-clients that no session was created, so they keep sending full fetches.
+Incremental fetch sessions (KIP-227, v7+): ``ctx.fetch_sessions`` turns the request
+into a FetchContext naming the partitions to read (for an incremental fetch, every
+partition of the session) and choosing which results the answer lists (see
+broker/replication/fetch_sessions.py).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from protocol.fetch_response import AbortedTransaction, FetchPartitionResult, \
 from protocol.messages import Framed
 
 from ..replication.delayed import FetchPartitionStatus
+from ..replication.fetch_sessions import FetchContext, PartitionParams
 from ..replication.replica_manager import FetchedPartition
 from ..security.acls import AclOperation
 
@@ -28,32 +31,35 @@ DENIED = FetchedPartition(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 async def handle_fetch(ctx, request):
     body = request.body
-    if body.session_id != 0:
-        return Framed(encode_fetch_response(
-            request.api_version, request.correlation_id,
-            error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
+    version = request.api_version
     replica_id = body.replica_id
     rm = ctx.replica_manager
-    statuses, order = [], []
-    denied = _denied_topics(ctx, request, replica_id)
-    for topic in body.topics:
-        for p in topic.partitions:
-            if topic.topic in denied:
-                order.append((topic.topic, p.partition))
-                continue
-            statuses.append(FetchPartitionStatus(
-                (topic.topic, p.partition), rm.get_partition(topic.topic, p.partition),
-                p.fetch_offset,
-                p.partition_max_bytes, p.current_leader_epoch, p.log_start_offset))
-            order.append((topic.topic, p.partition))
-    max_bytes = body.max_bytes if request.api_version >= 3 else 2 ** 31 - 1
-    client_rack = body.rack_id if request.api_version >= 11 else None
-    results = iter(await rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes,
-                                  max_bytes, body.isolation_level, client_rack)
+    requested = {(topic.topic, p.partition): PartitionParams(
+                     p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch,
+                     p.log_start_offset)
+                 for topic in body.topics for p in topic.partitions}
+    if version >= 7:
+        forgotten = [(f.topic, index) for f in body.forgotten_topics_data
+                     for index in f.partitions]
+        context = ctx.fetch_sessions.context(body.session_id, body.session_epoch, requested,
+                                             forgotten, privileged=replica_id >= 0)
+    else:
+        context = FetchContext("sessionless", requested)
+    partitions = context.partitions
+    denied = _denied_topics(ctx, request, replica_id, {topic for topic, _ in partitions})
+    statuses = [FetchPartitionStatus(key, rm.get_partition(*key), p.fetch_offset, p.max_bytes,
+                                     p.current_leader_epoch, p.log_start_offset)
+                for key, p in partitions.items() if key[0] not in denied]
+    max_bytes = body.max_bytes if version >= 3 else 2 ** 31 - 1
+    client_rack = body.rack_id if version >= 11 else None
+    fetched = iter(await rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes,
+                                  max_bytes, body.isolation_level, client_rack,
+                                  zero_copy=True)
                    if statuses else ())
+    error, session_id, listed = context.answer(
+        [(key, DENIED if key[0] in denied else next(fetched)) for key in partitions])
     by_topic: dict[str, list[FetchPartitionResult]] = {}
-    for topic, index in order:
-        result = DENIED if topic in denied else next(results)
+    for (topic, index), result in listed:
         if result.records:
             rm.stats.fetched(topic, len(result.records), replica_id >= 0)
         by_topic.setdefault(topic, []).append(FetchPartitionResult(
@@ -62,14 +68,15 @@ async def handle_fetch(ctx, request):
             [AbortedTransaction(t.producer_id, t.first_offset)
              for t in result.aborted_transactions], result.preferred_read_replica))
     # Encoded here rather than through kafka-python: the records are not copied.
-    return Framed(encode_fetch_response(request.api_version, request.correlation_id,
+    return Framed(encode_fetch_response(version, request.correlation_id, error_code=error,
+                                        session_id=session_id,
                                         topics=list(by_topic.items())))
 
 
-def _denied_topics(ctx, request, replica_id: int) -> set[str]:
-    """Topics answered TOPIC_AUTHORIZATION_FAILED without reading: a follower (replica
-    id set) needs ClusterAction on the cluster, a consumer Read on each topic."""
-    names = (t.topic for t in request.body.topics)
+def _denied_topics(ctx, request, replica_id: int, names: set[str]) -> set[str]:
+    """Of the topics ``names``, those answered TOPIC_AUTHORIZATION_FAILED without
+    reading: a follower (replica id set) needs ClusterAction on the cluster, a consumer
+    Read on each topic."""
     if replica_id >= 0:
         return set() if ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION) \
             else set(names)

@@ -58,16 +58,19 @@ RAFT_TERM = "raftwood_raft_term"
 RAFT_VOTERS = "raftwood_raft_voters"
 RAFT_IS_VOTER = "raftwood_raft_is_voter"
 METADATA_VERSION = "raftwood_metadata_version"
+FETCH_SESSIONS = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
+FETCH_SESSION_PARTITIONS = "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"
+FETCH_SESSION_EVICTIONS = "kafka_server_fetchsessioncache_incrementalfetchsessionevictions"
 
 COUNTERS = (ISR_SHRINKS, ISR_EXPANDS, REQUESTS, BYTES_IN, BYTES_OUT, MESSAGES_IN,
-            REPLICATION_BYTES_OUT)
+            REPLICATION_BYTES_OUT, FETCH_SESSION_EVICTIONS)
 HISTOGRAMS = (TOTAL_TIME,)
 GAUGES = (UNDER_REPLICATED, UNDER_MIN_ISR_COUNT, PARTITION_COUNT, LEADER_COUNT,
           UNDER_MIN_ISR, UNDER_REPLICATED_PARTITION, OFFLINE_PARTITIONS, ACTIVE_CONTROLLER,
           GLOBAL_PARTITIONS, GLOBAL_TOPICS, ACTIVE_BROKERS, FENCED_BROKERS, MAX_LAG,
           LOG_SIZE, LOG_END_OFFSET, LOG_START_OFFSET, PURGATORY_SIZE, GROUP_LAG,
           GROUP_OFFSET, RAFT_COMMIT_INDEX, RAFT_LAST_APPLIED, RAFT_TERM, RAFT_VOTERS,
-          RAFT_IS_VOTER, METADATA_VERSION)
+          RAFT_IS_VOTER, METADATA_VERSION, FETCH_SESSIONS, FETCH_SESSION_PARTITIONS)
 METRIC_NAMES = COUNTERS + HISTOGRAMS + GAUGES
 
 # The purgatories as Kafka labels them (delayedOperation=...).
@@ -77,8 +80,8 @@ PURGATORIES = (("Produce", "produce_purgatory"), ("Fetch", "fetch_purgatory"),
 
 class BrokerCollector(Collector):
     """Every metric of one Broker (see the module).  ``broker`` is duck-typed: its
-    ``replica_manager``, ``metadata``, ``store``, ``groups`` and ``metrics.requests``
-    are read, nothing else."""
+    ``replica_manager``, ``metadata``, ``store``, ``groups``, ``metrics.requests`` and
+    ``api_context.fetch_sessions`` are read, nothing else."""
 
     def __init__(self, broker):
         self.broker = broker
@@ -156,6 +159,13 @@ class BrokerCollector(Collector):
             yield family
         yield _counter(REPLICATION_BYTES_OUT, "Bytes of records answered to follower "
                        "fetches", stats.replication_bytes_out)
+        sessions = self.broker.api_context.fetch_sessions
+        yield _gauge(FETCH_SESSIONS, "Incremental fetch sessions (KIP-227) kept here",
+                     len(sessions))
+        yield _gauge(FETCH_SESSION_PARTITIONS, "Partitions in those fetch sessions",
+                     sessions.partition_count())
+        yield _counter(FETCH_SESSION_EVICTIONS, "Fetch sessions evicted to make room for "
+                       "new ones", sessions.evictions)
 
     # -- the cluster, as the active controller sees it ----------------------------------------
 

@@ -12,7 +12,10 @@ So a leader change A→B→A never leaves divergent logs.
 
 The leader is reached through a ``LeaderEndpoint`` (``leader_endpoint.py``; the Kafka
 protocol by default, a fake in tests): this module decides what to ask and what the
-answers mean, the endpoint only carries them.
+answers mean, the endpoint only carries them.  Fetches run in a fetch session with
+the leader (KIP-227, ``fetch_sessions.FollowerSession``): once caught up, a Fetch names
+only the partitions whose log end or log start moved, and the answer only those with
+news; the leader still reads every partition of the session.
 """
 from __future__ import annotations
 
@@ -28,14 +31,17 @@ from storage.errors import StorageError
 from ..security.client import inter_broker_security
 from .leader_endpoint import (
     EndpointFactory, EpochQuery, FetchSettings, KafkaLeaderEndpoint, LeaderEndpoint,
-    LeaderUnavailable, PartitionFetch,
+    LeaderUnavailable, PartitionFetch, SessionFetch,
 )
+from .fetch_sessions import FollowerSession
 from .partition import Partition
 from .throttle import UNLIMITED, ReplicationThrottle
 
 log = logging.getLogger(__name__)
 
 MAX_TRUNCATION_ROUNDS = 8
+#: answers after which the follower starts a new fetch session at once (no backoff)
+_SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 
 
 @dataclass
@@ -70,6 +76,9 @@ class ReplicaFetcher:
         self.partitions: dict[tuple[str, int], FollowedPartition] = {}
         self.endpoint: LeaderEndpoint | None = None
         self.task: asyncio.Task | None = None
+        #: the fetch session with the leader (KIP-227): a caught-up follower's Fetch
+        #: then names only the partitions whose log end moved
+        self.session = FollowerSession()
         self._prefix = f"[ReplicaFetcher broker={manager.node_id} leader={leader_id}]"
 
     async def run(self) -> None:
@@ -193,12 +202,28 @@ class ReplicaFetcher:
         # Throttled partitions first and capped at the bucket: the leader returns at
         # least one batch only for the first partition of a response (KIP-74).
         ready.sort(key=lambda f: f.partition.key not in throttled)
-        result = await self.endpoint.fetch([
-            PartitionFetch(f.partition.topic, f.partition.index, f.leader_epoch,
-                           f.partition.log_end_offset, f.partition.log_start_offset,
-                           min(self.manager.fetch_max_bytes, allowance)
-                           if f.partition.key in throttled else self.manager.fetch_max_bytes)
-            for f in ready])
+        wanted = {f.partition.key: PartitionFetch(
+                      f.partition.topic, f.partition.index, f.leader_epoch,
+                      f.partition.log_end_offset, f.partition.log_start_offset,
+                      min(self.manager.fetch_max_bytes, allowance)
+                      if f.partition.key in throttled else self.manager.fetch_max_bytes)
+                  for f in ready}
+        session = self.session
+        listed, forgotten = session.build(
+            {key: (p.current_leader_epoch, p.fetch_offset, p.log_start_offset, p.max_bytes)
+             for key, p in wanted.items()})
+        try:
+            result = await self.endpoint.fetch(
+                [wanted[key] for key in listed],
+                SessionFetch(session.session_id, session.epoch, forgotten))
+        except LeaderUnavailable:
+            session.on_failure()
+            raise
+        session.on_answer(result.error_code, result.session_id)
+        if result.error_code in _SESSION_ERRORS:
+            log.info("%s fetch session %s; starting a new one", self._prefix,
+                     ErrorCode(result.error_code).name)
+            return True
         if result.error_code != ErrorCode.NONE:
             for followed in ready:
                 self._back_off(followed, f"fetch {ErrorCode(result.error_code).name}")

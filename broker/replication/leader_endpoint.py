@@ -4,9 +4,10 @@ The fetcher (``fetcher.py``) decides what to ask and what to do with the answers
 endpoint only carries the questions to one leader broker and brings the answers back,
 as plain values:
 
-* ``fetch(partitions)``: one Fetch for several partitions, each from its fetch offset;
-  the answer per partition carries an error code, the leader's high watermark and log
-  start offset, and the batches exactly as the leader stored them;
+* ``fetch(partitions, session)``: one Fetch for several partitions, each from its fetch
+  offset, in a fetch session (KIP-227) or none; the answer per partition carries an
+  error code, the leader's high watermark and log start offset, and the batches
+  exactly as the leader stored them (in a session, only partitions with news);
 * ``offsets_for_leader_epoch(partitions)``: for each partition, where the leader's log
   ends for the epoch asked about (KIP-101/279);
 * ``close()``: drop the connection; the next request opens another.
@@ -66,10 +67,22 @@ class FetchedData:
 @dataclass(slots=True)
 class FetchResult:
     """A whole Fetch answer: a request-level ``error_code`` (then ``partitions`` is
-    empty), else one entry per partition the leader answered for."""
+    empty), else one entry per partition the leader answered for; ``session_id`` is
+    the fetch session the answer belongs to (0: none)."""
 
     error_code: int
     partitions: dict[Key, FetchedData]
+    session_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFetch:
+    """The fetch session part of a Fetch (KIP-227, see fetch_sessions.FollowerSession):
+    the session and epoch, and the partitions the session forgets."""
+
+    session_id: int
+    epoch: int
+    forgotten: list[Key]
 
 
 @dataclass(frozen=True)
@@ -100,8 +113,9 @@ class LeaderEndpoint(Protocol):
         """False while the leader cannot be addressed at all (its address is unknown):
         the fetcher then backs off without asking."""
 
-    async def fetch(self, partitions: list[PartitionFetch]) -> FetchResult:
-        """Raises LeaderUnavailable."""
+    async def fetch(self, partitions: list[PartitionFetch],
+                    session: SessionFetch | None = None) -> FetchResult:
+        """In ``session`` (None: sessionless).  Raises LeaderUnavailable."""
 
     async def offsets_for_leader_epoch(self, partitions: list[EpochQuery]
                                        ) -> dict[Key, EpochEndOffset]:
@@ -142,22 +156,25 @@ class KafkaLeaderEndpoint:
     def ready(self) -> bool:
         return self.broker_address(self.leader_id) is not None
 
-    async def fetch(self, partitions: list[PartitionFetch]) -> FetchResult:
+    async def fetch(self, partitions: list[PartitionFetch],
+                    session: SessionFetch | None = None) -> FetchResult:
         # Encoded and decoded by hand (protocol/hot_requests.py): one round trip per
         # acknowledged batch on every follower.
         request = FetchRequestOut(
             FETCH_VERSION, self.node_id, self.settings.wait_max_ms, 1,
             self.settings.response_max_bytes,
             [(p.topic, p.partition, p.current_leader_epoch, p.fetch_offset,
-              p.log_start_offset, p.max_bytes) for p in partitions])
+              p.log_start_offset, p.max_bytes) for p in partitions],
+            *((session.session_id, session.epoch, session.forgotten) if session else ()))
         response = await self._request(request, FetchResponseIn)
         if response.error_code != 0:
-            return FetchResult(response.error_code, {})
+            return FetchResult(response.error_code, {}, response.session_id)
         return FetchResult(0, {
             (topic.topic, data.partition_index): FetchedData(
                 data.error_code, data.high_watermark, data.log_start_offset,
                 data.records or b"")
-            for topic in response.responses for data in topic.partitions})
+            for topic in response.responses for data in topic.partitions},
+            response.session_id)
 
     async def offsets_for_leader_epoch(self, partitions: list[EpochQuery]
                                        ) -> dict[Key, EpochEndOffset]:

@@ -20,6 +20,7 @@ from broker.metrics import METRIC_NAMES, BrokerMetrics, MetricsEndpoint
 from broker.metrics.stats import (DISCARD_REQUESTS, TIME_BUCKETS_MS, ReplicaStats,
                                   RequestStats, request_stats_of)
 from broker.replication.delayed import FetchPartitionStatus
+from broker.replication.fetch_sessions import CachedPartition, FetchSessionCache, PartitionParams
 from broker.replication.origin import AppendOrigin
 from broker.replication.replica_manager import ReplicaManager
 from broker.testing import build_batch
@@ -123,7 +124,8 @@ def broker(tmp_path):
     fake = SimpleNamespace(
         config=config, replica_manager=rm, metadata=metadata,
         store=SimpleNamespace(_syncobj=FakeRaftNode()),
-        groups=SimpleNamespace(manager=SimpleNamespace(loaded_groups=lambda: [group])))
+        groups=SimpleNamespace(manager=SimpleNamespace(loaded_groups=lambda: [group])),
+        api_context=SimpleNamespace(fetch_sessions=FetchSessionCache(10)))
     fake.metrics = BrokerMetrics(fake)
     yield fake
     for partition in rm.partitions.values():
@@ -303,6 +305,25 @@ def test_purgatory_sizes_and_max_lag(broker):
     finally:
         del broker.replica_manager.fetchers.fetchers[2]
     assert value(families, "kafka_server_replicafetchermanager_maxlag", clientId="Replica") == 12
+
+
+def test_fetch_session_gauges_count_sessions_partitions_and_evictions(broker):
+    sessions = broker.api_context.fetch_sessions
+    sessions.max_sessions = 1
+    params = PartitionParams(0, 1024, -1, -1)
+    assert sessions.create(False, {("t", 0): CachedPartition(params)})
+    families = scrape(broker.metrics.registry)
+    prefix = "kafka_server_fetchsessioncache_"
+    assert value(families, prefix + "numincrementalfetchsessions") == 1
+    assert value(families, prefix + "numincrementalfetchpartitionscached") == 1
+    # a follower's session takes the consumer's place
+    assert sessions.create(True, {("t", 0): CachedPartition(params),
+                                  ("t", 1): CachedPartition(params)})
+    families = scrape(broker.metrics.registry)
+    assert value(families, prefix + "numincrementalfetchsessions") == 1
+    assert value(families, prefix + "numincrementalfetchpartitionscached") == 2
+    evictions = prefix + "incrementalfetchsessionevictions"
+    assert value(families, evictions, evictions + "_total") == 1
 
 
 def test_the_registry_is_the_brokers_own(broker):

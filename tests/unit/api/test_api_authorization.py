@@ -18,6 +18,7 @@ from broker.api.metadata import handle_metadata
 from broker.api.produce import handle_produce
 from broker.api.producer_ids import handle_init_producer_id
 from broker.controller.state import ClusterState
+from broker.replication.fetch_sessions import FetchSessionCache
 from broker.security.acls import (AclBinding, AclOperation as Op, AclPermissionType as Perm,
                                   PatternType, ResourceType as Res)
 from broker.security.authorizer import Authorizer, image_bindings
@@ -50,6 +51,7 @@ def context(*bindings: AclBinding):
     return SimpleNamespace(
         config=SETTINGS, node_id=1, image=image, replica_manager=RecordingReplicaManager(),
         metadata=SimpleNamespace(image=image, controller_id=1),
+        fetch_sessions=FetchSessionCache(10),
         authorizer=Authorizer(SETTINGS, lambda: bindings))
 
 

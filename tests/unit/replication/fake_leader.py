@@ -54,7 +54,9 @@ class FakeLeaderEndpoint:
     def ready(self) -> bool:
         return self.addressable
 
-    async def fetch(self, partitions: list[PartitionFetch]) -> FetchResult:
+    async def fetch(self, partitions: list[PartitionFetch], session=None) -> FetchResult:
+        """A leader without fetch sessions: every answer says session 0, so the
+        fetcher keeps listing every partition."""
         self.fetches.append(list(partitions))
         await asyncio.sleep(0)  # a network round trip always yields to the loop
         if self.unreachable:
