@@ -138,6 +138,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "fsync the log before answering an acks=all produce (Raftwood option)"),
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame"),
     Setting("message.max.bytes", int, 1024 * 1024 + 12, "Largest record batch"),
+    # Raftwood's own: Kafka has no such setting (it always sends fetched records with
+    # FileChannel.transferTo, i.e. sendfile, on plaintext listeners).
+    Setting("socket.sendfile.enable", _bool, True,
+            "Send Fetch records from the segment files with sendfile on plaintext "
+            "listeners; false: pread them and write the copy (Raftwood option)"),
     Setting("queued.max.requests.per.connection", int, 100,
             "In-flight requests per connection before reading pauses (Raftwood option)"),
     Setting("max.incremental.fetch.session.cache.slots", int, 1000,

@@ -6,7 +6,10 @@ every record byte (the encode buffer, its ``bytes()``, the framing concatenation
 fixed-width fields around each partition's records are packed with ``struct`` and the
 records themselves are never copied: :func:`encode_fetch_response` returns the frame as a
 list whose record entries are the very buffers the log returned, ready for
-``transport.writelines``.  The size prefix is computed from the parts.
+``transport.writelines``.  The size prefix is computed from the parts.  A record entry may
+also be a ``storage.FileRecords`` (the log's zero-copy read: regions of segment files,
+with ``len()``); it is placed in the list as it is, and the connection sends it with
+``os.sendfile`` (``broker/network/connection.py``).  Nothing here reads it.
 
 Covers Fetch v4-v12 (the versions Raftwood serves): response header v0 up to v11, v1
 (flexible, tagged fields) at v12.  Field layout per version, from Kafka's
@@ -67,7 +70,8 @@ class AbortedTransaction:
 
 @dataclass
 class FetchPartitionResult:
-    """One partition's answer.  ``records`` is any bytes-like object (kept, not copied)."""
+    """One partition's answer.  ``records`` is any bytes-like object or a
+    ``storage.FileRecords`` (kept, not copied; only its ``len()`` is used here)."""
 
     partition_index: int
     error_code: int

@@ -281,7 +281,9 @@ def _decode_body(request_class, frame: bytes, api_version: int):
 
 class Framed(list):
     """A response already framed by a hand-written encoder (size prefix included), as the
-    buffers to write in order; ``encode_response`` passes it through untouched."""
+    buffers to write in order; ``encode_response`` passes it through untouched.  A Fetch
+    response's record entries may be ``storage.FileRecords`` instead of buffers: the
+    connection sends those from the segment files (``Connection._write_with_files``)."""
 
 
 def encode_response(request: Request, body) -> bytes | Framed:

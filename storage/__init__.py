@@ -21,18 +21,21 @@ are the log's parts, one on-disk concept each:
                        RecoveryReport
 ``cleaner``            the log cleaner: plan, clean (a thread), commit (the swap)
 ``log``                PartitionLog (keeps all of the above in step), AppendInfo
+``file_records``       FileRecords: a zero-copy read, regions of segment files
 ``errors``             StorageError and its subclasses
 """
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import (CorruptIndex, CorruptLog, InvalidAppend, InvalidEpochAssignment,
                      InvalidIndexEntry, InvalidOffset, LogClosed, OffsetOutOfRange,
-                     StorageError, StorageIOError)
+                     StaleRegion, StorageError, StorageIOError)
+from .file_records import FileRecords
 from .log import AppendInfo, PartitionLog
 from .recovery import RecoveryReport
 
 __all__ = [
-    "AppendInfo", "CorruptIndex", "CorruptLog", "InvalidAppend", "InvalidEpochAssignment",
-    "InvalidIndexEntry", "InvalidOffset", "LeaderEpochCache", "LogClosed", "LogConfig",
-    "OffsetOutOfRange", "PartitionLog", "RecoveryReport", "StorageError", "StorageIOError",
+    "AppendInfo", "CorruptIndex", "CorruptLog", "FileRecords", "InvalidAppend",
+    "InvalidEpochAssignment", "InvalidIndexEntry", "InvalidOffset", "LeaderEpochCache",
+    "LogClosed", "LogConfig", "OffsetOutOfRange", "PartitionLog", "RecoveryReport",
+    "StaleRegion", "StorageError", "StorageIOError",
 ]

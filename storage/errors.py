@@ -61,3 +61,10 @@ class StorageIOError(StorageError):
 
 class LogClosed(StorageError):
     """The log was closed or deleted; no further reads or appends."""
+
+
+class StaleRegion(StorageError):
+    """A zero-copy read's file region is no longer what was read: its segment was
+    truncated or closed (retention, DeleteRecords, the cleaner's swap, a follower's
+    truncation) before the bytes were sent.  The only safe answer is to send nothing
+    more of that response: the connection closes and the client fetches again."""

@@ -159,6 +159,15 @@ class OffsetIndex(_SparseIndex):
             return self.base_offset, 0
         return self.base_offset + self._keys[slot], self._values[slot]
 
+    def lookup_position(self, position: int) -> tuple[int, int]:
+        """(offset, position) of the entry with the largest position <= ``position``;
+        (base_offset, 0) if none.  Every entry points at a batch start, so a zero-copy
+        read finds where its last whole batch ends with a short walk from here."""
+        slot = bisect.bisect_right(self._values, position) - 1
+        if slot < 0:
+            return self.base_offset, 0
+        return self.base_offset + self._keys[slot], self._values[slot]
+
     @property
     def last_entry(self) -> tuple[int, int]:
         return self.lookup(self.base_offset + INT32_MAX)

@@ -3,7 +3,9 @@
 Hot paths (``append_as_leader``, ``append_as_follower``, ``read``) touch only batch
 headers: an append is one ``os.write`` of the batch bytes to the active segment plus
 in-memory index and producer-state bookkeeping; a read is a bisect over segment base
-offsets, an index lookup, a short walk over 12-byte prefixes and one ``os.pread``.
+offsets, an index lookup, a short walk over 12-byte prefixes and one ``os.pread``
+(or, for the Fetch handler, no read of the records at all: ``FileRecords``, regions the
+network layer sends with ``os.sendfile``).
 Everything that decodes records (``offset_for_timestamp``, ``max_timestamp_and_offset``)
 is a cold path.
 """
@@ -27,6 +29,7 @@ from .checkpoint import PartitionOffsets
 from .config import LONG_MAX, LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import InvalidAppend, InvalidOffset, LogClosed, OffsetOutOfRange, StorageIOError
+from .file_records import ZERO_COPY_MIN_BYTES, FileRecords
 from .producer_state import ProducerStateManager
 from .recovery import RecoveredLog, RecoveryReport, recover_log, reload_producer_state
 from .segment import LogSegment
@@ -319,7 +322,8 @@ class PartitionLog:
 
     @_converts_os_errors
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> bytes | memoryview:
+             min_one_batch: bool = True, zero_copy: bool = False
+             ) -> bytes | memoryview | FileRecords:
         """Whole batches starting with the one that contains ``offset`` (bytes-like).
 
         Stops before any batch whose base offset is >= ``max_offset`` (exclusive; the
@@ -327,6 +331,10 @@ class PartitionLog:
         that with ``min_one_batch`` the first batch is returned whatever its size
         (KIP-74).  ``offset`` == log_end_offset (or >= max_offset) → b"".  Raises
         OffsetOutOfRange outside [log_start_offset, log_end_offset].  May span segments.
+
+        ``zero_copy``: the same batches as a ``FileRecords`` (regions of the segment
+        files, not read; ``storage/file_records.py`` says when they stay valid), unless
+        they come to less than ``ZERO_COPY_MIN_BYTES``, which are returned as bytes.
         """
         self._check_open()
         log_end_offset = self.log_end_offset
@@ -336,6 +344,8 @@ class PartitionLog:
         if offset >= upper:
             return b""
         index = bisect.bisect_right(self._bases, offset) - 1
+        if zero_copy:
+            return self._locate(index, offset, max_bytes, upper, log_end_offset, min_one_batch)
         chunks: list[bytes] = []
         remaining = max_bytes
         while True:
@@ -351,6 +361,29 @@ class PartitionLog:
                 break
             offset = self._bases[index]
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _locate(self, index: int, offset: int, max_bytes: int, upper: int,
+                log_end_offset: int, min_one_batch: bool) -> bytes | FileRecords:
+        """``read``'s segment walk with ``LogSegment.locate``: regions, not bytes."""
+        regions = []
+        remaining = max_bytes
+        while True:
+            segment = self._segments[index]
+            position, length, exhausted = segment.locate(
+                offset, remaining, upper if upper < log_end_offset else None,
+                min_one_batch and not regions)
+            if length:
+                regions.append((segment, segment.generation, position, length))
+                remaining -= length
+            index += 1
+            if not exhausted or index == len(self._segments) or remaining <= 0 \
+                    or self._bases[index] >= upper:
+                break
+            offset = self._bases[index]
+        records = FileRecords(regions)
+        if len(records) < ZERO_COPY_MIN_BYTES:
+            return records.read() if regions else b""
+        return records
 
     @_converts_os_errors
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:

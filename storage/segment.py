@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from protocol.records import (BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader,
                               valid_prefix)
 
-from .errors import CorruptIndex, CorruptLog, InvalidAppend, StorageIOError
+from .errors import CorruptIndex, CorruptLog, InvalidAppend, StaleRegion, StorageIOError
 from .index import INT32_MAX, OffsetIndex, TimeIndex
 
 logger = logging.getLogger(__name__)
@@ -97,6 +97,12 @@ class LogSegment:
         self._max_timestamp = -1
         self._offset_of_max_timestamp = base_offset
         self._bytes_since_index_entry = 0
+        #: Bumped whenever bytes already written may change or the fd may go: a
+        #: truncation cuts the file, ``close`` frees the fd number (the kernel may hand it
+        #: to another file).  A zero-copy read (``storage/file_records.py``) remembers it
+        #: and refuses its regions once it moved.  Appends only add bytes past every region
+        #: read so far and leave it alone.
+        self.generation = 0
         #: when the segment.ms clock started: first append, or the file's mtime on reload
         self.rolling_base_ms: int | None = stat.st_mtime_ns // 1_000_000 if stat.st_size else None
 
@@ -251,17 +257,21 @@ class LogSegment:
         Offset-index lookup, then a walk over 12-byte prefixes: the batch containing
         ``offset`` is the last one whose base offset is <= ``offset``.
         """
+        return self._find_batch(offset)[0]
+
+    def _find_batch(self, offset: int) -> tuple[int, int, int]:
+        """(position, base offset, size in bytes) of the batch ``find_position`` finds."""
         if not self.base_offset <= offset < self._next_offset:
             raise CorruptLog(f"{self.log_path}: offset {offset} is not in "
                              f"[{self.base_offset}, {self._next_offset})")
         _, position = self.offset_index.lookup(offset)
-        _, size = self._prefix_at(position)
+        base, size = self._prefix_at(position)
         while position + size < self._size_bytes:
             next_base, next_size = self._prefix_at(position + size)
             if next_base > offset:
                 break
-            position, size = position + size, next_size
-        return position
+            position, base, size = position + size, next_base, next_size
+        return position, base, size
 
     def read(self, offset: int, max_bytes: int, max_offset: int | None,
              min_one_batch: bool) -> tuple[bytes | memoryview, bool]:
@@ -308,6 +318,63 @@ class LogSegment:
         # A view, not a slice: the trimmed tail (a partial batch) is not worth copying
         # the whole read for.  Callers treat the result as any bytes-like object.
         return (data if used == len(data) else memoryview(data)[:used]), exhausted
+
+    def locate(self, offset: int, max_bytes: int, max_offset: int | None,
+               min_one_batch: bool) -> tuple[int, int, bool]:
+        """What ``read`` would return, as (position, length, exhausted), without reading
+        the records: the zero-copy path (``PartitionLog.read(zero_copy=True)``) sends them
+        from the file later.  Same limits and the same answer, byte for byte, as ``read``.
+
+        Only batch prefixes are read: the first batch's (and its last offset when
+        ``offset`` is not its base offset, to step over a gap the cleaner left), the
+        batch holding ``max_offset`` when that bound falls inside this segment, and a
+        walk over prefixes from the last offset-index entry before ``max_bytes`` runs
+        out, which ends where the last whole batch within the budget ends.
+        """
+        if offset >= self._next_offset:
+            return self._size_bytes, 0, True
+        position, base, size = self._find_batch(offset)
+        if base != offset and self._last_offset_at(position) < offset:
+            position += size  # ``offset`` lies in a gap the cleaner left
+            if position == self._size_bytes:
+                return position, 0, True
+            base, size = self._prefix_at(position)
+        if max_offset is not None and base >= max_offset:
+            return position, 0, False
+        end_bound = self._size_bytes  # a batch boundary, as is every candidate below
+        if max_offset is not None and max_offset < self._next_offset:
+            at, at_base, at_size = self._find_batch(max_offset)
+            end_bound = at if at_base >= max_offset else at + at_size
+        budget_end = position + max(max_bytes, 0)
+        if budget_end >= end_bound:
+            end = end_bound
+        else:
+            end = max(self.offset_index.lookup_position(budget_end)[1], position)
+            while True:
+                step = self._prefix_at(end)[1]
+                if end + step > budget_end:
+                    break
+                end += step
+        if end == position and min_one_batch:
+            return position, size, False
+        return position, end - position, end == self._size_bytes
+
+    def read_region(self, generation: int, position: int, length: int) -> bytes:
+        """The ``length`` bytes at ``position`` of a region located at ``generation``;
+        StaleRegion if the segment was truncated or closed since."""
+        self.check_generation(generation)
+        return self._pread(length, position)
+
+    def region_fd(self, generation: int) -> int:
+        """The log file's fd, for ``os.sendfile`` right now (on the event loop, before
+        anything else can touch the segment); StaleRegion if the segment was truncated
+        or closed since ``generation``."""
+        self.check_generation(generation)
+        return self._fd
+
+    def check_generation(self, generation: int) -> None:
+        if generation != self.generation or self._fd < 0:
+            raise StaleRegion(f"{self.log_path} was truncated or closed after the read")
 
     def batches_reaching_timestamp(self, timestamp_ms: int):
         """Headers of the batches whose max_timestamp >= ``timestamp_ms``, in offset order.
@@ -432,6 +499,7 @@ class LogSegment:
 
     def _cut_file(self, position: int) -> None:
         try:
+            self.generation += 1
             os.ftruncate(self._fd, position)
             os.fsync(self._fd)
         except OSError as exc:
@@ -544,8 +612,9 @@ class LogSegment:
 
     def close(self) -> None:
         if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+            self.generation += 1
+            fd, self._fd = self._fd, -1
+            os.close(fd)
 
     def delete(self) -> None:
         """Close and remove the files: the log first, so a crash leaves only index orphans."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import struct
 import time
 from collections import deque
@@ -21,6 +22,7 @@ from protocol.framing import FrameReader
 from protocol.messages import Request, decode_request, encode_response, peek_header, \
     unsupported_api_versions_response
 from protocol.status import STATUS_API_KEY, decode_status_request
+from storage import FileRecords, StaleRegion
 
 from ..api import CLOSE, HANDLERS
 from ..api.sasl import legacy_token
@@ -32,6 +34,7 @@ from ..security.session import SecuritySession
 log = logging.getLogger(__name__)
 
 _CLOSE_MARK = object()
+_MAX_IOV = 512  # buffers per os.writev (Linux allows 1024)
 
 
 class _Pending:
@@ -62,6 +65,10 @@ class Connection(asyncio.Protocol):
         self.max_in_flight = max(1, config["queued.max.requests.per.connection"])
         self.request_stats = request_stats_of(broker)  # per-API counts and times (metrics)
         self.transport: asyncio.Transport | None = None
+        #: The socket's fd when Fetch records may go out with os.sendfile (a plaintext
+        #: TCP transport); None under TLS, where every byte must pass through the
+        #: transport's encryption.
+        self._sendfile_fd: int | None = None
         self.peer = "?"
         self.client_host = ""
         self._queue: deque = deque()  # _Pending | bytes | _CLOSE_MARK, in arrival order
@@ -79,6 +86,10 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.client_host = f"/{peer[0]}" if peer else ""
+        sock = transport.get_extra_info("socket")
+        if sock is not None and transport.get_extra_info("sslcontext") is None \
+                and transport.get_extra_info("ssl_object") is None:
+            self._sendfile_fd = sock.fileno()
         self.session.on_connection_made(transport)
         self.broker.connections.add(self)
 
@@ -203,10 +214,85 @@ class Connection(asyncio.Protocol):
                 self._close_now()
                 return
             if isinstance(result, list):  # protocol.messages.Framed: buffers, not copied
-                self.transport.writelines(result)
+                if any(part.__class__ is FileRecords for part in result):
+                    if not self._write_with_files(result):
+                        return  # closed
+                else:
+                    self.transport.writelines(result)
             elif result is not None:
                 self.transport.write(result)
         self._update_reading()
+
+    def _write_with_files(self, parts: list) -> bool:
+        """Write a response holding ``storage.FileRecords`` (a zero-copy Fetch); False if
+        the connection was closed instead.
+
+        sendfile only when nothing is waiting in the transport (its buffer is empty, so
+        what is written on the socket here comes right after everything written before)
+        and the listener is plaintext: the bytes before each region go out with
+        ``os.writev`` on the socket, the region with ``os.sendfile`` from the segment
+        file, in order, until the socket stops taking bytes (EAGAIN).  Whatever is left
+        (the rest of a region read with pread, and every part after it) goes to the
+        transport as today, which then owns the ordering.  Under TLS, or behind
+        buffered bytes, every region is read with pread and the parts written as usual.
+
+        A region whose segment was truncated or closed since the read (StaleRegion, see
+        ``storage/file_records.py``) cannot be sent right: the connection closes, mid
+        response if need be, and the client fetches again.
+        """
+        fd = self._sendfile_fd
+        try:
+            for part in parts:
+                if part.__class__ is FileRecords:
+                    part.check()
+            if fd is None or self.transport.get_write_buffer_size():
+                self.transport.writelines(
+                    [part.read() if part.__class__ is FileRecords else part for part in parts])
+                return True
+            rest = self._send_direct(fd, parts)
+            if rest:
+                self.transport.writelines(rest)
+            return True
+        except StaleRegion as exc:
+            log.info("[Connection %s] closing: a fetched segment changed before its "
+                     "records were sent (%s)", self.peer, exc)
+        except OSError as exc:  # the peer is gone (EPIPE, ECONNRESET) or the file failed
+            log.info("[Connection %s] closing: writing a fetch response failed: %s",
+                     self.peer, exc)
+        self._close_now()
+        return False
+
+    @staticmethod
+    def _send_direct(fd: int, parts: list) -> list:
+        """Write ``parts`` on the non-blocking socket ``fd`` until it would block; return
+        what is left, as bytes-like buffers (the unsent part of a region read with pread)."""
+        plain: list = []
+        for index, part in enumerate(parts):
+            if part.__class__ is not FileRecords:
+                plain.append(part)
+                continue
+            if plain:
+                plain = _writev_all(fd, plain)
+                if plain:
+                    return plain + [part.read() if part.__class__ is FileRecords else part
+                                    for part in parts[index:]]
+            sent = 0
+            for file_fd, position, length in part.fds():
+                done = 0
+                try:
+                    while done < length:
+                        n = os.sendfile(fd, file_fd, position + done, length - done)
+                        if n == 0:  # the file ended early: its region cannot be right
+                            raise StaleRegion("a segment file ended inside a region")
+                        done += n
+                except BlockingIOError:
+                    pass
+                sent += done
+                if done < length:
+                    return [part.read(sent)] + [
+                        p.read() if p.__class__ is FileRecords else p
+                        for p in parts[index + 1:]]
+        return _writev_all(fd, plain) if plain else []
 
     def _close_after_pending(self) -> None:
         """Stop reading; close once the responses already owed have been written."""
@@ -244,3 +330,21 @@ class Connection(asyncio.Protocol):
             await asyncio.wait(tasks, timeout=timeout_s)
         if not self._closing:
             self._close_now()
+
+
+def _writev_all(fd: int, buffers: list) -> list:
+    """``os.writev`` the buffers on the non-blocking socket ``fd`` until done or it would
+    block; returns what is left (the first one trimmed to its unsent tail)."""
+    while buffers:
+        try:
+            n = os.writev(fd, buffers[:_MAX_IOV])
+        except BlockingIOError:
+            return buffers
+        index = 0
+        while index < len(buffers) and n >= len(buffers[index]):
+            n -= len(buffers[index])
+            index += 1
+        buffers = buffers[index:]
+        if n:
+            buffers[0] = memoryview(buffers[0])[n:]
+    return buffers

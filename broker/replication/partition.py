@@ -496,12 +496,14 @@ class Partition:
     def read(self, fetch_offset: int, max_bytes: int, *, replica_id: int = -1,
              current_leader_epoch: int = NO_EPOCH, min_one_batch: bool = True,
              isolation_level: int = READ_UNCOMMITTED,
-             follower_read: bool = False) -> ReadResult:
+             follower_read: bool = False, zero_copy: bool = False) -> ReadResult:
         """Batches from ``fetch_offset``: below the HW for consumers (below the last
         stable offset for read_committed ones, with the aborted transactions in the range
         read), the LEO for followers.  ``follower_read``: a consumer may read from this
         replica while it follows (KIP-392), below its own high watermark, which trails
-        the leader's; otherwise only the leader answers."""
+        the leader's; otherwise only the leader answers.  ``zero_copy``: the records may
+        come back as ``storage.FileRecords`` (regions of the segment files, for the Fetch
+        handler's sendfile; see ``PartitionLog.read``)."""
         self.check_online()
         if not self.is_leader and not (follower_read and replica_id < 0):
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -517,7 +519,7 @@ class Partition:
             else:
                 with self._storage_guard("read"):
                     records = self.log.read(fetch_offset, max_bytes, max_offset=upper_bound,
-                                            min_one_batch=min_one_batch)
+                                            min_one_batch=min_one_batch, zero_copy=zero_copy)
         except OffsetOutOfRange as exc:
             raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, str(exc)) from exc
         aborted = ()

@@ -59,7 +59,7 @@ class FetchedPartition:
     error: ErrorCode
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes = b""
+    records: bytes = b""  # or storage.FileRecords when read with zero_copy
     last_stable_offset: int = -1
     aborted_transactions: tuple = ()
     preferred_read_replica: int = -1
@@ -574,15 +574,20 @@ class ReplicaManager:
     # -- fetch -------------------------------------------------------------------
 
     def read_partitions(self, statuses: list[FetchPartitionStatus], replica_id: int,
-                        max_bytes: int, isolation_level: int = READ_UNCOMMITTED
-                        ) -> list[FetchedPartition]:
+                        max_bytes: int, isolation_level: int = READ_UNCOMMITTED,
+                        zero_copy: bool = False) -> list[FetchedPartition]:
         """Read every requested partition, respecting the response's ``max_bytes``.
 
         The first partition with data may exceed the limits (KIP-74), so a consumer
-        always makes progress past a batch larger than its fetch sizes.
+        always makes progress past a batch larger than its fetch sizes.  ``zero_copy``
+        (the Fetch handler, whose response the connection writes in the same event-loop
+        pass or refuses): records of at least 16 KiB come back as ``storage.FileRecords``
+        for ``os.sendfile``, unless ``socket.sendfile.enable`` is false; ``len()`` is
+        all this method and the handler need of them.
         """
         results = []
         remaining = max_bytes
+        zero_copy = zero_copy and self.config["socket.sendfile.enable"]
         for status in statuses:
             partition = status.partition
             if partition is None:
@@ -603,7 +608,8 @@ class ReplicaManager:
                                       current_leader_epoch=status.current_leader_epoch,
                                       min_one_batch=remaining == max_bytes,
                                       isolation_level=isolation_level,
-                                      follower_read=status.follower_read)
+                                      follower_read=status.follower_read,
+                                      zero_copy=zero_copy)
             except PartitionError as exc:
                 hw = partition.high_watermark if exc.code == ErrorCode.OFFSET_OUT_OF_RANGE else -1
                 results.append(FetchedPartition(exc.code, hw, partition.log_start_offset))
@@ -623,8 +629,10 @@ class ReplicaManager:
     async def fetch(self, statuses: list[FetchPartitionStatus], replica_id: int,
                     max_wait_ms: int, min_bytes: int, max_bytes: int,
                     isolation_level: int = READ_UNCOMMITTED,
-                    client_rack: str | None = None) -> list[FetchedPartition]:
+                    client_rack: str | None = None,
+                    zero_copy: bool = False) -> list[FetchedPartition]:
         """Answer at once if there is enough (or an error); otherwise long-poll.
+        ``zero_copy``: see ``read_partitions``.
         ``isolation_level`` READ_COMMITTED: consumers read below the last stable offset.
         ``client_rack``: None for fetches before v11 (only the leader answers); else the
         consumer's rack ("" when unset): a follower may answer (KIP-392), and a leader
@@ -641,15 +649,17 @@ class ReplicaManager:
         if redirected:  # answered at once (Kafka's rule), the others read as they are
             read = iter(self.read_partitions(
                 [s for i, s in enumerate(statuses) if i not in redirected], replica_id,
-                max_bytes, isolation_level))
+                max_bytes, isolation_level, zero_copy))
             return [redirected[i] if i in redirected else next(read)
                     for i in range(len(statuses))]
-        results = self.read_partitions(statuses, replica_id, max_bytes, isolation_level)
+        results = self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
+                                       zero_copy)
         available = sum(len(r.records) for r in results)
         if not available and any(r.throttled for r in results):
             # Nothing to send but throttled data: wait for the bucket, not in a spin.
             await asyncio.sleep(min(self.throttle.delay_s(), max(0, max_wait_ms) / 1000))
-            return self.read_partitions(statuses, replica_id, max_bytes, isolation_level)
+            return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
+                                        zero_copy)
         has_error = any(r.error != ErrorCode.NONE for r in results)
         if max_wait_ms <= 0 or available >= max(1, min_bytes) or has_error or not statuses:
             return results
@@ -667,7 +677,8 @@ class ReplicaManager:
             await future
         finally:
             operation.force_complete()
-        return self.read_partitions(statuses, replica_id, max_bytes, isolation_level)
+        return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
+                                    zero_copy)
 
 
     def _redirect_to_preferred(self, statuses: list[FetchPartitionStatus], client_rack: str
