@@ -145,8 +145,17 @@ def test_follower_fetch_request_encoding_equals_kafka_python(version):
         entries = [(f"t{rng.randint(0, 2)}", rng.randint(0, 9), rng.randint(-1, 9),
                     rng.randint(0, 2 ** 40), rng.randint(-1, 99), 1 << 20)
                    for _ in range(rng.randint(0, 5))]
-        ours = hot_requests.FetchRequestOut(version, 2, 500, 1, 10 << 20, entries)
+        session_id, session_epoch = rng.choice([(0, -1), (0, 0),
+                                                (rng.randint(1, 2 ** 31 - 1),
+                                                 rng.randint(1, 2 ** 31 - 1))])
+        forgotten = [(f"f{rng.randint(0, 2)}", rng.randint(0, 9))
+                     for _ in range(rng.randint(0, 4))]
+        ours = hot_requests.FetchRequestOut(version, 2, 500, 1, 10 << 20, entries,
+                                            session_id, session_epoch, forgotten)
         ours.with_header(correlation_id=17, client_id="raftwood-fetcher-2")
+        forgotten_by_topic = {}
+        for topic, partition in forgotten:
+            forgotten_by_topic.setdefault(topic, []).append(partition)
         by_topic = {}
         for topic, partition, epoch, offset, start, max_bytes in entries:
             by_topic.setdefault(topic, []).append(FetchPartition(
@@ -154,7 +163,9 @@ def test_follower_fetch_request_encoding_equals_kafka_python(version):
                 last_fetched_epoch=-1, log_start_offset=start, partition_max_bytes=max_bytes))
         theirs = FetchRequest[version](
             replica_id=2, max_wait_ms=500, min_bytes=1, max_bytes=10 << 20, isolation_level=0,
-            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+            session_id=session_id, session_epoch=session_epoch, rack_id="",
+            forgotten_topics_data=[FetchRequest[version].ForgottenTopic(topic=t, partitions=ps)
+                                   for t, ps in forgotten_by_topic.items()],
             topics=[FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
         theirs.with_header(correlation_id=17, client_id="raftwood-fetcher-2")
         assert ours.encode(header=True, framed=True) == \

@@ -18,7 +18,7 @@ from protocol.hot_requests import FetchResponseIn
 from broker.network.kafka_client import ConnectionFailed
 from broker.replication.leader_endpoint import (
     EpochEndOffset, EpochQuery, FetchedData, FetchSettings, KafkaLeaderEndpoint,
-    LeaderUnavailable, PartitionFetch,
+    LeaderUnavailable, PartitionFetch, SessionFetch,
 )
 
 TopicResponse = FetchResponse.FetchableTopicResponse
@@ -85,6 +85,25 @@ def test_fetch_sends_a_v11_follower_fetch_and_returns_each_partitions_answer():
     assert result.partitions == {("a", 0): FetchedData(0, 7, 1, b"xyz"),
                                  ("a", 1): FetchedData(1, -1, 4, b""),
                                  ("b", 0): FetchedData(0, 2, 0, b"")}
+
+
+def test_a_fetch_in_a_session_carries_its_id_epoch_and_forgotten_partitions():
+    answer = FetchResponse(throttle_time_ms=0, error_code=0, session_id=41, responses=[
+        TopicResponse(topic="a", partitions=[partition_data(1, hw=9, start=0)])])
+    endpoint, _ = endpoint_with(answer)
+    result = asyncio.run(endpoint.fetch(
+        [PartitionFetch("a", 1, 5, 9, 0, 1000)],
+        SessionFetch(41, 7, [("a", 0), ("b", 3), ("b", 4)])))
+    sent, _ = endpoint.connection.sent[0]
+    sent.with_header(correlation_id=1, client_id="raftwood-fetcher-3")
+    request = FetchRequest.decode(sent.encode(header=True, framed=True)[4:], version=11,
+                                  header=True)
+    assert (request.session_id, request.session_epoch) == (41, 7)
+    assert [(f.topic, f.partitions) for f in request.forgotten_topics_data] == \
+        [("a", [0]), ("b", [3, 4])]
+    assert [(t.topic, [p.partition for p in t.partitions]) for t in request.topics] == \
+        [("a", [1])]
+    assert (result.session_id, list(result.partitions)) == (41, [("a", 1)])
 
 
 def test_a_request_level_fetch_error_has_no_partitions():
