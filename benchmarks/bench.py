@@ -50,6 +50,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--raftwood-src", type=Path, metavar="DIR",
                         help="run the Raftwood broker from DIR (e.g. a `git archive` of a "
                              "commit) instead of this work tree")
+    parser.add_argument("--raftwood-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="one more broker setting for every Raftwood broker, e.g. "
+                             "socket.sendfile.enable=false (repeatable)")
     parser.add_argument("--keep-data", action="store_true",
                         help="keep each deployment's temporary data dirs and logs")
     parser.add_argument("--json", nargs="?", const="-", metavar="PATH",
@@ -64,6 +67,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.workload_names = _names(parser, "--workloads", args.workloads, WORKLOADS)
     args.target_names = _names(parser, "--targets", args.targets, tuple(TARGETS))
+    args.raftwood_settings = {}
+    for pair in args.raftwood_set:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            parser.error(f"--raftwood-set: expected KEY=VALUE, got {pair!r}")
+        args.raftwood_settings[name.strip()] = value.strip()
     try:
         args.rate_list = tuple(int(r) for r in args.rates.split(",") if r.strip())
     except ValueError:
@@ -118,7 +127,7 @@ def run_workloads(args: argparse.Namespace, ctx: Context) -> list:
 def write_json(path: str, args: argparse.Namespace, ctx: Context, sections: list) -> None:
     doc = {"benchmark": "bench", "quick": args.quick, "workloads": args.workload_names,
            "targets": args.target_names, "environment": environment(),
-           "started_utc": args.started_utc,
+           "started_utc": args.started_utc, "raftwood_settings": args.raftwood_settings,
            "sections": {s.key: {"title": s.title, "figures": s.figures, "errors": s.errors,
                                 "summary": [r.as_json() for r in s.summary]}
                         for s in sections},
@@ -146,11 +155,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ctx = Context(quick=args.quick, targets=args.target_names, timeout_s=args.timeout,
                   start_timeout_s=args.start_timeout, keep_data=args.keep_data,
-                  profiler=profiler, raftwood_src=args.raftwood_src)
+                  profiler=profiler, raftwood_src=args.raftwood_src,
+                  raftwood_settings=args.raftwood_settings)
     env = environment()
     print(f"bench {'--quick ' if args.quick else ''}at {args.started_utc}: "
           f"{', '.join(args.workload_names)}; confluent-kafka {env['confluent_kafka']} "
-          f"(librdkafka {env['librdkafka']}), Python {env['python']}, {env['cpus']} CPUs",
+          f"(librdkafka {env['librdkafka']}), Python {env['python']}, {env['cpus']} CPUs"
+          + "".join(f"; --raftwood-set {k}={v}" for k, v in args.raftwood_settings.items()),
           flush=True)
     started = time.monotonic()
     sweep_stale_dirs(say)

@@ -61,13 +61,18 @@ def free_port() -> int:
 class RaftwoodTarget:
     """This repository's broker, `python -m broker.cli start`, run with `src_dir` (default:
     the work tree) as its working directory, so `python -m` imports the broker from there:
-    point it at an unpacked commit (`git archive`) to measure that commit."""
+    point it at an unpacked commit (`git archive`) to measure that commit.  `settings`
+    ({name: value}, from `--raftwood-set`) go to every broker as more `--set`s, after
+    the ones below, so they win (e.g. `socket.sendfile.enable=false`)."""
 
     name = "raftwood"
     label = "Raftwood"
 
-    def __init__(self, src_dir: Path | None = None) -> None:
+    def __init__(self, src_dir: Path | None = None,
+                 settings: dict[str, str] | None = None) -> None:
         self.cwd = Path(src_dir) if src_dir is not None else REPO_ROOT
+        self.extra = [arg for name, value in (settings or {}).items()
+                      for arg in ("--set", f"{name}={value}")]
 
     def prepare(self, say: Say) -> None:
         if not (self.cwd / "broker" / "cli" / "__main__.py").exists():
@@ -79,7 +84,7 @@ class RaftwoodTarget:
                 "--set", "node.id=1",
                 "--set", f"listeners=PLAINTEXT://{HOST}:{port}",
                 "--set", f"log.dirs={data_dir}",
-                "--set", "num.partitions=3"]
+                "--set", "num.partitions=3", *self.extra]
 
     def cluster_commands(self, ports: list[int], raft_ports: list[int],
                          data_dirs: list[Path]) -> list[list[str]]:
@@ -94,7 +99,7 @@ class RaftwoodTarget:
                  "--set", f"listeners=PLAINTEXT://{HOST}:{port}",
                  "--set", f"log.dirs={data_dir}",
                  "--set", f"controller.quorum.voters={voters}",
-                 "--set", "num.partitions=3"]
+                 "--set", "num.partitions=3", *self.extra]
                 for i, (port, data_dir) in enumerate(zip(ports, data_dirs), 1)]
 
     def version(self) -> str:
@@ -156,8 +161,10 @@ class NoidaTarget:
 TARGETS = {"raftwood": RaftwoodTarget, "noida": NoidaTarget}
 
 
-def make_target(name: str, raftwood_src: Path | None = None):
-    return RaftwoodTarget(raftwood_src) if name == "raftwood" else TARGETS[name]()
+def make_target(name: str, raftwood_src: Path | None = None,
+                raftwood_settings: dict[str, str] | None = None):
+    return RaftwoodTarget(raftwood_src, raftwood_settings) if name == "raftwood" \
+        else TARGETS[name]()
 
 
 def _run_checked(argv: list[str], what: str) -> str:

@@ -37,6 +37,7 @@ class Context:
     keep_data: bool
     profiler: Profiler
     raftwood_src: Path | None = None
+    raftwood_settings: dict[str, str] = field(default_factory=dict)  # --raftwood-set
     cpu_rows: list[CpuRow] = field(default_factory=list)
 
     def count(self, full: int) -> int:
@@ -86,7 +87,7 @@ def _alive(pid: int) -> bool:
 @contextlib.contextmanager
 def session(target_name: str, brokers: int, ctx: Context) -> Iterator[Running]:
     """Start `brokers` brokers of a target in a temp dir; always stop them and delete it."""
-    target = make_target(target_name, ctx.raftwood_src)
+    target = make_target(target_name, ctx.raftwood_src, ctx.raftwood_settings)
     label = target.label if brokers == 1 else f"{target.label} x{brokers}"
     progress = Progress(label)
     data_root = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-{target_name}-"))
