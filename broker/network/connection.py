@@ -22,7 +22,7 @@ from protocol.framing import FrameReader
 from protocol.messages import Request, decode_request, encode_response, peek_header, \
     unsupported_api_versions_response
 from protocol.status import STATUS_API_KEY, decode_status_request
-from storage import FileRecords, StaleRegion
+from storage import FileRecords, StaleRegion, StorageError
 
 from ..api import CLOSE, HANDLERS
 from ..api.sasl import legacy_token
@@ -256,6 +256,9 @@ class Connection(asyncio.Protocol):
         except StaleRegion as exc:
             log.info("[Connection %s] closing: a fetched segment changed before its "
                      "records were sent (%s)", self.peer, exc)
+        except StorageError as exc:  # a pread of the fallback failed (CorruptLog)
+            log.warning("[Connection %s] closing: reading fetched records failed: %s",
+                        self.peer, exc)
         except OSError as exc:  # the peer is gone (EPIPE, ECONNRESET) or the file failed
             log.info("[Connection %s] closing: writing a fetch response failed: %s",
                      self.peer, exc)
