@@ -113,6 +113,15 @@ def log(tmp_path):
     log.close()
 
 
+def answer_whole_log(log, scripted) -> bytes:
+    """Four 50 KB batches in ``log``; request 1 is answered with all of them as file
+    regions.  Returns the log's bytes."""
+    for n in range(4):
+        log.append_as_leader(make_batch(10, 5_000, n), 0)
+    scripted.answers = {1: lambda: answer(1, log.read(0, 1 << 30, zero_copy=True))}
+    return bytes(log.read(0, 1 << 30))
+
+
 def run(scenario):
     async def bounded():
         async with asyncio.timeout(TIMEOUT_S):
@@ -186,10 +195,7 @@ def test_a_slow_reader_gets_every_byte_in_order_sendfile_then_the_fallback(
 
 
 def test_a_fast_reader_gets_the_records_through_sendfile_only(scripted, sendfile_bytes, log):
-    for n in range(4):
-        log.append_as_leader(make_batch(10, 5_000, n), 0)
-    plain = bytes(log.read(0, 1 << 30))
-    scripted.answers = {1: lambda: answer(1, log.read(0, 1 << 30, zero_copy=True))}
+    plain = answer_whole_log(log, scripted)
 
     async def scenario():
         broker = FakeBroker()
@@ -254,10 +260,7 @@ def test_under_tls_regions_are_read_and_written_through_the_transport(
     import ssl
 
     pki = make_pki(tmp_path / "pki")
-    for n in range(4):
-        log.append_as_leader(make_batch(10, 5_000, n), 0)
-    plain = bytes(log.read(0, 1 << 30))
-    scripted.answers = {1: lambda: answer(1, log.read(0, 1 << 30, zero_copy=True))}
+    plain = answer_whole_log(log, scripted)
 
     async def scenario():
         broker = FakeBroker()
