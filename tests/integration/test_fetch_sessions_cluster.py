@@ -8,13 +8,15 @@ killed with SIGKILL and restarted, and the then-leader of some partitions is kil
 (its partitions move to the fetchers of other leaders: sessions gain and forget
 partitions).  Afterwards every acknowledged record is at its offset (read by
 kafka-python's consumer, itself in a session), and every partition's replicas are byte
-for byte the same.
+for byte the same.  The same run with ``max.incremental.fetch.session.cache.slots=0``
+(no session anywhere) shows followers replicate in full fetches too.
 """
 from __future__ import annotations
 
 import time
 import urllib.request
 
+import pytest
 from confluent_kafka import Producer
 from kafka import KafkaConsumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
@@ -36,31 +38,36 @@ def scrape(port: int) -> dict[str, float]:
             for s in family.samples if not s.labels}
 
 
-def wait_sessions(ports: dict[int, int], led: dict[int, int], timeout_s: float = 30) -> dict:
-    """Until every broker holds two sessions caching 2 x the partitions it leads."""
+def wait_sessions(ports: dict[int, int], wanted: dict[int, tuple[int, int]],
+                  timeout_s: float = 30) -> dict:
+    """Until every broker holds ``wanted[node]``: (sessions, partitions cached)."""
     deadline = time.monotonic() + timeout_s
     while True:
         seen = {node: scrape(port) for node, port in ports.items()}
         counts = {node: (s.get(SESSIONS), s.get(CACHED)) for node, s in seen.items()}
-        if all(counts[node] == (2, 2 * led[node]) for node in ports):
+        if counts == wanted:
             return counts
         if time.monotonic() > deadline:
             raise AssertionError(f"sessions per broker (sessions, partitions): {counts}, "
-                                 f"partitions led: {led}")
+                                 f"wanted: {wanted}")
         time.sleep(0.2)
 
 
-def test_follower_sessions_survive_kills_and_leader_moves(raftwood_cluster_factory):
+@pytest.mark.parametrize("slots", [1000, 0], ids=["sessions", "no-sessions"])
+def test_follower_sessions_survive_kills_and_leader_moves(raftwood_cluster_factory, slots):
+    """``slots`` 0: the leaders keep no session and answer every follower fetch in
+    full; the followers, asking each time, replicate all the same."""
     ports = dict(zip((1, 2, 3), free_ports(3)))
-    cluster = raftwood_cluster_factory(
-        broker_settings={node: {"metrics.port": str(port)} for node, port in ports.items()})
+    cluster = raftwood_cluster_factory(broker_settings={
+        node: {"metrics.port": str(port), "max.incremental.fetch.session.cache.slots": slots}
+        for node, port in ports.items()})
     replicas = [[1, 2, 3], [2, 3, 1], [3, 1, 2]]
     cluster.create_topic(TOPIC, assignments=[replicas[i % 3] for i in range(PARTITIONS)])
     for partition in range(PARTITIONS):
         cluster.wait_for_isr(TOPIC, partition, [1, 2, 3])
     led = {node: sum(1 for p in range(PARTITIONS) if replicas[p % 3][0] == node)
            for node in ports}
-    wait_sessions(ports, led)
+    wait_sessions(ports, {node: (2, 2 * led[node]) if slots else (0, 0) for node in ports})
 
     acked: dict[tuple[int, int], bytes] = {}
     errors = []
