@@ -42,6 +42,15 @@ log = logging.getLogger(__name__)
 MAX_TRUNCATION_ROUNDS = 8
 #: answers after which the follower starts a new fetch session at once (no backoff)
 _SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+#: answers of a leader that has not yet applied the metadata that made it our leader (a
+#: topic just created, a leader just elected: both brokers apply the same image, the
+#: follower first by a few milliseconds).  The partition is asked again after
+#: FIRST_RETRY_S, doubling at each repeat up to replica.fetch.backoff.ms; Kafka waits
+#: the whole backoff at once, which held every acks=all produce to a new topic or a new
+#: leader for a second.
+LEADER_BEHIND = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                 ErrorCode.UNKNOWN_LEADER_EPOCH)
+FIRST_RETRY_S = 0.025
 
 
 @dataclass
@@ -54,6 +63,7 @@ class FollowedPartition:
     leader_epoch: int
     needs_truncation: bool = True
     backoff_until: float = 0.0
+    retries: int = 0  # LEADER_BEHIND answers in a row (the next retry waits longer)
     lag: int = 0  # the leader's HW minus our LEO at the last fetch (metrics' MaxLag)
     # Our LEO reached the leader's HW at the last fetch (Kafka's isReplicaInSync): the
     # follower throttle leaves such a partition alone.  False until a fetch says so.
@@ -114,9 +124,17 @@ class ReplicaFetcher:
         waits = [f.backoff_until - now for f in self.partitions.values()]
         await asyncio.sleep(max(0.01, min(waits, default=self.manager.backoff_s)))
 
-    def _back_off(self, followed: FollowedPartition, reason: str) -> None:
-        followed.backoff_until = time.monotonic() + self.manager.backoff_s
-        log.info("%s %s: %s; backing off", self._prefix, followed.partition.name, reason)
+    def _back_off(self, followed: FollowedPartition, reason: str,
+                  code: int = ErrorCode.NONE) -> None:
+        """Leave ``followed`` alone for replica.fetch.backoff.ms; after a LEADER_BEHIND
+        answer (``code``) only for FIRST_RETRY_S, doubled per answer in a row."""
+        delay = self.manager.backoff_s
+        if code in LEADER_BEHIND:
+            delay = min(delay, FIRST_RETRY_S * 2 ** followed.retries)
+            followed.retries += 1
+        followed.backoff_until = time.monotonic() + delay
+        log.info("%s %s: %s; backing off %.0f ms", self._prefix, followed.partition.name,
+                 reason, delay * 1000)
 
     # -- truncation (KIP-101/279) ---------------------------------------------------
 
@@ -148,7 +166,8 @@ class ReplicaFetcher:
         """``answer``: error_code, leader_epoch, end_offset (an EpochEndOffset)."""
         partition = followed.partition
         if answer.error_code != ErrorCode.NONE:
-            self._back_off(followed, f"OffsetForLeaderEpoch {ErrorCode(answer.error_code).name}")
+            self._back_off(followed, f"OffsetForLeaderEpoch {ErrorCode(answer.error_code).name}",
+                           answer.error_code)
             return
         if answer.end_offset < 0:
             self._drop_latest_epoch(followed)
@@ -262,8 +281,9 @@ class ReplicaFetcher:
                 followed.needs_truncation = True
             return False
         if code != ErrorCode.NONE:
-            self._back_off(followed, ErrorCode(code).name)
+            self._back_off(followed, ErrorCode(code).name, code)
             return False
+        followed.retries = 0
         try:
             appended = partition.append_as_follower(data.records or b"", data.high_watermark)
             followed.lag = max(0, data.high_watermark - partition.log_end_offset)

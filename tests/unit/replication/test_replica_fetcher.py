@@ -12,10 +12,13 @@ Broker 3 follows; brokers 1 and 2 lead.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
-from broker.replication.fetcher import FollowedPartition, ReplicaFetcher, ReplicaFetcherManager
+from broker.replication.fetcher import (
+    FIRST_RETRY_S, FollowedPartition, ReplicaFetcher, ReplicaFetcherManager,
+)
 from broker.replication.leader_endpoint import FetchedData
 from protocol.errors import ErrorCode
 from tests.unit.replication.fake_leader import (
@@ -306,6 +309,41 @@ def test_a_stale_leader_epoch_backs_off_until_the_metadata_moves_us(tmp_path):
         manager.follow(follower)
         await until(lambda: same_log(follower, leader))
         await manager.shutdown()
+
+    asyncio.run(main())
+
+
+def test_a_leader_behind_our_metadata_is_asked_again_soon_then_less_often(tmp_path):
+    """UNKNOWN_TOPIC_OR_PARTITION from a leader that has not applied the new topic yet:
+    retried after FIRST_RETRY_S, doubling per answer up to replica.fetch.backoff.ms (1 s
+    here); a good answer starts over; any other error waits the whole backoff."""
+    leader = leading(replica_with_history(tmp_path, 2, [(0, 3)]), epoch=0)
+    follower = following(open_replica(tmp_path, FOLLOWER), 2, epoch=0)
+    endpoint = FakeLeaderEndpoint(FOLLOWER)  # does not lead the partition yet
+    config = {"replica.fetch.wait.max.ms": 500, "replica.fetch.max.bytes": 1 << 20,
+              "replica.fetch.response.max.bytes": 10 << 20, "replica.fetch.backoff.ms": 1000}
+    manager = ReplicaFetcherManager(FOLLOWER, config, lambda broker: None,
+                                    endpoint_factory={2: endpoint}.__getitem__)
+
+    async def main():
+        fetcher, followed = stepping_fetcher(manager, endpoint, 2, follower)
+        await fetcher._truncate_where_needed()
+        waits = []
+        for _ in range(7):
+            followed.backoff_until = 0.0
+            await fetcher._fetch_once()
+            waits.append(followed.backoff_until - time.monotonic())
+        assert followed.retries == 7
+        assert waits[0] <= FIRST_RETRY_S and waits[1] <= 2 * FIRST_RETRY_S
+        assert 0.5 < waits[-1] <= 1.0, "capped at the backoff"
+        endpoint.leaders[leader.key] = leader  # the leader applied the topic
+        followed.backoff_until = 0.0
+        await fetcher._fetch_once()
+        assert same_log(follower, leader) and followed.retries == 0
+        endpoint.rewrite = lambda data: FetchedData(ErrorCode.KAFKA_STORAGE_ERROR)
+        produce(leader, 1)
+        await fetcher._fetch_once()
+        assert followed.backoff_until - time.monotonic() > 0.5 and followed.retries == 0
 
     asyncio.run(main())
 
