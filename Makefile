@@ -48,7 +48,9 @@ compat-node:
 	    && touch $(KAFKAJS_DIR)/node_modules/.installed; \
 	fi
 
-## test: install everything the tests need, then run the whole suite
+## test: install everything the tests need, then run the whole suite; the slowest tests
+## are listed at the end (the CI run has a time budget). e.g. make test PYTEST_ARGS="-k fetch"
+PYTEST_ARGS ?= --durations=15
 test: venv system-deps compat-node
 	@# pytest exits 5 when it collects no test: not a failure of the code
 	$(PY) -m pytest -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
