@@ -110,11 +110,17 @@ class BrokerLifecycle:
         """Move leadership away before exiting: fence ourselves, as Kafka fences every
         broker that shuts down cleanly (elections follow, we leave every ISR so acks=all
         writes need not wait for our session to expire, and Metadata stops listing us),
-        and wait until our image shows it.  Skipped when no other broker is live."""
+        and wait until our image shows it.  Skipped when no other broker is live, and
+        when this broker reaches no majority of the metadata quorum's voters (the fencing
+        could not commit: the wait would only delay the exit by its whole bound)."""
         async with self._heartbeat_lock:  # no heartbeat in flight, none after this
             self.shutting_down = True
         image = self.metadata.image
         if not image.is_live(self.node_id) or len(image.live_brokers()) <= 1:
+            return
+        if not self.metadata.quorum_reachable():
+            log.warning("[Broker %d] controlled shutdown skipped: no majority of the "
+                        "metadata quorum's voters is reachable", self.node_id)
             return
         try:
             await self.metadata.fence_self(self.node_id,

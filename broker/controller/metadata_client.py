@@ -88,6 +88,17 @@ class MetadataClient:
         """This broker's view of the metadata quorum (None for a lone broker)."""
         return self.store.quorum_status() if self.has_quorum else None
 
+    def quorum_reachable(self) -> bool:
+        """Whether this broker is connected to a majority of the voters (itself counted
+        when it votes), so a metadata change it submits can commit.  True for a lone
+        broker's local store."""
+        status = self.quorum_status()
+        if status is None:
+            return True
+        voters = status.get("voters") or []
+        connected = sum(1 for voter in voters if voter["connected"])
+        return bool(status.get("running")) and connected * 2 > len(voters)
+
     async def add_voter(self, node_id: int, address: str, timeout_s: float) -> None:
         """AddRaftVoter: ``node_id`` becomes a voter at Raft ``address``."""
         await self.store.add_voter(node_id, address, timeout_s=timeout_s)

@@ -446,6 +446,35 @@ def test_sigterm_right_after_the_controller_died_still_exits_cleanly(raftwood_cl
     cluster.kill(survivor)
 
 
+def test_a_broker_reaching_no_majority_of_the_voters_skips_its_controlled_shutdown(
+        raftwood_cluster_factory):
+    """Four voters (three make a majority).  Two brokers stop cleanly; a third then
+    reaches two voters, itself included: fencing itself could not commit, so it exits
+    at once, saying why, instead of waiting out its controlled shutdown's bound."""
+    cluster = raftwood_cluster_factory(4)
+    topic = cluster.create_topic("no-majority", partitions=2, replication_factor=2)
+    for p in range(2):
+        cluster.wait_for_leader(topic, p)
+    controller = cluster.controller_id()
+    first, second, third = [n for n in cluster.node_ids if n != controller]
+    for node in (first, second):
+        assert cluster.stop(node) == 0, cluster.broker(node).log_tail()
+        assert "controlled shutdown: leadership moved" in \
+            cluster.broker(node).log_path.read_text(errors="replace")
+    deadline = time.monotonic() + 20
+    while True:  # the third broker's Raft node saw the two go
+        connected = [v["id"] for v in cluster.status(third)["quorum"]["voters"]
+                     if v["connected"]]
+        if sorted(connected) == sorted([third, controller]):
+            break
+        assert time.monotonic() < deadline, connected
+        time.sleep(0.1)
+    assert cluster.stop(third) == 0, cluster.broker(third).log_tail()
+    log_text = cluster.broker(third).log_path.read_text(errors="replace")
+    assert "controlled shutdown skipped: no majority" in log_text
+    assert "controlled shutdown: leadership moved" not in log_text
+
+
 def test_a_broker_in_no_isr_is_fenced_by_its_shutdown_and_leaves_metadata(
         raftwood_cluster_factory):
     """A cleanly stopped broker is fenced at once even when it holds no in-sync replica
