@@ -271,7 +271,8 @@ class FollowerSession:
     """The follower's side of a session with one leader (Kafka's FetchSessionHandler).
 
     ``build(wanted)`` says what the next Fetch carries, given every partition the
-    fetcher wants with its parameters (a hashable tuple each): a full fetch asking for
+    fetcher wants with its parameters (any value compared with ``==``, e.g. the
+    fetcher's PartitionFetch): a full fetch asking for
     a session while there is none, else only the partitions whose parameters changed
     since they were last sent and the ones no longer wanted.  ``on_answer`` (session
     id and top-level error of the answer) and ``on_failure`` (no answer, so the
@@ -285,15 +286,15 @@ class FollowerSession:
     def __init__(self) -> None:
         self.session_id = INVALID_SESSION_ID
         self.epoch = INITIAL_EPOCH
-        self._sent: dict[Key, tuple] = {}  # what the leader's session holds
-        self._pending: dict[Key, tuple] = {}
+        self._sent: dict = {}  # key -> the parameters the leader's session holds
+        self._pending: dict = {}
 
     @property
     def full(self) -> bool:
         """The next Fetch lists every partition."""
         return self.epoch == INITIAL_EPOCH
 
-    def build(self, wanted: dict[Key, tuple]) -> tuple[list[Key], list[Key]]:
+    def build(self, wanted: dict) -> tuple[list[Key], list[Key]]:
         """(partitions to list, partitions to forget) in the next Fetch; it carries
         ``session_id`` and ``epoch`` as they are now."""
         self._pending = wanted

@@ -228,9 +228,7 @@ class ReplicaFetcher:
                       if f.partition.key in throttled else self.manager.fetch_max_bytes)
                   for f in ready}
         session = self.session
-        listed, forgotten = session.build(
-            {key: (p.current_leader_epoch, p.fetch_offset, p.log_start_offset, p.max_bytes)
-             for key, p in wanted.items()})
+        listed, forgotten = session.build(wanted)
         try:
             result = await self.endpoint.fetch(
                 [wanted[key] for key in listed],

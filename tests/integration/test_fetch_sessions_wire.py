@@ -123,7 +123,9 @@ def test_session_errors_leave_the_session_usable(broker):
 
 
 def test_an_incremental_long_poll_wakes_for_any_partition_of_the_session(broker):
-    with KafkaConnection(broker.bootstrap) as conn, \
+    """The fetch may wait a minute, the connection only 10 s: a poll that did not wake
+    when the record came fails with the connection's timeout."""
+    with KafkaConnection(broker.bootstrap, timeout_s=10) as conn, \
             KafkaConnection(broker.bootstrap) as producer:
         offsets = {p: fetch(conn, 0, -1, {p: 0}).responses[0].partitions[0].high_watermark
                    for p in range(PARTITIONS)}
@@ -132,13 +134,10 @@ def test_an_incremental_long_poll_wakes_for_any_partition_of_the_session(broker)
         timer = threading.Timer(0.5, produce, (producer, 2, 1, "wake"))
         timer.start()
         try:
-            started = time.monotonic()
-            woken = fetch(conn, session, 1, {}, max_wait_ms=20_000)
-            waited = time.monotonic() - started
+            woken = fetch(conn, session, 1, {}, max_wait_ms=60_000)
         finally:
             timer.join()
         assert listed(woken) == {2: (offsets[2] + 1, 1)}
-        assert waited < 15, "answered when the record came, not at the end of the wait"
         assert fetch(conn, session, -1, {}).error_code == 0
 
 
