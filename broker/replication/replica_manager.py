@@ -652,6 +652,9 @@ class ReplicaManager:
                 max_bytes, isolation_level, zero_copy))
             return [redirected[i] if i in redirected else next(read)
                     for i in range(len(statuses))]
+        if max_wait_ms > 0 and min_bytes <= 1 and statuses and not self.throttle.enabled:
+            return await self._fetch_when_answerable(statuses, replica_id, max_wait_ms,
+                                                     max_bytes, isolation_level, zero_copy)
         results = self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
                                        zero_copy)
         available = sum(len(r.records) for r in results)
@@ -677,6 +680,40 @@ class ReplicaManager:
             await future
         finally:
             operation.force_complete()
+        return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
+                                    zero_copy)
+
+    async def _fetch_when_answerable(self, statuses: list[FetchPartitionStatus],
+                                     replica_id: int, max_wait_ms: int, max_bytes: int,
+                                     isolation_level: int, zero_copy: bool
+                                     ) -> list[FetchedPartition]:
+        """A long poll with ``min_bytes`` <= 1 (every follower, most consumers): read once,
+        when there is something to answer.
+
+        With ``min_bytes`` <= 1, "answer now" is exactly what ``DelayedFetch.try_complete``
+        decides: a partition with any visible record beyond its fetch offset, or one the
+        reader must hear about (gone, not led here any more, another epoch, the offset
+        out of range, an offline directory — which is never led).  A read finds nothing
+        else to send: a caught-up partition reads as empty.  So the operation is tried
+        first, and the partitions are read once, after it completed — instead of reading
+        every partition, finding nothing, and reading again after the wait, which a
+        caught-up follower did at every fetch.  Throttled replication is left to
+        ``fetch``'s general path (a throttled partition reads as empty with data behind
+        it)."""
+        future = asyncio.get_running_loop().create_future()
+
+        def respond():
+            if not future.done():
+                future.set_result(None)
+
+        operation = DelayedFetch(max_wait_ms, 1, replica_id, statuses, respond,
+                                 isolation_level)
+        if not self.fetch_purgatory.try_complete_else_watch(
+                operation, [s.partition.key for s in statuses if s.partition is not None]):
+            try:
+                await future
+            finally:
+                operation.force_complete()
         return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
                                     zero_copy)
 
