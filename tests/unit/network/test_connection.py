@@ -47,6 +47,7 @@ class FakeTransport:
     def __init__(self, protocol: asyncio.Protocol):
         self.protocol = protocol
         self.writes: list[bytes] = []
+        self.frames_per_call: list[int] = []
         self.reading = True
         self.pauses = 0
         self.resumes = 0
@@ -57,8 +58,21 @@ class FakeTransport:
         return PEER if name == "peername" else default
 
     def write(self, data) -> None:
+        self.writelines([data])
+
+    def writelines(self, buffers) -> None:
+        """One call (one system call on a real transport): ``writes`` gets each response
+        frame it carried, ``frames_per_call`` how many there were."""
         assert not self.closed, "write after close"
-        self.writes.append(bytes(data))
+        data = b"".join(bytes(b) for b in buffers)
+        count = 0
+        while data:
+            (size,) = struct.unpack_from(">i", data, 0)
+            assert len(data) >= 4 + size, "a write ends inside a response frame"
+            self.writes.append(data[:4 + size])
+            data = data[4 + size:]
+            count += 1
+        self.frames_per_call.append(count)
 
     def pause_reading(self) -> None:
         self.pauses += 1
@@ -211,6 +225,28 @@ def test_responses_leave_in_request_order_when_later_requests_finish_first(handl
             assert response.error_code == ErrorCode.NONE
             assert any(k.api_key == ApiKey.ApiVersions for k in response.api_keys)
         assert not transport.closed
+    run(scenario)
+
+
+def test_answers_finishing_in_the_same_pass_leave_in_one_write(handlers):
+    """Three held requests released together (as one high watermark move releases
+    several acks=all produces) are written with one call, in order; a request answered
+    alone later still gets its own write."""
+    async def scenario():
+        conn, transport = open_connection(FakeBroker())
+        handlers.hold(1, 2, 3)
+        conn.data_received(api_versions(1) + api_versions(2) + api_versions(3))
+        await settle()
+        assert transport.writes == []
+        for cid in (1, 2, 3):
+            handlers.release(cid)
+        await settle()
+        assert correlation_ids(transport.writes) == [1, 2, 3]
+        assert transport.frames_per_call == [3]
+        conn.data_received(api_versions(4))
+        await settle()
+        assert correlation_ids(transport.writes) == [1, 2, 3, 4]
+        assert transport.frames_per_call == [3, 1]
     run(scenario)
 
 
