@@ -3,11 +3,13 @@
 ``CommittedIsr`` when no change is in flight; ``PendingExpandIsr`` / ``PendingShrinkIsr``
 while one AlterPartition is.  Each knows its ``isr`` (the committed one, which acks=-1
 admission uses) and its ``maximal_isr`` (what the high watermark waits for).  Only
-``Partition`` moves between them.
+``Partition`` moves between them.  States are immutable, so each computes its
+``maximal_isr`` once: the high watermark asks for it at every append and follower fetch.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar
 
 
@@ -18,7 +20,7 @@ class CommittedIsr:
     isr: tuple[int, ...]
     is_inflight: ClassVar[bool] = False
 
-    @property
+    @cached_property
     def maximal_isr(self) -> frozenset[int]:
         return frozenset(self.isr)
 
@@ -46,7 +48,7 @@ class PendingExpandIsr(_PendingIsr):
 
     new_in_sync_replica: int
 
-    @property
+    @cached_property
     def maximal_isr(self) -> frozenset[int]:
         return frozenset(self.isr) | {self.new_in_sync_replica}
 
@@ -62,7 +64,7 @@ class PendingShrinkIsr(_PendingIsr):
 
     out_of_sync_replicas: frozenset[int]
 
-    @property
+    @cached_property
     def maximal_isr(self) -> frozenset[int]:
         return frozenset(self.isr)
 

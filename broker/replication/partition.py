@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
@@ -128,10 +127,13 @@ class Partition:
     _isr_state: IsrState = field(default=CommittedIsr(()), init=False)
     storage_failure_listener: Callable[[Partition, str, Exception], None] | None = \
         field(default=None, repr=False, compare=False)
+    #: (topic, index): the partition's key in the replica manager and the purgatories
+    key: tuple[str, int] = field(init=False, repr=False, compare=False)
+    _guards: dict[str, _StorageGuard] = field(default_factory=dict, init=False, repr=False,
+                                              compare=False)
 
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.topic, self.index)
+    def __post_init__(self) -> None:
+        self.key = (self.topic, self.index)
 
     @property
     def name(self) -> str:
@@ -644,17 +646,36 @@ class Partition:
                             partition_epoch=self._partition_epoch, isr=self.isr,
                             reason=reason, **more)
 
-    @contextmanager
-    def _storage_guard(self, what: str):
+    def _storage_guard(self, what: str) -> "_StorageGuard":
         """Around every call that touches the log's files: a disk failure (StorageIOError,
         CorruptLog) goes to ``storage_failure_listener(self, what, exc)`` first, then is
-        raised unchanged."""
-        try:
-            yield
-        except (StorageIOError, CorruptLog) as exc:
-            if self.storage_failure_listener is not None:
-                self.storage_failure_listener(self, what, exc)
-            raise
+        raised unchanged.  One guard per ``what``, made once: appends and reads pass
+        through here at every request."""
+        guard = self._guards.get(what)
+        if guard is None:
+            guard = self._guards[what] = _StorageGuard(self, what)
+        return guard
+
+
+class _StorageGuard:
+    """The context manager ``Partition._storage_guard`` returns (a plain class: a
+    generator-based one costs several calls more on every append and read)."""
+
+    __slots__ = ("partition", "what")
+
+    def __init__(self, partition: Partition, what: str):
+        self.partition = partition
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type, exc, traceback) -> bool:
+        if exc_type is not None and issubclass(exc_type, (StorageIOError, CorruptLog)):
+            listener = self.partition.storage_failure_listener
+            if listener is not None:
+                listener(self.partition, self.what, exc)
+        return False  # raised unchanged
 
 
 def _now_ms() -> int:
