@@ -298,7 +298,7 @@ class FollowerSession:
         """(partitions to list, partitions to forget) in the next Fetch; it carries
         ``session_id`` and ``epoch`` as they are now."""
         self._pending = wanted
-        if self.full:
+        if self.epoch == INITIAL_EPOCH:  # self.full, without the property's call
             return list(wanted), []
         sent = self._sent
         return ([key for key, params in wanted.items() if sent.get(key) != params],
