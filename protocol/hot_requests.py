@@ -494,7 +494,11 @@ class FetchRequestOut:
     (topic, partition, current_leader_epoch, fetch_offset, log_start_offset,
     partition_max_bytes), grouped by topic in order of first appearance.  v7+ carries
     the fetch session (``session_id``, ``session_epoch``: KIP-227, default sessionless)
-    and the (topic, partition) pairs ``forgotten`` by it."""
+    and the (topic, partition) pairs ``forgotten`` by it.  Slotted: one is made per fetch."""
+
+    __slots__ = ("API_VERSION", "replica_id", "max_wait_ms", "min_bytes", "max_bytes",
+                 "partitions", "session_id", "session_epoch", "forgotten", "_correlation_id",
+                 "_client_id")
 
     def __init__(self, version: int, replica_id: int, max_wait_ms: int, min_bytes: int,
                  max_bytes: int, partitions: list[tuple], session_id: int = 0,
