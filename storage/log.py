@@ -30,9 +30,9 @@ from .config import LONG_MAX, LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import InvalidAppend, InvalidOffset, LogClosed, OffsetOutOfRange, StorageIOError
 from .file_records import ZERO_COPY_MIN_BYTES, FileRecords
+from .index import INT32_MAX
 from .producer_state import ProducerStateManager
 from .recovery import RecoveredLog, RecoveryReport, recover_log, reload_producer_state
-from .index import INT32_MAX
 from .segment import LogSegment
 
 logger = logging.getLogger(__name__)
