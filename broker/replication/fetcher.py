@@ -70,6 +70,10 @@ class FollowedPartition:
     caught_up: bool = False
     #: ``partition.key``, kept: every fetch reads it, and the property builds a tuple
     key: tuple[str, int] = field(init=False)
+    #: what the last fetch asked of this partition; the next one asks with the same
+    #: object while nothing in it moved (no new object, and the session's comparison
+    #: is an identity test: most partitions of a busy follower are idle at any time)
+    request: PartitionFetch | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.key = self.partition.key
@@ -238,10 +242,17 @@ class ReplicaFetcher:
         for f in ready:
             key = f.key
             partition_log = f.partition.log
-            wanted[key] = PartitionFetch(
-                key[0], key[1], f.leader_epoch, partition_log.log_end_offset,
-                partition_log.log_start_offset,
-                min(max_bytes, allowance) if throttled and key in throttled else max_bytes)
+            fetch_offset = partition_log.log_end_offset
+            log_start_offset = partition_log.log_start_offset
+            limit = min(max_bytes, allowance) if throttled and key in throttled else max_bytes
+            request = f.request
+            if request is None or request.fetch_offset != fetch_offset \
+                    or request.log_start_offset != log_start_offset \
+                    or request.max_bytes != limit \
+                    or request.current_leader_epoch != f.leader_epoch:
+                request = f.request = PartitionFetch(key[0], key[1], f.leader_epoch,
+                                                     fetch_offset, log_start_offset, limit)
+            wanted[key] = request
             asked[key] = f
         session = self.session
         listed, forgotten = session.build(wanted)
