@@ -30,6 +30,7 @@ turns it into CorruptRequest.
 """
 from __future__ import annotations
 
+import functools
 import struct
 
 from .primitives import uvarint as _uvarint
@@ -461,7 +462,10 @@ def _array_length(n: int, compact: bool) -> bytes:
     return _uvarint(n + 1) if compact else _I32.pack(n)
 
 
+@functools.lru_cache(maxsize=1024)
 def _string(text: str, compact: bool) -> bytes:
+    """``text`` with its length prefix.  Cached: every Fetch a follower sends and every
+    Produce response carry the same few topic names and client ids."""
     raw = text.encode()
     return (_uvarint(len(raw) + 1) if compact else _I16.pack(len(raw))) + raw
 
@@ -478,6 +482,8 @@ def _nullable_string(text: str | None, compact: bool) -> bytes:
 # replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id and
 # session_epoch (v7+) of the Fetch a follower sends
 _FETCH_OUT_TOP = struct.Struct(">iiiib")
+# the frame's size (filled in last), api_key, api_version, correlation_id
+_SIZE_AND_HEADER = struct.Struct(">ihhi")
 _FETCH_OUT_TOP_V7 = struct.Struct(">iiiibii")
 
 
@@ -488,7 +494,11 @@ class FetchRequestOut:
     (topic, partition, current_leader_epoch, fetch_offset, log_start_offset,
     partition_max_bytes), grouped by topic in order of first appearance.  v7+ carries
     the fetch session (``session_id``, ``session_epoch``: KIP-227, default sessionless)
-    and the (topic, partition) pairs ``forgotten`` by it."""
+    and the (topic, partition) pairs ``forgotten`` by it.  Slotted: one is made per fetch."""
+
+    __slots__ = ("API_VERSION", "replica_id", "max_wait_ms", "min_bytes", "max_bytes",
+                 "partitions", "session_id", "session_epoch", "forgotten", "_correlation_id",
+                 "_client_id")
 
     def __init__(self, version: int, replica_id: int, max_wait_ms: int, min_bytes: int,
                  max_bytes: int, partitions: list[tuple], session_id: int = 0,
@@ -507,11 +517,15 @@ class FetchRequestOut:
         self._correlation_id, self._client_id = correlation_id, client_id
 
     def encode(self, header: bool = True, framed: bool = True) -> bytes:
+        """The framed request.  One per acknowledged batch on every follower: the size
+        prefix is filled in last (the frame is copied once, by the final bytes()), and
+        array lengths are packed here rather than through a call each."""
         assert header and framed, "only whole frames are encoded here"
         version = self.API_VERSION
         flexible = version >= FETCH_FLEXIBLE_FROM
-        out = bytearray(_HEADER.pack(1, version, self._correlation_id))
-        out += _nullable_string(self._client_id, compact=False)
+        out = bytearray(_SIZE_AND_HEADER.pack(0, 1, version, self._correlation_id))
+        client_id = self._client_id  # the header's string is never compact
+        out += _I16.pack(-1) if client_id is None else _string(client_id, False)
         if flexible:
             out += b"\x00"
         if version >= 7:
@@ -525,10 +539,10 @@ class FetchRequestOut:
         by_topic: dict[str, list[tuple]] = {}
         for entry in self.partitions:
             by_topic.setdefault(entry[0], []).append(entry)
-        out += _array_length(len(by_topic), flexible)
+        out += _uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
         for topic, entries in by_topic.items():
             out += _string(topic, flexible)
-            out += _array_length(len(entries), flexible)
+            out += _uvarint(len(entries) + 1) if flexible else _I32.pack(len(entries))
             for _, partition, leader_epoch, fetch_offset, log_start, max_bytes in entries:
                 # last_fetched_epoch (v12+) is -1: divergence is found by
                 # OffsetForLeaderEpoch, not in the fetch
@@ -549,10 +563,10 @@ class FetchRequestOut:
             forgotten: dict[str, list[int]] = {}
             for topic, partition in self.forgotten:
                 forgotten.setdefault(topic, []).append(partition)
-            out += _array_length(len(forgotten), flexible)
+            out += _uvarint(len(forgotten) + 1) if flexible else _I32.pack(len(forgotten))
             for topic, partitions in forgotten.items():
                 out += _string(topic, flexible)
-                out += _array_length(len(partitions), flexible)
+                out += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
                 out += struct.pack(f">{len(partitions)}i", *partitions)
                 if flexible:
                     out += b"\x00"
@@ -560,7 +574,8 @@ class FetchRequestOut:
             out += _string("", flexible)  # rack_id
         if flexible:
             out += b"\x00"
-        return _I32.pack(len(out)) + bytes(out)
+        _I32.pack_into(out, 0, len(out) - _I32.size)
+        return bytes(out)
 
 
 class ResponseHeader:

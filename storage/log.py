@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from protocol.control import marker_of
-from protocol.records import RecordError, assign_offset_and_epoch, first_offset_at_or_after, \
-    parse_header, valid_prefix
+from protocol.records import CONTROL_FLAG, LOG_OVERHEAD, RecordError, assign_offset_and_epoch, \
+    first_offset_at_or_after, parse_header, valid_prefix
 
 from . import checkpoint
 from .checkpoint import PartitionOffsets
@@ -30,6 +30,7 @@ from .config import LONG_MAX, LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import InvalidAppend, InvalidOffset, LogClosed, OffsetOutOfRange, StorageIOError
 from .file_records import ZERO_COPY_MIN_BYTES, FileRecords
+from .index import INT32_MAX
 from .producer_state import ProducerStateManager
 from .recovery import RecoveredLog, RecoveryReport, recover_log, reload_producer_state
 from .segment import LogSegment
@@ -220,60 +221,90 @@ class PartitionLog:
         self._unflushed_messages += header.records_count
         return AppendInfo(base_offset, header.last_offset, header.max_timestamp, -1, header.size)
 
-    @_converts_os_errors
     def append_as_follower(self, batches: bytes) -> AppendInfo | None:
         """Append batches copied from the leader, offsets and epochs already assigned.
 
         All of ``batches`` must be complete, CRC-valid batches with increasing offsets
-        starting at or after log_end_offset (gaps are the leader's compaction), with non-decreasing leader epochs not older than the cache's
-        latest; otherwise InvalidAppend and nothing is written.  The epoch cache gains
-        each new epoch at its first batch; the producer state records every batch.
-        Empty input → None.
+        starting at or after log_end_offset (gaps are the leader's compaction), with
+        non-decreasing leader epochs not older than the cache's latest; otherwise
+        InvalidAppend and nothing is written.  The epoch cache gains each new epoch at
+        its first batch; the producer state records every batch.  Empty input → None.
+
+        A follower calls this once per fetch that brings records, so it reads each
+        header once per pass and keeps ``_converts_os_errors``'s conversion inline (an
+        OSError still leaves as StorageIOError) rather than through the wrapper.
         """
-        self._check_open()
+        if self._closed:
+            raise LogClosed(f"{self._prefix} is closed")
         if not batches:
             return None
-        headers, valid_bytes = valid_prefix(batches, check_crc=True)
-        if valid_bytes != len(batches):
-            raise InvalidAppend(f"{self._prefix} torn, malformed or CRC-failing batch at byte "
-                                f"{valid_bytes} of {len(batches)}")
-        self._check_follower_batches(headers)
-        view = memoryview(batches)
-        now_ms = self._clock_ms()
-        start = 0
-        while start < len(headers):
-            self._maybe_roll(headers[start].size, headers[start].last_offset, now_ms)
-            end = self._run_fitting_active_segment(headers, start)
-            for header in headers[start:end]:
-                latest = self.epoch_cache.latest_epoch
-                if header.partition_leader_epoch >= 0 and (
-                        latest is None or header.partition_leader_epoch > latest):
-                    self.epoch_cache.assign(header.partition_leader_epoch, header.base_offset)
-            last = headers[end - 1]
-            self._segments[-1].append(view[headers[start].position:last.position + last.size],
-                                      headers[start:end], now_ms)
-            for header in headers[start:end]:
-                self.producer_state.update(header, marker_of(batches, header))
-            self._unflushed_messages += sum(h.records_count for h in headers[start:end])
-            start = end
-        return AppendInfo(headers[0].base_offset, headers[-1].last_offset,
-                          max(h.max_timestamp for h in headers), -1, valid_bytes)
+        try:
+            headers, valid_bytes = valid_prefix(batches, check_crc=True)
+            if valid_bytes != len(batches):
+                raise InvalidAppend(f"{self._prefix} torn, malformed or CRC-failing batch at "
+                                    f"byte {valid_bytes} of {len(batches)}")
+            max_timestamp = self._check_follower_batches(headers)
+            now_ms = self._clock_ms()
+            epoch_cache = self.epoch_cache
+            producer_state = self.producer_state
+            count = len(headers)
+            start = 0
+            while start < count:
+                first = headers[start]
+                self._maybe_roll(LOG_OVERHEAD + first.batch_length,
+                                 first.base_offset + first.last_offset_delta, now_ms)
+                end = start + 1 if start + 1 == count else \
+                    self._run_fitting_active_segment(headers, start)
+                if end - start == count:
+                    run, data = headers, batches  # the usual case: one write of all
+                else:
+                    run = headers[start:end]
+                    last = run[-1]
+                    data = memoryview(batches)[first.position:
+                                               last.position + LOG_OVERHEAD + last.batch_length]
+                latest = epoch_cache.latest_epoch
+                records = 0
+                for header in run:
+                    epoch = header.partition_leader_epoch
+                    if epoch >= 0 and (latest is None or epoch > latest):
+                        epoch_cache.assign(epoch, header.base_offset)
+                        latest = epoch
+                    records += header.records_count
+                self._segments[-1].append(data, run, now_ms)
+                for header in run:
+                    producer_state.update(header, marker_of(batches, header)
+                                          if header.attributes & CONTROL_FLAG else None)
+                self._unflushed_messages += records
+                start = end
+            last = headers[-1]
+            return AppendInfo(headers[0].base_offset, last.base_offset + last.last_offset_delta,
+                              max_timestamp, -1, valid_bytes)
+        except OSError as exc:
+            raise StorageIOError(f"{self._prefix} append_as_follower failed: {exc}") from exc
 
-    def _check_follower_batches(self, headers) -> None:
-        expected = self.log_end_offset
+    def _check_follower_batches(self, headers) -> int:
+        """InvalidAppend unless ``headers`` start at or after log_end_offset, each past the
+        one before, with leader epochs that never go back; returns their largest
+        max_timestamp (the AppendInfo's, read in the same pass)."""
+        expected = self._segments[-1].next_offset
         epoch = self.epoch_cache.latest_epoch
+        max_timestamp = headers[0].max_timestamp
         for header in headers:
+            base_offset = header.base_offset
             # >=, not ==: below a leader's compacted range a fetch returns gaps.
-            if header.base_offset < expected:
-                raise InvalidAppend(f"{self._prefix} batch base offset {header.base_offset} "
+            if base_offset < expected:
+                raise InvalidAppend(f"{self._prefix} batch base offset {base_offset} "
                                     f"< expected {expected} (log_end_offset "
                                     f"{self.log_end_offset})")
             if header.partition_leader_epoch >= 0:
                 if epoch is not None and header.partition_leader_epoch < epoch:
-                    raise InvalidAppend(f"{self._prefix} batch at {header.base_offset} has "
+                    raise InvalidAppend(f"{self._prefix} batch at {base_offset} has "
                                         f"leader epoch {header.partition_leader_epoch} < {epoch}")
                 epoch = header.partition_leader_epoch
-            expected = header.next_offset
+            if header.max_timestamp > max_timestamp:
+                max_timestamp = header.max_timestamp
+            expected = base_offset + header.last_offset_delta + 1
+        return max_timestamp
 
     def _run_fitting_active_segment(self, headers, start: int) -> int:
         """End (exclusive) of the run of batches from ``start`` the active segment takes."""
@@ -301,7 +332,7 @@ class PartitionLog:
             reason = f"segment.ms {config.segment_ms} elapsed"
         elif active.index_full(config.max_index_entries_offset, config.max_index_entries_time):
             reason = "index full"
-        elif not active.can_hold(last_offset):
+        elif last_offset - active.base_offset > INT32_MAX:  # LogSegment.can_hold, inline
             reason = "relative offsets would overflow int32"
         else:
             return

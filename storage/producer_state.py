@@ -260,7 +260,8 @@ class ProducerStateManager:
         offset) or as follower, or replayed.  Any batch moves ``map_end_offset``.
         ``marker``: for a control batch, its (type, coordinator epoch) -- the log reads
         them from the batch; a control batch of another type changes no producer."""
-        self.map_end_offset = header.next_offset
+        # header.next_offset, computed: no property call for every batch appended
+        self.map_end_offset = header.base_offset + header.last_offset_delta + 1
         if header.producer_id == NO_PRODUCER_ID:
             return
         if header.is_control:

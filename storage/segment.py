@@ -90,10 +90,13 @@ class LogSegment:
         self.log_path = stem + LOG_SUFFIX + file_suffix
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         stat = os.fstat(self._fd)
-        self._size_bytes = stat.st_size
+        # ``size_bytes`` and ``next_offset`` are plain attributes, not properties: the log
+        # reads them several times per append and per fetch.  Only this segment sets them.
+        self.size_bytes: int = stat.st_size  #: the ``.log`` file's length
         self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + file_suffix, base_offset)
         self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + file_suffix, base_offset)
-        self._next_offset = base_offset
+        #: one past the last offset in this segment (exclusive end)
+        self.next_offset: int = base_offset
         self._max_timestamp = -1
         self._offset_of_max_timestamp = base_offset
         self._bytes_since_index_entry = 0
@@ -121,15 +124,6 @@ class LogSegment:
     # -- properties ------------------------------------------------------------------
 
     @property
-    def size_bytes(self) -> int:
-        return self._size_bytes
-
-    @property
-    def next_offset(self) -> int:
-        """One past the last offset in this segment (exclusive end)."""
-        return self._next_offset
-
-    @property
     def largest_timestamp(self) -> int:
         """The largest batch max_timestamp in this segment; -1 when none."""
         return self._max_timestamp
@@ -155,8 +149,8 @@ class LogSegment:
         return last_offset - self.base_offset <= INT32_MAX
 
     def __repr__(self) -> str:
-        return (f"LogSegment(base_offset={self.base_offset}, next_offset={self._next_offset}, "
-                f"size_bytes={self._size_bytes})")
+        return (f"LogSegment(base_offset={self.base_offset}, next_offset={self.next_offset}, "
+                f"size_bytes={self.size_bytes})")
 
     # -- append ----------------------------------------------------------------------
 
@@ -168,10 +162,10 @@ class LogSegment:
         ``next_offset`` (a follower may append past a gap the leader's cleaner left);
         StorageIOError (file cut back) if the write fails.
         """
-        if headers[0].base_offset < self._next_offset:
+        if headers[0].base_offset < self.next_offset:
             raise InvalidAppend(f"{self.log_path}: batch base offset {headers[0].base_offset} "
-                                f"< next offset {self._next_offset}")
-        position = self._size_bytes
+                                f"< next offset {self.next_offset}")
+        position = self.size_bytes
         self._write_all(data)
         origin = headers[0].position
         for header in headers:
@@ -181,20 +175,23 @@ class LogSegment:
 
     def _write_all(self, data) -> None:
         view = memoryview(data)
+        size = len(view)
         written = 0
         try:
-            while written < len(view):
-                written += os.write(self._fd, view[written:])
+            while written < size:
+                written += os.write(self._fd, view[written:] if written else view)
         except OSError as exc:
             try:
-                os.ftruncate(self._fd, self._size_bytes)
+                os.ftruncate(self._fd, self.size_bytes)
             except OSError:
                 pass
             raise StorageIOError(f"{self.log_path}: write failed: {exc}") from exc
-        self._size_bytes += written
+        self.size_bytes += written
 
     def _track_batch(self, header: BatchHeader, position: int) -> None:
-        """In-memory bookkeeping for a batch now stored at ``position`` (append, recovery)."""
+        """In-memory bookkeeping for a batch now stored at ``position`` (append, recovery).
+        The header's ``size`` and ``next_offset`` are computed here, not read through
+        its properties (one call each per batch appended)."""
         if header.max_timestamp > self._max_timestamp:
             self._max_timestamp = header.max_timestamp
             self._offset_of_max_timestamp = header.base_offset
@@ -202,8 +199,8 @@ class LogSegment:
             self.offset_index.append(header.base_offset, position)
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
             self._bytes_since_index_entry = 0
-        self._bytes_since_index_entry += header.size
-        self._next_offset = header.next_offset
+        self._bytes_since_index_entry += LOG_OVERHEAD + header.batch_length
+        self.next_offset = header.base_offset + header.last_offset_delta + 1
 
     # -- reads -----------------------------------------------------------------------
 
@@ -220,7 +217,7 @@ class LogSegment:
         """(base_offset, batch size in bytes) of the batch at ``position``."""
         base_offset, length = _PREFIX.unpack(self._pread(LOG_OVERHEAD, position))
         if length < HEADER_SIZE - LOG_OVERHEAD \
-                or position + LOG_OVERHEAD + length > self._size_bytes:
+                or position + LOG_OVERHEAD + length > self.size_bytes:
             raise CorruptLog(f"{self.log_path}: batch at {position} has length {length}")
         return base_offset, LOG_OVERHEAD + length
 
@@ -246,7 +243,7 @@ class LogSegment:
 
     def iter_headers(self, position: int = 0):
         """61-byte headers of the batches from ``position`` to the end (cold paths)."""
-        while position < self._size_bytes:
+        while position < self.size_bytes:
             header = self.header_at(position)
             yield header
             position += header.size
@@ -261,12 +258,12 @@ class LogSegment:
 
     def _find_batch(self, offset: int) -> tuple[int, int, int]:
         """(position, base offset, size in bytes) of the batch ``find_position`` finds."""
-        if not self.base_offset <= offset < self._next_offset:
+        if not self.base_offset <= offset < self.next_offset:
             raise CorruptLog(f"{self.log_path}: offset {offset} is not in "
-                             f"[{self.base_offset}, {self._next_offset})")
+                             f"[{self.base_offset}, {self.next_offset})")
         _, position = self.offset_index.lookup(offset)
         base, size = self._prefix_at(position)
-        while position + size < self._size_bytes:
+        while position + size < self.size_bytes:
             next_base, next_size = self._prefix_at(position + size)
             if next_base > offset:
                 break
@@ -284,19 +281,19 @@ class LogSegment:
         An ``offset`` in a gap the cleaner left starts at the next batch.
         One pread of up to ``max_bytes``, then the prefixes are walked in memory.
         """
-        if offset >= self._next_offset:
+        if offset >= self.next_offset:
             return b"", True  # in a gap the cleaner left at the end: the next segment
         position = self.find_position(offset)
-        remaining = self._size_bytes - position
+        remaining = self.size_bytes - position
         data = self._pread(min(max(max_bytes, 0), remaining), position)
         if _last_offset_in(data) < offset or (len(data) < _LAST_OFFSET_DELTA_AT + 4
                                               and self._last_offset_at(position) < offset):
             # ``offset`` lies in a gap the cleaner left (rare: compacted logs only):
             # start at the next batch.
             position += self._prefix_at(position)[1]
-            if position == self._size_bytes:
+            if position == self.size_bytes:
                 return b"", True
-            remaining = self._size_bytes - position
+            remaining = self.size_bytes - position
             data = self._pread(min(max(max_bytes, 0), remaining), position)
         used = 0
         exhausted = False
@@ -331,18 +328,18 @@ class LogSegment:
         walk over prefixes from the last offset-index entry before ``max_bytes`` runs
         out, which ends where the last whole batch within the budget ends.
         """
-        if offset >= self._next_offset:
-            return self._size_bytes, 0, True
+        if offset >= self.next_offset:
+            return self.size_bytes, 0, True
         position, base, size = self._find_batch(offset)
         if base != offset and self._last_offset_at(position) < offset:
             position += size  # ``offset`` lies in a gap the cleaner left
-            if position == self._size_bytes:
+            if position == self.size_bytes:
                 return position, 0, True
             base, size = self._prefix_at(position)
         if max_offset is not None and base >= max_offset:
             return position, 0, False
-        end_bound = self._size_bytes  # a batch boundary, as is every candidate below
-        if max_offset is not None and max_offset < self._next_offset:
+        end_bound = self.size_bytes  # a batch boundary, as is every candidate below
+        if max_offset is not None and max_offset < self.next_offset:
             at, at_base, at_size = self._find_batch(max_offset)
             end_bound = at if at_base >= max_offset else at + at_size
         budget_end = position + max(max_bytes, 0)
@@ -357,7 +354,7 @@ class LogSegment:
                 end += step
         if end == position and min_one_batch:
             return position, size, False
-        return position, end - position, end == self._size_bytes
+        return position, end - position, end == self.size_bytes
 
     def read_region(self, generation: int, position: int, length: int) -> bytes:
         """The ``length`` bytes at ``position`` of a region located at ``generation``;
@@ -383,7 +380,7 @@ class LogSegment:
         smaller max timestamp), then walks 61-byte headers.  Cold path (ListOffsets).
         """
         _, start_offset = self.time_index.lookup(timestamp_ms)
-        if start_offset >= self._next_offset:
+        if start_offset >= self.next_offset:
             return
         for header in self.iter_headers(self.find_position(start_offset)):
             if header.max_timestamp >= timestamp_ms:
@@ -398,31 +395,31 @@ class LogSegment:
         recovery does not scan: the offset index's last entry is trusted as a batch
         boundary and only the tail after it is walked.
         """
-        if self._size_bytes and not (self.offset_index.file_existed
+        if self.size_bytes and not (self.offset_index.file_existed
                                      and self.time_index.file_existed):
             raise CorruptIndex(f"{self.log_path}: index file missing")
-        self.offset_index.sanity_check(self._size_bytes, self.base_offset_at)
+        self.offset_index.sanity_check(self.size_bytes, self.base_offset_at)
         self._load_tail()
-        self.time_index.sanity_check(self._next_offset)
-        if self._size_bytes and not len(self.time_index):
+        self.time_index.sanity_check(self.next_offset)
+        if self.size_bytes and not len(self.time_index):
             raise CorruptIndex(f"{self.log_path}: empty time index for a non-empty log")
 
     def _load_tail(self) -> None:
         last_offset, position = self.offset_index.last_entry
-        if not self._size_bytes:
-            self._next_offset = self.base_offset
+        if not self.size_bytes:
+            self.next_offset = self.base_offset
             return
         try:
             last_position = position
-            while position < self._size_bytes:
+            while position < self.size_bytes:
                 last_position = position
                 position += self._prefix_at(position)[1]
             delta_bytes = self._pread(4, last_position + _LAST_OFFSET_DELTA_AT)
         except CorruptLog as exc:
             raise CorruptIndex(f"{self.log_path}: tail after the last index entry: {exc}") from exc
         base_offset = self._prefix_at(last_position)[0]
-        self._next_offset = base_offset + _LAST_OFFSET_DELTA.unpack(delta_bytes)[0] + 1
-        self._bytes_since_index_entry = self._size_bytes - self.offset_index.last_entry[1]
+        self.next_offset = base_offset + _LAST_OFFSET_DELTA.unpack(delta_bytes)[0] + 1
+        self._bytes_since_index_entry = self.size_bytes - self.offset_index.last_entry[1]
         last = self.time_index.last_entry
         if last is not None:
             self._max_timestamp, self._offset_of_max_timestamp = last
@@ -438,9 +435,9 @@ class LogSegment:
         self.time_index.reset()
         self._max_timestamp, self._offset_of_max_timestamp = -1, self.base_offset
         self._bytes_since_index_entry = 0
-        self._next_offset = self.base_offset
+        self.next_offset = self.base_offset
         file_size = os.fstat(self._fd).st_size
-        self._size_bytes = file_size
+        self.size_bytes = file_size
         scan = SegmentScan(self.base_offset, next_offset=self.base_offset)
         position, read_size = 0, RECOVERY_CHUNK_BYTES
         while position < file_size and scan.cut_reason is None:
@@ -466,10 +463,10 @@ class LogSegment:
         """Track the chunk's valid batches; return the bytes kept (less if a gap cuts)."""
         for header in headers:
             # A gap is normal (the cleaner dropped batches); going back is not.
-            if header.base_offset < self._next_offset or not self.can_hold(header.last_offset):
+            if header.base_offset < self.next_offset or not self.can_hold(header.last_offset):
                 scan.cut_reason = (f"batch at byte {chunk_position + header.position} has base "
                                    f"offset {header.base_offset}, expected at least "
-                                   f"{self._next_offset}")
+                                   f"{self.next_offset}")
                 return header.position
             self._track_batch(header, chunk_position + header.position)
             scan.batches += 1
@@ -504,7 +501,7 @@ class LogSegment:
             os.fsync(self._fd)
         except OSError as exc:
             raise StorageIOError(f"{self.log_path}: truncate failed: {exc}") from exc
-        self._size_bytes = position
+        self.size_bytes = position
 
     # -- truncation, flush, close ----------------------------------------------------
 
@@ -516,7 +513,7 @@ class LogSegment:
         base offset unless the cleaner left a gap there).  The log file and
         the rewritten indexes are fsynced before returning.
         """
-        if offset >= self._next_offset:
+        if offset >= self.next_offset:
             return 0
         position, new_next_offset = 0, self.base_offset
         if offset > self.base_offset:
@@ -527,14 +524,14 @@ class LogSegment:
                 new_next_offset = last_offset + 1
             else:
                 new_next_offset = self._next_offset_before(position)
-        removed = self._size_bytes - position
+        removed = self.size_bytes - position
         self._cut_file(position)
-        self._next_offset = new_next_offset
+        self.next_offset = new_next_offset
         self.offset_index.truncate_to(new_next_offset)
         self.time_index.truncate_to(new_next_offset)
         self._recompute_max_timestamp()
-        self._bytes_since_index_entry = self._size_bytes - self.offset_index.last_entry[1]
-        if not self._size_bytes:
+        self._bytes_since_index_entry = self.size_bytes - self.offset_index.last_entry[1]
+        if not self.size_bytes:
             self.rolling_base_ms = None
         self.offset_index.write(fsync=True)
         self.time_index.write(fsync=True)
@@ -556,7 +553,7 @@ class LogSegment:
     def _recompute_max_timestamp(self) -> None:
         last = self.time_index.last_entry
         self._max_timestamp, self._offset_of_max_timestamp = last or (-1, self.base_offset)
-        if self._size_bytes == 0:
+        if self.size_bytes == 0:
             return
         for header in self.iter_headers(self.find_position(self._offset_of_max_timestamp)):
             if header.max_timestamp > self._max_timestamp:

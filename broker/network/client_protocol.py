@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from dataclasses import dataclass
 
 from protocol.status import decode_status_response, encode_status_request
 
@@ -103,23 +102,27 @@ class ResponseReader:
     def next_frame(self) -> bytes | None:
         """One complete frame, or None when more bytes are needed.  BadResponse for a
         size out of bounds; ConnectionFailed when the peer closed before a whole frame."""
-        if self._frame_size is None and len(self._buffer) >= SIZE.size:
-            (size,) = SIZE.unpack_from(self._buffer, 0)
+        buffer = self._buffer
+        size = self._frame_size
+        if size is None and len(buffer) >= SIZE.size:
+            (size,) = SIZE.unpack_from(buffer, 0)
             if not MIN_RESPONSE_BYTES <= size <= self.max_response_bytes:
                 raise BadResponse(f"response frame of {size} bytes (allowed "
                                   f"{MIN_RESPONSE_BYTES}..{self.max_response_bytes})")
             self._frame_size = size
-        if self._frame_size is not None and len(self._buffer) >= SIZE.size + self._frame_size:
-            end = SIZE.size + self._frame_size
-            if end == len(self._buffer):  # the usual case: nothing after it, no shift
-                with memoryview(self._buffer) as view:
-                    frame = bytes(view[SIZE.size:])
-                self._buffer = bytearray()
-            else:  # one copy (a slice of a bytearray, then bytes(), made two)
-                with memoryview(self._buffer) as view:
-                    frame = bytes(view[SIZE.size:end])
-                del self._buffer[:end]
+        if size is not None and len(buffer) >= SIZE.size + size:
+            end = SIZE.size + size
             self._frame_size = None
+            if end == len(buffer):  # the usual case: nothing after it
+                # Dropping a bytearray's head moves its start, copying nothing: the
+                # frame is copied once, by bytes().
+                del buffer[:SIZE.size]
+                frame = bytes(buffer)
+                buffer.clear()
+            else:  # one copy (a slice of a bytearray, then bytes(), made two)
+                with memoryview(buffer) as view:
+                    frame = bytes(view[SIZE.size:end])
+                del buffer[:end]
             return frame
         if self._closed:
             raise ConnectionFailed(self._closed_reason())
@@ -135,14 +138,6 @@ class ResponseReader:
                 f"({len(self._buffer) - SIZE.size} of {self._frame_size} bytes)")
 
 
-@dataclass(frozen=True)
-class _Outstanding:
-    """A request still owed a response: what its answer must carry and how to read it."""
-
-    correlation_id: int
-    decode: object   # frame -> (correlation id, response)
-
-
 class ClientProtocol:
     """Requests numbered and framed; responses matched to them in order.
 
@@ -150,13 +145,17 @@ class ClientProtocol:
     are matched to requests strictly in sending order (Kafka answers in order on a
     connection); a request sent with ``expect_response=False`` (Produce with acks=0)
     is owed nothing.  Pure: the caller moves the bytes.  One owner (not thread-safe).
+
+    A request still owed a response is a plain tuple (correlation id, response class,
+    version), the class None for the status request; no object or closure per
+    request, as a follower sends one per acknowledged batch.
     """
 
     def __init__(self, client_id: str, max_response_bytes: int = MAX_RESPONSE_BYTES):
         self.client_id = client_id
         self.reader = ResponseReader(max_response_bytes)
         self._last_correlation_id = 0
-        self._outstanding: deque[_Outstanding] = deque()
+        self._outstanding: deque[tuple[int, type | None, int]] = deque()
 
     def _next_correlation_id(self) -> int:
         self._last_correlation_id = self._last_correlation_id % _MAX_CORRELATION_ID + 1
@@ -170,7 +169,7 @@ class ClientProtocol:
     @property
     def next_expected(self) -> int | None:
         """The correlation id the next response must carry; None when nothing is owed."""
-        return self._outstanding[0].correlation_id if self._outstanding else None
+        return self._outstanding[0][0] if self._outstanding else None
 
     def send_request(self, message, response_class=None, *,
                      expect_response: bool = True) -> tuple[int, bytes]:
@@ -181,21 +180,16 @@ class ClientProtocol:
         message.with_header(correlation_id=correlation_id, client_id=self.client_id)
         data = bytes(message.encode(header=True, framed=True))
         if expect_response:
-            decode_class = response_class or message.header.get_response_class()
-            version = message.API_VERSION
-
-            def decode(frame: bytes):
-                response = decode_class.decode(frame, version=version, header=True)
-                return response.header.correlation_id, response
-
-            self._outstanding.append(_Outstanding(correlation_id, decode))
+            self._outstanding.append((
+                correlation_id, response_class or message.header.get_response_class(),
+                message.API_VERSION))
         return correlation_id, data
 
     def send_status(self, query: dict | None = None) -> tuple[int, bytes]:
         """(correlation id, framed bytes) of Raftwood's private status request
         (``protocol/status.py``); its response is the broker's JSON status."""
         correlation_id = self._next_correlation_id()
-        self._outstanding.append(_Outstanding(correlation_id, decode_status_response))
+        self._outstanding.append((correlation_id, None, 0))
         return correlation_id, encode_status_request(correlation_id, query or {},
                                                      self.client_id)
 
@@ -214,13 +208,17 @@ class ClientProtocol:
         frame = self.reader.next_frame()
         if frame is None:
             return NEED_DATA
-        owed = self._outstanding.popleft()
+        correlation_id, response_class, version = self._outstanding.popleft()
         try:
-            answered_id, response = owed.decode(frame)
+            if response_class is None:
+                answered_id, response = decode_status_response(frame)
+            else:
+                response = response_class.decode(frame, version=version, header=True)
+                answered_id = response.header.correlation_id
         except _DECODE_ERRORS as exc:
             raise BadResponse(f"response does not decode: {exc!r}") from exc
-        if answered_id != owed.correlation_id:
-            raise CorrelationMismatch(answered_id, owed.correlation_id)
+        if answered_id != correlation_id:
+            raise CorrelationMismatch(answered_id, correlation_id)
         return response
 
     def next_frame(self) -> bytes | None:

@@ -41,16 +41,12 @@ def as_address(address: str | Address) -> Address:
     return address[0], int(address[1])
 
 
-def _time_out(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_exception(asyncio.TimeoutError())
-
-
 class _ResponseStream(asyncio.Protocol):
     """The socket side of an ``AsyncConnection``: bytes in go to its ``ClientProtocol``;
     the response a round trip awaits is decoded as soon as its last byte arrives and
     handed to that round trip's future.  No StreamReader/StreamWriter, no task per
-    exchange: a follower's fetch costs one future and one timer.  Event-loop only."""
+    exchange: a follower's fetch costs one future (the timeout is the connection's one
+    lazily re-armed timer, see ``AsyncConnection``).  Event-loop only."""
 
     def __init__(self, protocol: ClientProtocol):
         self.protocol = protocol
@@ -121,6 +117,13 @@ class AsyncConnection:
 
     ``request`` raises ConnectionFailed and leaves the connection closed on any I/O
     problem, timeout or bad response; the next ``request`` reconnects.
+
+    The timeout of a round trip is a deadline, not a timer of its own: a follower makes
+    one round trip per acknowledged batch, and a timer created and cancelled for each
+    cost more than the rest of the exchange's bookkeeping.  One timer per connection
+    runs while a round trip is out; when it fires before the current round trip's
+    deadline (the exchange it was set for has been answered since) it is set again for
+    that deadline, so every round trip still fails exactly ``timeout_s`` after it was sent.
     """
 
     def __init__(self, host: str, port: int, client_id: str = DEFAULT_CLIENT_ID,
@@ -135,6 +138,9 @@ class AsyncConnection:
         self.max_response_bytes = max_response_bytes
         self._stream: _ResponseStream | None = None
         self._protocol: ClientProtocol | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._deadline = 0.0  # loop time by which the round trip out must be answered
+        self._timer: asyncio.TimerHandle | None = None  # set while a round trip may be out
 
     @property
     def peer(self) -> str:
@@ -148,12 +154,20 @@ class AsyncConnection:
         """Send ``message`` (a versioned kafka-python request) and return its response
         (decoded with ``response_class``, by default the one its header names)."""
         try:
-            if self._protocol is not None and self._protocol.outstanding:
-                await self.close()   # an exchange was cancelled midway: its answer may still come
-            if self._stream is None:
+            protocol = self._protocol
+            if protocol is None or protocol.outstanding:
+                if protocol is not None:
+                    await self.close()   # an exchange was cancelled midway: its answer may still come
                 async with asyncio.timeout(self.timeout_s):  # connecting (and SASL)
                     await self._connect()
-            return await self._timed_round_trip(message, response_class)
+            waiter = self._send(message, response_class)
+            self._deadline = deadline = self._loop.time() + self.timeout_s
+            if self._timer is None:
+                self._timer = self._loop.call_at(deadline, self._check_deadline)
+            stream = self._stream
+            if stream._paused:
+                await stream.drain()
+            return await waiter
         except ConnectionFailed as exc:
             await self.close()
             exc.peer = exc.peer or self.peer
@@ -162,34 +176,36 @@ class AsyncConnection:
             await self.close()
             raise ConnectionFailed(failure_reason(exc), self.peer) from exc
 
+    def _check_deadline(self) -> None:
+        """The connection's timer: time out the round trip out once its deadline has
+        passed, else wait again until it does; nothing to do when none is out."""
+        self._timer = None
+        stream = self._stream
+        waiter = stream.waiter if stream is not None else None
+        if waiter is None or waiter.done():
+            return  # the next round trip sets the timer again
+        if self._loop.time() >= self._deadline:
+            waiter.set_exception(asyncio.TimeoutError())
+        else:
+            self._timer = self._loop.call_at(self._deadline, self._check_deadline)
+
     async def _connect(self) -> None:
         context = self.security.ssl_context if self.security is not None else None
         protocol = ClientProtocol(self.client_id, self.max_response_bytes)
-        _, stream = await asyncio.get_running_loop().create_connection(
+        self._loop = asyncio.get_running_loop()
+        _, stream = await self._loop.create_connection(
             lambda: _ResponseStream(protocol), self.host, self.port, ssl=context,
             server_hostname=self.host if context is not None else None)
         self._stream, self._protocol = stream, protocol
         if self.security is not None and self.security.sasl_mechanism:
             await self.security.authenticate(self._round_trip, self.peer)
 
-    async def _timed_round_trip(self, message, response_class):
-        """``_round_trip`` bounded by ``timeout_s`` with one timer on the answer's future
-        (not a task or an ``asyncio.timeout`` per exchange: a follower makes one per
-        acknowledged batch)."""
-        waiter = self._send(message, response_class)
-        timer = asyncio.get_running_loop().call_later(self.timeout_s, _time_out, waiter)
-        try:
-            await self._stream.drain()
-            return await waiter
-        finally:
-            timer.cancel()
-
     def _send(self, message, response_class) -> asyncio.Future:
         stream = self._stream
         if stream.lost is not None:
             raise stream.lost
         _, data = self._protocol.send_request(message, response_class)
-        waiter = stream.waiter = asyncio.get_running_loop().create_future()
+        waiter = stream.waiter = self._loop.create_future()
         stream.transport.write(data)
         return waiter
 
@@ -202,6 +218,9 @@ class AsyncConnection:
         """Idempotent; a later request reconnects."""
         stream, self._stream = self._stream, None
         self._protocol = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if stream is not None and stream.transport is not None:
             stream.transport.close()
             try:

@@ -272,7 +272,8 @@ class FollowerSession:
 
     ``build(wanted)`` says what the next Fetch carries, given every partition the
     fetcher wants with its parameters (any value compared with ``==``, e.g. the
-    fetcher's PartitionFetch): a full fetch asking for
+    fetcher's PartitionFetch; the very object last sent is unchanged without a
+    comparison, so parameters must not be mutated once given): a full fetch asking for
     a session while there is none, else only the partitions whose parameters changed
     since they were last sent and the ones no longer wanted.  ``on_answer`` (session
     id and top-level error of the answer) and ``on_failure`` (no answer, so the
@@ -298,10 +299,11 @@ class FollowerSession:
         """(partitions to list, partitions to forget) in the next Fetch; it carries
         ``session_id`` and ``epoch`` as they are now."""
         self._pending = wanted
-        if self.full:
+        if self.epoch == INITIAL_EPOCH:  # self.full, without the property's call
             return list(wanted), []
         sent = self._sent
-        return ([key for key, params in wanted.items() if sent.get(key) != params],
+        return ([key for key, params in wanted.items()
+                 if (old := sent.get(key)) is not params and old != params],
                 [key for key in sent if key not in wanted])
 
     def on_answer(self, error_code: int, session_id: int) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from protocol.errors import ErrorCode
@@ -68,6 +68,15 @@ class FollowedPartition:
     # Our LEO reached the leader's HW at the last fetch (Kafka's isReplicaInSync): the
     # follower throttle leaves such a partition alone.  False until a fetch says so.
     caught_up: bool = False
+    #: ``partition.key``, kept: every fetch reads it, and the property builds a tuple
+    key: tuple[str, int] = field(init=False)
+    #: what the last fetch asked of this partition; the next one asks with the same
+    #: object while nothing in it moved (no new object, and the session's comparison
+    #: is an identity test: most partitions of a busy follower are idle at any time)
+    request: PartitionFetch | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.key = self.partition.key
 
 
 class ReplicaFetcher:
@@ -115,10 +124,6 @@ class ReplicaFetcher:
         finally:
             await endpoint.close()
 
-    def _ready(self) -> list[FollowedPartition]:
-        now = time.monotonic()
-        return [f for f in self.partitions.values() if f.backoff_until <= now]
-
     async def _sleep_until_ready(self) -> None:
         now = time.monotonic()
         waits = [f.backoff_until - now for f in self.partitions.values()]
@@ -142,7 +147,9 @@ class ReplicaFetcher:
         """Rounds of OffsetForLeaderEpoch for the ready partitions that need it, until none
         does or after MAX_TRUNCATION_ROUNDS (the loop comes back to the rest)."""
         for _ in range(MAX_TRUNCATION_ROUNDS):
-            pending = [f for f in self._ready() if f.needs_truncation]
+            now = time.monotonic()  # ready (backoff over) and pending, in one pass
+            pending = [f for f in self.partitions.values()
+                       if f.needs_truncation and f.backoff_until <= now]
             if not pending:
                 return
             asks = {}
@@ -201,32 +208,52 @@ class ReplicaFetcher:
 
     async def _fetch_once(self) -> bool:
         """One Fetch for every ready, reconciled partition; False when there was none to
-        ask for (the caller then sleeps until a backoff ends)."""
-        ready = [f for f in self._ready() if not f.needs_truncation]
+        ask for (the caller then sleeps until a backoff ends).
+
+        Once per acknowledged batch on a caught-up follower, so it reads each partition
+        once into the request and the lookup of its answer, and sorts only when a
+        throttle applies."""
+        now = time.monotonic()
+        ready = [f for f in self.partitions.values()
+                 if f.backoff_until <= now and not f.needs_truncation]
         if not ready:
             return False
-        throttle = self.manager.throttle
+        manager = self.manager
+        throttle = manager.throttle
         throttled = self._throttled(ready)
         allowance = throttle.allowance() if throttled else 0
         if throttled and allowance == 0:
             # Kafka's follower leaves a throttled partition out of the fetch while the
             # quota is used up; with nothing else to ask for, wait for the bucket (not
             # much longer than a long poll, so a removed throttle is noticed).
-            ready = [f for f in ready if f.partition.key not in throttled]
+            ready = [f for f in ready if f.key not in throttled]
             if not ready:
                 await asyncio.sleep(min(throttle.delay_s(),
-                                        max(0.1, self.manager.fetch_wait_max_ms / 1000)))
+                                        max(0.1, manager.fetch_wait_max_ms / 1000)))
                 return True
             throttled = set()
-        # Throttled partitions first and capped at the bucket: the leader returns at
-        # least one batch only for the first partition of a response (KIP-74).
-        ready.sort(key=lambda f: f.partition.key not in throttled)
-        wanted = {f.partition.key: PartitionFetch(
-                      f.partition.topic, f.partition.index, f.leader_epoch,
-                      f.partition.log_end_offset, f.partition.log_start_offset,
-                      min(self.manager.fetch_max_bytes, allowance)
-                      if f.partition.key in throttled else self.manager.fetch_max_bytes)
-                  for f in ready}
+        if throttled:
+            # Throttled partitions first and capped at the bucket: the leader returns at
+            # least one batch only for the first partition of a response (KIP-74).
+            ready.sort(key=lambda f: f.key not in throttled)
+        max_bytes = manager.fetch_max_bytes
+        wanted = {}
+        asked = {}  # key -> the FollowedPartition the answer is for
+        for f in ready:
+            key = f.key
+            partition_log = f.partition.log
+            fetch_offset = partition_log.log_end_offset
+            log_start_offset = partition_log.log_start_offset
+            limit = min(max_bytes, allowance) if throttled and key in throttled else max_bytes
+            request = f.request
+            if request is None or request.fetch_offset != fetch_offset \
+                    or request.log_start_offset != log_start_offset \
+                    or request.max_bytes != limit \
+                    or request.current_leader_epoch != f.leader_epoch:
+                request = f.request = PartitionFetch(key[0], key[1], f.leader_epoch,
+                                                     fetch_offset, log_start_offset, limit)
+            wanted[key] = request
+            asked[key] = f
         session = self.session
         listed, forgotten = session.build(wanted)
         try:
@@ -245,16 +272,17 @@ class ReplicaFetcher:
             for followed in ready:
                 self._back_off(followed, f"fetch {ErrorCode(result.error_code).name}")
             return True
-        by_key = {f.partition.key: f for f in ready}
+        partitions = self.partitions
         for key, data in result.partitions.items():
-            followed = by_key.get(key)
-            if followed is not None and self.partitions.get(key) is followed:
-                high_watermark = followed.partition.high_watermark
-                if key in throttled:
+            followed = asked.get(key)
+            if followed is not None and partitions.get(key) is followed:
+                partition_log = followed.partition.log
+                high_watermark = partition_log.high_watermark
+                if throttled and key in throttled:
                     throttle.record(len(data.records or b""))
                 if self._apply_fetched(followed, data) or \
-                        followed.partition.high_watermark != high_watermark:
-                    self.manager.on_follower_progress(key)
+                        partition_log.high_watermark != high_watermark:
+                    manager.on_follower_progress(key)
         return True
 
     def _throttled(self, ready: list[FollowedPartition]) -> set:
@@ -284,9 +312,14 @@ class ReplicaFetcher:
         followed.retries = 0
         try:
             appended = partition.append_as_follower(data.records or b"", data.high_watermark)
-            followed.lag = max(0, data.high_watermark - partition.log_end_offset)
-            followed.caught_up = followed.lag == 0
-            partition.maybe_follow_leader_log_start_offset(data.log_start_offset)  # DeleteRecords
+            partition_log = partition.log
+            lag = data.high_watermark - partition_log.log_end_offset
+            followed.lag = lag = lag if lag > 0 else 0
+            followed.caught_up = lag == 0
+            # DeleteRecords on the leader.  A leader's log start at or below ours moves
+            # nothing (the partition would answer False), so it is not asked.
+            if data.log_start_offset > partition_log.log_start_offset:
+                partition.maybe_follow_leader_log_start_offset(data.log_start_offset)
             return appended > 0
         except StorageError as exc:
             if partition.offline:  # a disk failure: the replica manager took its log dir offline

@@ -40,8 +40,8 @@ class LeaderUnavailable(Exception):
     """The leader could not be reached, or dropped the connection (retry later)."""
 
 
-# Not frozen, these three: they are built per partition per fetch, and a frozen
-# dataclass's __init__ costs an object.__setattr__ call per field.
+# Not frozen, these four: they are built per fetch (the first three per partition), and a
+# frozen dataclass's __init__ costs an object.__setattr__ call per field.
 @dataclass(slots=True)
 class PartitionFetch:
     """One partition of a Fetch: read from ``fetch_offset`` (our log end offset)."""
@@ -75,7 +75,7 @@ class FetchResult:
     session_id: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SessionFetch:
     """The fetch session part of a Fetch (KIP-227, see fetch_sessions.FollowerSession):
     the session and epoch, and the partitions the session forgets."""
