@@ -1,0 +1,124 @@
+"""CPU of one acks=all round trip, leader and followers apart (RF 3, 1 KiB, one in flight).
+
+usage: python benchmarks/round_trip_cpu.py [--records N] [--rounds R] SRC_DIR [SRC_DIR ...]
+
+Each round starts `raftwood dev --brokers 3` from each SRC_DIR in turn (a checkout or a
+`git archive` of a commit; alternating, so the machine's noise hits every tree alike),
+creates a one-partition RF 3 topic, runs N produces one at a time (produce, wait for
+the report, repeat), and prints the leader's and the followers' CPU per round trip
+(utime + stime from /proc). Medians and ranges per tree at the end. Bench W5's
+"1 in flight" row is the same figure summed over the three brokers.
+"""
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import sys
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+PY = sys.executable
+START_TIMEOUT_S = 60.0
+WARM_UP = 300
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def broker_pids(data_dir: str) -> dict[int, int]:
+    """{node id: pid} of the brokers `raftwood dev` started on ``data_dir``."""
+    pids = {}
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if data_dir in line and "node.id=" in line:
+            pid, args = line.strip().split(None, 1)
+            pids[int(args.split("node.id=")[1].split()[0])] = int(pid)
+    return pids
+
+
+def one_run(src: str, records: int) -> tuple[float, float]:
+    """(leader us, mean follower us) of CPU per round trip on a fresh cluster from src."""
+    data = tempfile.mkdtemp(prefix="round-trip-cpu-")
+    port = free_port()
+    cluster = subprocess.Popen([PY, "-m", "broker.cli", "dev", "--brokers", "3",
+                                "--data-dir", data, "--port", str(port)], cwd=src,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        bootstrap = f"127.0.0.1:{port}"
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                if len(admin.list_topics(timeout=2).brokers) == 3:
+                    break
+            except Exception:  # not listening yet
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the cluster from {src} did not start")
+            time.sleep(0.5)
+        admin.create_topics([NewTopic("rt", 1, 3)])["rt"].result()
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all",
+                             "log_level": 0})
+        value = os.urandom(1024)
+        for _ in range(WARM_UP):
+            producer.produce("rt", value)
+            producer.flush()
+        leader = admin.list_topics("rt", timeout=5).topics["rt"].partitions[0].leader
+        pids = broker_pids(data)
+        before = {node: cpu_seconds(pid) for node, pid in pids.items()}
+        for _ in range(records):
+            producer.produce("rt", value)
+            producer.flush()
+        us = {node: 1e6 * (cpu_seconds(pid) - before[node]) / records
+              for node, pid in pids.items()}
+        followers = [v for node, v in us.items() if node != leader]
+        return us[leader], sum(followers) / len(followers)
+    finally:
+        os.killpg(cluster.pid, signal.SIGTERM)
+        try:
+            cluster.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(cluster.pid, signal.SIGKILL)
+            cluster.wait()
+        subprocess.run(["rm", "-rf", data], check=False)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=4000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("src", nargs="+", help="source trees to compare")
+    args = parser.parse_args()
+    results: dict[str, list[tuple[float, float]]] = {src: [] for src in args.src}
+    for round_no in range(1, args.rounds + 1):
+        for src in args.src:
+            leader, follower = one_run(src, args.records)
+            results[src].append((leader, follower))
+            print(f"round {round_no} {src}: leader {leader:.0f} us, follower {follower:.0f} us, "
+                  f"cluster {leader + 2 * follower:.0f} us per round trip", flush=True)
+    print(f"{'tree':<40} {'leader us':>18} {'follower us':>18} {'cluster us':>10}")
+    for src, rows in results.items():
+        def spread(values):
+            values = sorted(values)
+            return f"{values[len(values) // 2]:.0f} ({values[0]:.0f}-{values[-1]:.0f})"
+        cluster = sorted(leader + 2 * follower for leader, follower in rows)
+        print(f"{src:<40} {spread([r[0] for r in rows]):>18} {spread([r[1] for r in rows]):>18} "
+              f"{cluster[len(cluster) // 2]:>10.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
