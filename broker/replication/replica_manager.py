@@ -653,8 +653,19 @@ class ReplicaManager:
             return [redirected[i] if i in redirected else next(read)
                     for i in range(len(statuses))]
         if max_wait_ms > 0 and min_bytes <= 1 and statuses and not self.throttle.enabled:
-            return await self._fetch_when_answerable(statuses, replica_id, max_wait_ms,
-                                                     max_bytes, isolation_level, zero_copy)
+            # With min_bytes <= 1 (every follower, most consumers) "answer now" is exactly
+            # what DelayedFetch.try_complete decides: a partition with any visible record
+            # past its fetch offset, or one the reader must hear about (gone, not led here
+            # any more, another epoch, the offset out of range; an offline directory is
+            # never led).  A read finds nothing else to send, so the partitions are read
+            # once, when the operation completed, instead of read empty, parked and read
+            # again, which a caught-up follower did at every fetch.  Throttled
+            # replication takes the path below (a throttled partition reads as empty
+            # with data behind it).
+            await self._until_answerable(statuses, replica_id, max_wait_ms, 1,
+                                         isolation_level)
+            return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
+                                        zero_copy)
         results = self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
                                        zero_copy)
         available = sum(len(r.records) for r in results)
@@ -666,6 +677,17 @@ class ReplicaManager:
         has_error = any(r.error != ErrorCode.NONE for r in results)
         if max_wait_ms <= 0 or available >= max(1, min_bytes) or has_error or not statuses:
             return results
+        await self._until_answerable(statuses, replica_id, max_wait_ms, min_bytes,
+                                     isolation_level)
+        return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
+                                    zero_copy)
+
+    async def _until_answerable(self, statuses: list[FetchPartitionStatus], replica_id: int,
+                                max_wait_ms: int, min_bytes: int, isolation_level: int
+                                ) -> None:
+        """Return once a DelayedFetch over ``statuses`` completes: at once if it can,
+        else watched in the fetch purgatory until a trigger or its timer (or, if this
+        task is cancelled with its connection, withdrawn)."""
         future = asyncio.get_running_loop().create_future()
 
         def respond():
@@ -674,49 +696,12 @@ class ReplicaManager:
 
         operation = DelayedFetch(max_wait_ms, min_bytes, replica_id, statuses, respond,
                                  isolation_level)
-        self.fetch_purgatory.try_complete_else_watch(
-            operation, [s.partition.key for s in statuses if s.partition is not None])
-        try:
-            await future
-        finally:
-            operation.force_complete()
-        return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
-                                    zero_copy)
-
-    async def _fetch_when_answerable(self, statuses: list[FetchPartitionStatus],
-                                     replica_id: int, max_wait_ms: int, max_bytes: int,
-                                     isolation_level: int, zero_copy: bool
-                                     ) -> list[FetchedPartition]:
-        """A long poll with ``min_bytes`` <= 1 (every follower, most consumers): read once,
-        when there is something to answer.
-
-        With ``min_bytes`` <= 1, "answer now" is exactly what ``DelayedFetch.try_complete``
-        decides: a partition with any visible record beyond its fetch offset, or one the
-        reader must hear about (gone, not led here any more, another epoch, the offset
-        out of range, an offline directory — which is never led).  A read finds nothing
-        else to send: a caught-up partition reads as empty.  So the operation is tried
-        first, and the partitions are read once, after it completed — instead of reading
-        every partition, finding nothing, and reading again after the wait, which a
-        caught-up follower did at every fetch.  Throttled replication is left to
-        ``fetch``'s general path (a throttled partition reads as empty with data behind
-        it)."""
-        future = asyncio.get_running_loop().create_future()
-
-        def respond():
-            if not future.done():
-                future.set_result(None)
-
-        operation = DelayedFetch(max_wait_ms, 1, replica_id, statuses, respond,
-                                 isolation_level)
         if not self.fetch_purgatory.try_complete_else_watch(
                 operation, [s.partition.key for s in statuses if s.partition is not None]):
             try:
                 await future
             finally:
                 operation.force_complete()
-        return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
-                                    zero_copy)
-
 
     def _redirect_to_preferred(self, statuses: list[FetchPartitionStatus], client_rack: str
                                ) -> dict[int, FetchedPartition]:

@@ -131,12 +131,14 @@ def test_receiving_with_nothing_outstanding_is_a_usage_error():
 
 class OneShotBroker:
     """Accepts one connection, reads one request, then sends ``answer(correlation_id)``
-    and closes."""
+    and closes — or, with ``keep_open``, reads on without answering until the client
+    closes."""
 
-    def __init__(self, answer):
+    def __init__(self, answer, keep_open: bool = False):
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.answer = answer
+        self.keep_open = keep_open
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self):
@@ -147,6 +149,8 @@ class OneShotBroker:
                 request = conn.recv(size, socket.MSG_WAITALL)
                 correlation_id = struct.unpack_from(">i", request, 4)[0]
                 conn.sendall(self.answer(correlation_id))
+                while self.keep_open and conn.recv(65536):
+                    pass
 
 
 ANSWERS = {
@@ -216,5 +220,29 @@ def test_async_connection_times_out_on_a_silent_broker_and_closes():
         conn.port = good.port
         assert (await conn.request(ApiVersionsRequest[0]())).error_code == 0
         await conn.close()
+
+    asyncio.run(scenario())
+
+
+DEADLINE_S = 0.4
+
+
+def test_a_round_trip_on_a_reused_connection_gets_its_whole_timeout():
+    """One timer per connection, set again when it fires before the deadline of the
+    round trip then out: a round trip on a reused connection still gets its whole
+    ``timeout_s``, no more.  The broker answers the first request, never the second."""
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        broker = OneShotBroker(api_versions_response, keep_open=True)
+        conn = AsyncConnection("127.0.0.1", broker.port, "t", timeout_s=DEADLINE_S)
+        assert (await conn.request(ApiVersionsRequest[0]())).error_code == 0
+        # The timer set for the first round trip fires halfway through the second.
+        await asyncio.sleep(DEADLINE_S / 2)
+        sent = loop.time()
+        with pytest.raises(ConnectionFailed, match="timed out"):
+            await conn.request(ApiVersionsRequest[0]())
+        waited = loop.time() - sent
+        assert DEADLINE_S - 0.02 <= waited < 2 * DEADLINE_S
+        assert not conn.connected and conn._timer is None
 
     asyncio.run(scenario())

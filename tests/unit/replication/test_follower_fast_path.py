@@ -19,11 +19,17 @@ from tests.unit.replication.test_replica_fetcher import (
 )
 
 
-def test_each_fetch_asks_from_the_follower_log_end_and_start(tmp_path):
+def leader_with_two_new_records(tmp_path):
+    """(endpoint to broker 2, broker 3's replica): both hold offsets 0-2, the leader
+    also 3-4."""
     leader = leading(replica_with_history(tmp_path, 2, [(0, 3)]), epoch=1)
     produce(leader, 2)
     follower = following(replica_with_history(tmp_path, FOLLOWER, [(0, 3)]), 2, epoch=1)
-    endpoint = FakeLeaderEndpoint(FOLLOWER, leader)
+    return FakeLeaderEndpoint(FOLLOWER, leader), follower
+
+
+def test_each_fetch_asks_from_the_follower_log_end_and_start(tmp_path):
+    endpoint, follower = leader_with_two_new_records(tmp_path)
 
     async def main():
         fetcher, followed = stepping_fetcher(manager_with({2: endpoint}), endpoint, 2, follower)
@@ -59,10 +65,7 @@ def test_the_follower_takes_the_leaders_log_start_when_it_moves(tmp_path):
 
 
 def test_a_partition_whose_log_did_not_move_is_asked_with_the_same_request(tmp_path):
-    leader = leading(replica_with_history(tmp_path, 2, [(0, 3)]), epoch=1)
-    produce(leader, 2)
-    follower = following(replica_with_history(tmp_path, FOLLOWER, [(0, 3)]), 2, epoch=1)
-    endpoint = FakeLeaderEndpoint(FOLLOWER, leader)
+    endpoint, follower = leader_with_two_new_records(tmp_path)
 
     async def main():
         fetcher, followed = stepping_fetcher(manager_with({2: endpoint}), endpoint, 2, follower)
