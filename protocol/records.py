@@ -113,6 +113,15 @@ def parse_header(buf, position: int = 0) -> BatchHeader | None:
     return header
 
 
+def with_offset_and_epoch(header: BatchHeader, base_offset: int,
+                          partition_leader_epoch: int) -> BatchHeader:
+    """``header`` with its baseOffset and partitionLeaderEpoch replaced (what
+    ``assign_offset_and_epoch`` writes into the batch); ``_replace`` without its
+    keyword machinery, once per batch a leader appends."""
+    return _new_header((header[0], base_offset, header[2], partition_leader_epoch)
+                       + header[4:])
+
+
 def crc_matches(buf, header: BatchHeader) -> bool:
     """True when the stored CRC-32C matches attributes..end of the batch."""
     start = header.position + CRC_START

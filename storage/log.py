@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from protocol.control import marker_of
-from protocol.records import CONTROL_FLAG, LOG_OVERHEAD, RecordError, assign_offset_and_epoch, \
-    first_offset_at_or_after, parse_header, valid_prefix
+from protocol.records import CONTROL_FLAG, LOG_OVERHEAD, BatchHeader, RecordError, \
+    assign_offset_and_epoch, first_offset_at_or_after, parse_header, valid_prefix, \
+    with_offset_and_epoch
 
 from . import checkpoint
 from .checkpoint import PartitionOffsets
@@ -185,41 +186,48 @@ class PartitionLog:
     # -- appends ---------------------------------------------------------------------
 
     @_converts_os_errors
-    def append_as_leader(self, batch: bytearray, leader_epoch: int) -> AppendInfo:
+    def append_as_leader(self, batch: bytearray, leader_epoch: int,
+                         header: BatchHeader | None = None) -> AppendInfo:
         """Append one client batch (baseOffset 0, already validated by protocol.records).
 
         Mutates ``batch`` in place: baseOffset := log_end_offset and
         partitionLeaderEpoch := ``leader_epoch`` (both outside the CRC).  Assigns
         ``leader_epoch`` in the epoch cache at the batch's first offset when it is new,
         and records the batch in ``producer_state`` (whose ``check`` the caller ran).
-        Raises InvalidAppend (nothing written) for an incomplete buffer or an epoch
-        older than the cache's latest.
+        ``header``: the batch's header as ``validate_produce_records`` returned it with
+        ``batch`` (its one batch, filling it); None parses it here.  Raises
+        InvalidAppend (nothing written) for an incomplete buffer or an epoch older than
+        the cache's latest.
         """
         self._check_open()
         if not isinstance(batch, bytearray):
             raise InvalidAppend(f"{self._prefix} append_as_leader needs a bytearray to "
                                 f"assign offsets in place, got {type(batch).__name__}")
-        try:
-            header = parse_header(batch)
-        except RecordError as exc:
-            raise InvalidAppend(f"{self._prefix} {exc}") from exc
-        if header is None or header.size != len(batch) or header.last_offset_delta < 0:
+        if header is None:
+            try:
+                header = parse_header(batch)
+            except RecordError as exc:
+                raise InvalidAppend(f"{self._prefix} {exc}") from exc
+        size = len(batch)
+        if header is None or header.batch_length + LOG_OVERHEAD != size \
+                or header.last_offset_delta < 0:
             raise InvalidAppend(f"{self._prefix} expected exactly one complete batch, "
-                                f"got {len(batch)} bytes")
+                                f"got {size} bytes")
         latest = self.epoch_cache.latest_epoch
         if leader_epoch < 0 or (latest is not None and leader_epoch < latest):
             raise InvalidAppend(f"{self._prefix} leader epoch {leader_epoch} is older than "
                                 f"the log's latest epoch {latest}")
-        base_offset = self.log_end_offset
-        header = header._replace(base_offset=base_offset, partition_leader_epoch=leader_epoch)
+        base_offset = self._segments[-1].next_offset
+        header = with_offset_and_epoch(header, base_offset, leader_epoch)
         now_ms = self._clock_ms()
-        self._maybe_roll(header.size, header.last_offset, now_ms)
+        self._maybe_roll(size, base_offset + header.last_offset_delta, now_ms)
         assign_offset_and_epoch(batch, 0, base_offset, leader_epoch)
         self.epoch_cache.assign(leader_epoch, base_offset)
         self._segments[-1].append(batch, [header], now_ms)
         self.producer_state.update(header, marker_of(batch, header))
         self._unflushed_messages += header.records_count
-        return AppendInfo(base_offset, header.last_offset, header.max_timestamp, -1, header.size)
+        return AppendInfo(base_offset, base_offset + header.last_offset_delta,
+                          header.max_timestamp, -1, size)
 
     def append_as_follower(self, batches: bytes) -> AppendInfo | None:
         """Append batches copied from the leader, offsets and epochs already assigned.

@@ -458,7 +458,7 @@ class Partition:
         if duplicate is not None:
             return AppendInfo(duplicate.first_offset, duplicate.last_offset, -1, -1, 0), True
         with self._storage_guard("append"):
-            info = self.log.append_as_leader(batch, self.leader_epoch)
+            info = self.log.append_as_leader(batch, self.leader_epoch, header)
             self.maybe_increment_high_watermark()
             self.log.maybe_flush()
         return info, False
