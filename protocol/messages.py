@@ -233,13 +233,14 @@ def peek_header(frame: bytes) -> tuple[int, int, int]:
     return _PEEK.unpack_from(frame, 0)
 
 
-def decode_request(frame: bytes) -> Request:
+def decode_request(frame: bytes, header: tuple[int, int, int] | None = None) -> Request:
     """Decode one frame (without its size prefix) into a Request.
 
-    Raises UnsupportedVersion for an API key or version outside SERVED, and
-    CorruptRequest for anything that does not parse.
+    ``header``: ``peek_header(frame)`` when the caller already read it.  Raises
+    UnsupportedVersion for an API key or version outside SERVED, and CorruptRequest for
+    anything that does not parse.
     """
-    api_key, api_version, correlation_id = peek_header(frame)
+    api_key, api_version, correlation_id = header or peek_header(frame)
     spec = SERVED.get(api_key)
     if spec is None or not spec.serves(api_version):
         raise UnsupportedVersion(api_key, api_version, correlation_id)
@@ -281,9 +282,14 @@ def _decode_body(request_class, frame: bytes, api_version: int):
 
 class Framed(list):
     """A response already framed by a hand-written encoder (size prefix included), as the
-    buffers to write in order; ``encode_response`` passes it through untouched.  A Fetch
-    response's record entries may be ``storage.FileRecords`` instead of buffers: the
-    connection sends those from the segment files (``Connection._write_with_files``)."""
+    buffers to write in order; ``encode_response`` passes it through untouched."""
+
+
+class FramedFiles(Framed):
+    """A Framed Fetch response some of whose record entries are ``storage.FileRecords``
+    (regions of segment files) instead of buffers: the connection sends those from the
+    files (``Connection._write_with_files``).  Its own class, so the connection tells
+    it from every other answer by one class test."""
 
 
 def encode_response(request: Request, body) -> bytes | Framed:

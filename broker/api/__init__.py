@@ -22,9 +22,9 @@ from . import describe_producers
 from . import reassignments  # KIP-455, on the controller
 from . import quorum  # KIP-853 / KIP-595: the metadata quorum's voters, described
 from .context import ApiContext
-from .outcome import CLOSE, Handler
+from .outcome import CLOSE, Handler, Later
 
-__all__ = ["CLOSE", "HANDLERS", "ApiContext", "Handler"]
+__all__ = ["CLOSE", "DIRECT_HANDLERS", "HANDLERS", "ApiContext", "Handler", "Later"]
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.Produce: produce.handle_produce,
@@ -77,4 +77,12 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.AddRaftVoter: quorum.handle_add_raft_voter,
     ApiKey.RemoveRaftVoter: quorum.handle_remove_raft_voter,
     ApiKey.DescribeQuorum: quorum.handle_describe_quorum,
+}
+
+#: The hot APIs' handlers in direct form: ``handle(ctx, request) -> body | None | CLOSE |
+#: Later``, called in the event-loop pass that decoded the request, without a task (a
+#: task, a coroutine and a future per request cost about as much as producing a small
+#: batch).  ``HANDLERS`` keeps an async form of each for everything else that calls them.
+DIRECT_HANDLERS = {
+    ApiKey.Produce: produce.produce_direct,
 }

@@ -19,7 +19,8 @@ from __future__ import annotations
 from protocol.errors import ErrorCode
 from protocol.fetch_response import AbortedTransaction, FetchPartitionResult, \
     encode_fetch_response
-from protocol.messages import Framed
+from protocol.messages import Framed, FramedFiles
+from storage import FileRecords
 
 from ..replication.delayed import FetchPartitionStatus
 from ..replication.fetch_sessions import FetchContext, PartitionParams
@@ -59,16 +60,19 @@ async def handle_fetch(ctx, request):
     error, session_id, listed = context.answer(
         [(key, DENIED if key[0] in denied else next(fetched)) for key in partitions])
     by_topic: dict[str, list[FetchPartitionResult]] = {}
+    framed = Framed  # FramedFiles once a partition's records are file regions
     for (topic, index), result in listed:
         if result.records:
             rm.stats.fetched(topic, len(result.records), replica_id >= 0)
+            if result.records.__class__ is FileRecords:
+                framed = FramedFiles
         by_topic.setdefault(topic, []).append(FetchPartitionResult(
             index, result.error, result.high_watermark, result.last_stable_offset,
             result.log_start_offset, result.records,
             [AbortedTransaction(t.producer_id, t.first_offset)
              for t in result.aborted_transactions], result.preferred_read_replica))
     # Encoded here rather than through kafka-python: the records are not copied.
-    return Framed(encode_fetch_response(version, request.correlation_id, error_code=error,
+    return framed(encode_fetch_response(version, request.correlation_id, error_code=error,
                                         session_id=session_id,
                                         topics=list(by_topic.items())))
 

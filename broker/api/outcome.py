@@ -9,3 +9,59 @@ from typing import Awaitable, Callable
 CLOSE = object()
 
 Handler = Callable[..., Awaitable[object]]
+
+
+class Later:
+    """The answer of a direct handler (``broker.api.DIRECT_HANDLERS``) that is not
+    ready when the handler returns: an acks=all produce waiting for the high watermark.
+
+    Kafka's shape (a response callback handed down to the replica manager) rather than
+    a task per request: the connection registers its callback with ``then``; the
+    handler's side calls ``resolve(make_body)`` once, where ``make_body()`` builds the
+    response body and is called by the connection, under its error handling.
+    ``cancel()`` (the connection is gone) runs ``on_cancel`` (e.g. withdrawing the
+    operation from its purgatory) and drops the callback; a resolve after it does
+    nothing.  Event-loop only."""
+
+    __slots__ = ("on_cancel", "_callback", "_make_body", "_resolved", "_cancelled")
+
+    def __init__(self) -> None:
+        self.on_cancel: Callable[[], object] | None = None
+        self._callback: Callable[[Callable[[], object]], None] | None = None
+        self._make_body: Callable[[], object] | None = None
+        self._resolved = False
+        self._cancelled = False
+
+    @property
+    def resolved(self) -> bool:
+        return self._resolved
+
+    def then(self, callback: Callable[[Callable[[], object]], None]) -> None:
+        """``callback(make_body)`` once resolved (at once if it already is)."""
+        if self._resolved:
+            if not self._cancelled:
+                callback(self._make_body)
+            return
+        self._callback = callback
+
+    def resolve(self, make_body: Callable[[], object]) -> None:
+        if self._resolved:
+            return
+        self._resolved = True
+        # No reference cycle outlives the answer (this -> the operation -> its respond
+        # closure -> this): every produce would otherwise leave garbage for the cyclic
+        # collector, whose passes then cost more than the task this replaces.
+        self.on_cancel = None
+        callback, self._callback = self._callback, None
+        if callback is not None and not self._cancelled:
+            callback(make_body)
+        else:
+            self._make_body = make_body
+
+    def cancel(self) -> None:
+        if self._cancelled:
+            return
+        self._cancelled = True
+        self._callback = None
+        if self.on_cancel is not None and not self._resolved:
+            self.on_cancel()

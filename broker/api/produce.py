@@ -6,6 +6,7 @@ TransactionalId, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAI
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from kafka.protocol.producer import ProduceResponse
@@ -17,7 +18,7 @@ from protocol.messages import Framed
 from ..replication.delayed import ProducePartitionStatus
 from ..replication.origin import AppendOrigin
 from ..security.acls import AclOperation, ResourceType
-from .outcome import CLOSE
+from .outcome import CLOSE, Later
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,10 @@ PartitionResponse = TopicResponse.PartitionProduceResponse
 WRITE = AclOperation.WRITE
 
 
-async def handle_produce(ctx, request):
+def produce_direct(ctx, request):
+    """The handler in direct form (see ``broker.api.DIRECT_HANDLERS``): the body, None
+    (acks=0), CLOSE (a failed acks=0 produce), or for acks=all a ``Later`` resolved when
+    every appended partition's high watermark passed its batch (or the wait ended)."""
     body = request.body
     acks = body.acks
     if request.api_version < request.spec.refused_below:
@@ -55,9 +59,29 @@ async def handle_produce(ctx, request):
         if any(s.error != ErrorCode.NONE for s in statuses.values()):
             return CLOSE
         return None
-    if acks == -1:
-        statuses = await ctx.replica_manager.wait_for_acks(statuses, body.timeout_ms)
-    return _response(request, statuses)
+    if acks == 1:
+        return _response(request, statuses)
+    later = Later()
+    operation = ctx.replica_manager.watch_acks(
+        statuses, body.timeout_ms,
+        lambda done: later.resolve(lambda: _response(request, done)))
+    if later.resolved:  # every partition was done at once (failed, or an ISR of one)
+        return _response(request, statuses)
+    later.on_cancel = operation.force_complete  # the connection is gone: stop watching
+    return later
+
+
+async def handle_produce(ctx, request):
+    """The handler in the async form every other API has (``HANDLERS``)."""
+    outcome = produce_direct(ctx, request)
+    if outcome.__class__ is not Later:
+        return outcome
+    future = asyncio.get_running_loop().create_future()
+    outcome.then(lambda make_body: future.done() or future.set_result(make_body()))
+    try:
+        return await future
+    finally:
+        outcome.cancel()
 
 
 def _response(request, statuses) -> Framed:

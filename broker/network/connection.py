@@ -19,12 +19,12 @@ from kafka.protocol.api_key import ApiKey
 
 from protocol.errors import CorruptRequest, UnsupportedVersion
 from protocol.framing import FrameReader
-from protocol.messages import Framed, Request, decode_request, encode_response, \
+from protocol.messages import FramedFiles, Request, decode_request, encode_response, \
     peek_header, unsupported_api_versions_response
 from protocol.status import STATUS_API_KEY, decode_status_request
 from storage import FileRecords, StaleRegion, StorageError
 
-from ..api import CLOSE, HANDLERS
+from ..api import CLOSE, DIRECT_HANDLERS, HANDLERS, Later
 from ..api.sasl import legacy_token
 from ..api.status import status_response
 from ..metrics import request_stats_of
@@ -38,14 +38,25 @@ _MAX_IOV = 512  # buffers per os.writev (Linux allows 1024)
 
 
 class _Pending:
-    """A request being handled: its task, and its encoded answer once ``done``."""
+    """A request being handled: its task (or, for a direct handler that answers later,
+    its ``Later``), and its encoded answer once ``done``.  ``waiter``: a future set when
+    it is done, made only by ``drain`` for a request without a task."""
 
-    __slots__ = ("task", "result", "done")
+    __slots__ = ("task", "later", "result", "done", "waiter")
 
     def __init__(self) -> None:
         self.task: asyncio.Task | None = None
+        self.later: Later | None = None
         self.result = None
         self.done = False
+        self.waiter: asyncio.Future | None = None
+
+    def cancel(self) -> None:
+        """The connection is gone: stop the work behind this request, answer nothing."""
+        if self.task is not None:
+            self.task.cancel()
+        elif self.later is not None:
+            self.later.cancel()
 
 
 class Connection(asyncio.Protocol):
@@ -99,7 +110,7 @@ class Connection(asyncio.Protocol):
         self.broker.connections.discard(self)
         for item in self._queue:
             if isinstance(item, _Pending):
-                item.task.cancel()
+                item.cancel()
         self._queue.clear()
 
     def data_received(self, data):
@@ -138,18 +149,19 @@ class Connection(asyncio.Protocol):
             self._flush()
             return
         try:
-            if not self.session.admits(peek_header(frame)[0]):
+            header = peek_header(frame)
+            if not self.session.admits(header[0]):
                 log.warning("[Connection %s] request (api key %d) before SASL authentication "
-                            "on listener %s; closing", self.peer, peek_header(frame)[0],
+                            "on listener %s; closing", self.peer, header[0],
                             self.session.listener.name)
                 self._close_after_pending()
                 return
-            if peek_header(frame)[0] == STATUS_API_KEY:
+            if header[0] == STATUS_API_KEY:
                 correlation_id, _query = decode_status_request(frame)
                 self._queue.append(status_response(self.broker.api_context, correlation_id))
                 self._flush()
                 return
-            request = decode_request(frame)
+            request = decode_request(frame, header)
             request.client_host = self.client_host
             request.session = self.session
         except UnsupportedVersion as exc:
@@ -167,39 +179,81 @@ class Connection(asyncio.Protocol):
             return
         pending = _Pending()
         self._queue.append(pending)
-        pending.task = asyncio.get_running_loop().create_task(self._handle(request, pending))
+        direct = DIRECT_HANDLERS.get(request.api_key)
+        if direct is not None:
+            self._run_direct(direct, request, pending)
+        else:
+            pending.task = asyncio.get_running_loop().create_task(self._handle(request, pending))
+
+    def _run_direct(self, handler, request: Request, pending: _Pending) -> None:
+        """A direct handler (``broker.api.DIRECT_HANDLERS``) runs here, in the pass that
+        decoded its request: no task, coroutine or future.  Its answer is the body now,
+        or a ``Later`` that hands over a body builder when ready (an acks=all produce,
+        when the high watermark passes it), which this connection builds and queues
+        from that callback."""
+        started = time.perf_counter()
+        try:
+            outcome = handler(self.broker.api_context, request)
+        except Exception:
+            self._failed(request)
+            self._answered(request, pending, started, CLOSE)
+            return
+        if outcome.__class__ is not Later:
+            self._answered(request, pending, started, self._encoded(request, outcome))
+            return
+        pending.later = outcome
+        outcome.then(lambda make_body: self._answered(
+            request, pending, started, self._encoded(request, make_body, later=True)))
 
     async def _handle(self, request: Request, pending: _Pending) -> None:
-        """Run the handler; its answer is written from here as soon as every answer owed
-        before it is out (no done-callback round through the event loop)."""
+        """Run the handler in this request's task; its answer is written as soon as
+        every answer owed before it is out (no done-callback round through the event
+        loop)."""
         handler = HANDLERS[request.api_key]
         started = time.perf_counter()
-        result = None
         try:
             body = await handler(self.broker.api_context, request)
-            if self.session.close_requested:  # a failed SASL step: answer, then close
-                self._close_after_pending()
-            if body is None or body is CLOSE:
-                result = body
-            else:
-                result = encode_response(request, body)
         except asyncio.CancelledError:
             # Cancelled with the connection (nothing is written then) or by the loop's
             # shutdown: the queue moves past this request, as for any finished one.
-            pending.done = True
-            self._flush()
+            self._answered(request, pending, started, None, flush_now=True)
             raise
         except Exception:
-            # A bug of ours, not the peer's: log it whole and close this connection only.
-            log.exception("[Connection %s] %s v%d failed; closing", self.peer,
-                          request.spec.name, request.api_version)
-            result = CLOSE
-        finally:
-            self.request_stats.record(request.spec.name, request.api_version,
-                                      time.perf_counter() - started)
-            pending.result, pending.done = result, True
-        if result.__class__ is Framed and any(part.__class__ is FileRecords
-                                              for part in result):
+            self._failed(request)
+            body = CLOSE
+        self._answered(request, pending, started, self._encoded(request, body))
+
+    def _encoded(self, request: Request, body, later: bool = False):
+        """The answer to queue for ``body`` (``later``: a builder of it, called here).
+        A body that fails to build or encode is our bug: logged, and this connection
+        closes."""
+        try:
+            if later:
+                body = body()
+            if self.session.close_requested:  # a failed SASL step: answer, then close
+                self._close_after_pending()
+            if body is None or body is CLOSE:
+                return body
+            return encode_response(request, body)
+        except Exception:
+            self._failed(request)
+            return CLOSE
+
+    def _failed(self, request: Request) -> None:
+        # A bug of ours, not the peer's: log it whole and close this connection only.
+        log.exception("[Connection %s] %s v%d failed; closing", self.peer,
+                      request.spec.name, request.api_version)
+
+    def _answered(self, request: Request, pending: _Pending, started: float, result,
+                  flush_now: bool = False) -> None:
+        """``pending`` is answered with ``result`` (encoded; None: nothing to send);
+        its time is recorded and a flush is due."""
+        self.request_stats.record(request.spec.name, request.api_version,
+                                  time.perf_counter() - started)
+        pending.result, pending.done = result, True
+        if pending.waiter is not None and not pending.waiter.done():
+            pending.waiter.set_result(None)
+        if flush_now or result.__class__ is FramedFiles:
             self._flush()  # file regions go out in the pass that located them
         elif self._flush_soon is None:
             self._flush_soon = asyncio.get_running_loop().call_soon(self._flush)
@@ -231,15 +285,14 @@ class Connection(asyncio.Protocol):
                     self.transport.writelines(buffers)
                 self._close_now()
                 return
-            if isinstance(result, list):  # protocol.messages.Framed: buffers, not copied
-                if any(part.__class__ is FileRecords for part in result):
-                    if buffers:
-                        self.transport.writelines(buffers)
-                        buffers = []
-                    if not self._write_with_files(result):
-                        return  # closed
-                else:
-                    buffers += result
+            if result.__class__ is FramedFiles:
+                if buffers:
+                    self.transport.writelines(buffers)
+                    buffers = []
+                if not self._write_with_files(result):
+                    return  # closed
+            elif isinstance(result, list):  # protocol.messages.Framed: buffers, not copied
+                buffers += result
             elif result is not None:
                 buffers.append(result)
         if buffers:
@@ -332,7 +385,7 @@ class Connection(asyncio.Protocol):
         self._closing = True
         for item in self._queue:
             if isinstance(item, _Pending):
-                item.task.cancel()
+                item.cancel()
         self._queue.clear()
         self.transport.close()
 
@@ -351,9 +404,16 @@ class Connection(asyncio.Protocol):
 
     async def drain(self, timeout_s: float) -> None:
         """Shutdown: let in-flight requests finish (bounded), then close."""
-        tasks = [item.task for item in self._queue if isinstance(item, _Pending)]
-        if tasks:
-            await asyncio.wait(tasks, timeout=timeout_s)
+        waits = []
+        for item in self._queue:
+            if isinstance(item, _Pending) and not item.done:
+                if item.task is None:
+                    item.waiter = asyncio.get_running_loop().create_future()
+                    waits.append(item.waiter)
+                else:
+                    waits.append(item.task)
+        if waits:
+            await asyncio.wait(waits, timeout=timeout_s)
         if not self._closing:
             self._close_now()
 

@@ -19,6 +19,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from protocol.errors import ErrorCode, RecordError
 from protocol.record_filter import RecordFilterError, decode_records
@@ -554,22 +555,31 @@ class ReplicaManager:
         A partition whose log directory went offline after its append (a later partition
         of the same request failed) answers KAFKA_STORAGE_ERROR, as Kafka does; one that
         goes offline while waiting answers NOT_LEADER_OR_FOLLOWER.  Neither is an ack."""
-        for status in statuses.values():
-            if status.error == ErrorCode.NONE and status.partition is not None \
-                    and status.partition.offline:
-                status.error = ErrorCode.KAFKA_STORAGE_ERROR
         future = asyncio.get_running_loop().create_future()
 
         def respond(result):
             if not future.done():
                 future.set_result(result)
 
-        operation = DelayedProduce(timeout_ms, statuses, respond)
-        self.produce_purgatory.try_complete_else_watch(operation, list(statuses))
+        operation = self.watch_acks(statuses, timeout_ms, respond)
         try:
             return await future
         finally:
             operation.force_complete()  # connection lost: stop watching
+
+    def watch_acks(self, statuses: dict[Key, ProducePartitionStatus], timeout_ms: int,
+                   respond: Callable[[dict[Key, ProducePartitionStatus]], None]
+                   ) -> DelayedProduce:
+        """``wait_for_acks`` in callback form: ``respond(statuses)`` once every
+        partition is answered (maybe before this returns).  The returned operation's
+        ``force_complete`` withdraws it (a lost connection); it then responds at once."""
+        for status in statuses.values():
+            if status.error == ErrorCode.NONE and status.partition is not None \
+                    and status.partition.offline:
+                status.error = ErrorCode.KAFKA_STORAGE_ERROR
+        operation = DelayedProduce(timeout_ms, statuses, respond)
+        self.produce_purgatory.try_complete_else_watch(operation, list(statuses))
+        return operation
 
     # -- fetch -------------------------------------------------------------------
 

@@ -16,11 +16,12 @@ import pytest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from broker.api import CLOSE, HANDLERS
+from broker.api import CLOSE, DIRECT_HANDLERS, HANDLERS, Later
 from broker.api.metadata import handle_api_versions
 from broker.network.connection import Connection
 from protocol.errors import ErrorCode
 from protocol.framing import frame
+from protocol.messages import api_versions_body
 
 PEER = ("127.0.0.1", 50123)
 TIMEOUT_S = 10.0
@@ -476,6 +477,109 @@ def test_a_handler_closing_the_connection_cancels_the_requests_behind_it(handler
         assert handlers.cancelled == [3]
         assert other_tasks() == set()
     run(scenario)
+
+
+# -- direct handlers (no task; an answer now or a Later) -----------------------------------
+
+class Direct:
+    """A direct ApiVersions handler (broker.api.DIRECT_HANDLERS): correlation ids in
+    ``later`` get a Later the test resolves; the others are answered on the spot."""
+
+    def __init__(self):
+        self.later: dict[int, Later] = {}
+        self.cancelled: list[int] = []
+        self.bodies: dict[int, object] = {}
+
+    def hold(self, *cids: int) -> None:
+        for cid in cids:
+            self.later[cid] = Later()
+            self.later[cid].on_cancel = lambda cid=cid: self.cancelled.append(cid)
+
+    def resolve(self, cid: int, make_body=None) -> None:
+        self.later[cid].resolve(make_body or (lambda: self.bodies[cid]))
+
+    def handle(self, ctx, request):
+        cid = request.correlation_id
+        self.bodies[cid] = api_versions_body()
+        return self.later.get(cid) or self.bodies[cid]
+
+
+@pytest.fixture
+def direct(monkeypatch) -> Direct:
+    d = Direct()
+    monkeypatch.setitem(DIRECT_HANDLERS, ApiKey.ApiVersions, d.handle)
+    return d
+
+
+def test_a_direct_answer_given_later_keeps_its_place_in_the_order(direct):
+    """No task runs a direct request: one answered on the spot is queued at once, and
+    one answered later holds back those behind it until its Later resolves."""
+    async def scenario():
+        conn, transport = open_connection(FakeBroker())
+        direct.hold(1)
+        conn.data_received(api_versions(1) + api_versions(2) + api_versions(3))
+        assert other_tasks() == set()
+        await settle()
+        assert transport.writes == []
+        direct.resolve(1)
+        await settle()
+        assert correlation_ids(transport.writes) == [1, 2, 3]
+        assert transport.frames_per_call == [3]
+        assert not transport.closed
+    run(scenario)
+
+
+def test_losing_the_connection_cancels_a_direct_answer_still_to_come(direct):
+    async def scenario():
+        broker = FakeBroker()
+        conn, transport = open_connection(broker)
+        direct.hold(1, 2)
+        conn.data_received(api_versions(1) + api_versions(2))
+        direct.resolve(2)  # resolved, but owed after 1: not cancelled
+        conn.connection_lost(ConnectionResetError("peer went away"))
+        assert direct.cancelled == [1]
+        direct.resolve(1)  # too late: nothing is built or written
+        await settle()
+        assert transport.writes == []
+        assert conn not in broker.connections
+    run(scenario)
+
+
+def test_a_direct_body_that_fails_to_build_closes_after_the_answers_owed(direct):
+    async def scenario():
+        conn, transport = open_connection(FakeBroker())
+        direct.hold(2)
+        conn.data_received(api_versions(1) + api_versions(2) + api_versions(3))
+        direct.resolve(2, lambda: 1 / 0)  # a bug of ours in building the body
+        await settle()
+        assert correlation_ids(transport.writes) == [1]
+        assert transport.closed and transport.lost
+    run(scenario)
+
+
+def test_drain_waits_for_a_direct_answer_still_to_come(direct):
+    async def scenario():
+        conn, transport = open_connection(FakeBroker())
+        direct.hold(1)
+        conn.data_received(api_versions(1))
+        asyncio.get_running_loop().call_later(0.05, direct.resolve, 1)
+        await conn.drain(timeout_s=5)
+        assert correlation_ids(transport.writes) == [1]
+        assert transport.closed
+    run(scenario)
+
+
+def test_a_later_resolved_before_its_callback_is_set_still_delivers_once():
+    calls = []
+    later = Later()
+    later.resolve(lambda: "body")
+    later.resolve(lambda: "second")  # ignored: a Later resolves once
+    later.then(lambda make_body: calls.append(make_body()))
+    assert calls == ["body"]
+    cancelled = []
+    later.on_cancel = lambda: cancelled.append(True)
+    later.cancel()  # resolved already: nothing to withdraw
+    assert cancelled == []
 
 
 # -- over a real socket ------------------------------------------------------------------

@@ -22,7 +22,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker.api import HANDLERS
 from broker.network.connection import Connection
-from protocol.messages import Framed
+from protocol.messages import Framed, FramedFiles
 from storage import FileRecords, LogConfig, PartitionLog
 
 TIMEOUT_S = 20.0
@@ -55,11 +55,13 @@ def request(cid: int) -> bytes:
 
 
 def answer(cid: int, records) -> Framed:
-    """A frame: size, correlation id, 10 bytes, the records, 5 bytes."""
+    """A frame: size, correlation id, 10 bytes, the records, 5 bytes (a FramedFiles when
+    the records are a file region, as the Fetch handler makes it)."""
     head = struct.pack(">i", cid) + b"H" * 10
     tail = b"T" * 5
     size = len(head) + len(records) + len(tail)
-    return Framed([struct.pack(">i", size), head, records, tail])
+    framed = FramedFiles if isinstance(records, FileRecords) else Framed
+    return framed([struct.pack(">i", size), head, records, tail])
 
 
 def expected(cid: int, data: bytes) -> bytes:
