@@ -14,6 +14,8 @@ README's "Metrics" table describes each.
 """
 from __future__ import annotations
 
+import gc
+
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
 from prometheus_client.registry import Collector
@@ -61,9 +63,12 @@ METADATA_VERSION = "raftwood_metadata_version"
 FETCH_SESSIONS = "kafka_server_fetchsessioncache_numincrementalfetchsessions"
 FETCH_SESSION_PARTITIONS = "kafka_server_fetchsessioncache_numincrementalfetchpartitionscached"
 FETCH_SESSION_EVICTIONS = "kafka_server_fetchsessioncache_incrementalfetchsessionevictions"
+# The process's cyclic garbage collector, under prometheus_client's own names.
+GC_COLLECTED = "python_gc_objects_collected"
+GC_COLLECTIONS = "python_gc_collections"
 
 COUNTERS = (ISR_SHRINKS, ISR_EXPANDS, REQUESTS, BYTES_IN, BYTES_OUT, MESSAGES_IN,
-            REPLICATION_BYTES_OUT, FETCH_SESSION_EVICTIONS)
+            REPLICATION_BYTES_OUT, FETCH_SESSION_EVICTIONS, GC_COLLECTED, GC_COLLECTIONS)
 HISTOGRAMS = (TOTAL_TIME,)
 GAUGES = (UNDER_REPLICATED, UNDER_MIN_ISR_COUNT, PARTITION_COUNT, LEADER_COUNT,
           UNDER_MIN_ISR, UNDER_REPLICATED_PARTITION, OFFLINE_PARTITIONS, ACTIVE_CONTROLLER,
@@ -96,6 +101,7 @@ class BrokerCollector(Collector):
         yield from self._requests()
         yield from self._groups()
         yield from self._raft()
+        yield from _python_gc()
 
     # -- this broker's replicas -------------------------------------------------------------
 
@@ -256,6 +262,22 @@ class BrokerCollector(Collector):
                      len(node.otherNodes) + is_voter)
         yield _gauge(RAFT_IS_VOTER, "1 when this broker votes in the metadata quorum, 0 when "
                      "it is an observer", int(is_voter))
+
+
+def _python_gc():
+    """The cyclic collector's passes and what they freed, per generation (the process's,
+    one broker per process).  Garbage in reference cycles is freed only by these passes,
+    which stop the event loop while they walk the young objects: a request path that
+    leaves a cycle per request shows here as collected objects growing with traffic."""
+    collected = CounterMetricFamily(GC_COLLECTED, "Objects the cyclic garbage collector "
+                                    "freed, per generation", labels=["generation"])
+    collections = CounterMetricFamily(GC_COLLECTIONS, "Passes of the cyclic garbage "
+                                      "collector, per generation", labels=["generation"])
+    for generation, stats in enumerate(gc.get_stats()):
+        collected.add_metric([str(generation)], stats["collected"])
+        collections.add_metric([str(generation)], stats["collections"])
+    yield collected
+    yield collections
 
 
 def _max_lag(fetchers) -> int:
