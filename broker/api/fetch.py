@@ -26,11 +26,14 @@ from ..replication.delayed import FetchPartitionStatus
 from ..replication.fetch_sessions import FetchContext, PartitionParams
 from ..replication.replica_manager import FetchedPartition
 from ..security.acls import AclOperation
+from .outcome import Later, answer_of
 
 DENIED = FetchedPartition(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
-async def handle_fetch(ctx, request):
+def fetch_direct(ctx, request):
+    """The handler in direct form (see ``broker.api.DIRECT_HANDLERS``): a ``Later``
+    resolved when the fetch is answerable (at once, or after its long poll)."""
     body = request.body
     version = request.api_version
     replica_id = body.replica_id
@@ -51,19 +54,41 @@ async def handle_fetch(ctx, request):
     statuses = [FetchPartitionStatus(key, rm.get_partition(*key), p.fetch_offset, p.max_bytes,
                                      p.current_leader_epoch, p.log_start_offset)
                 for key, p in partitions.items() if key[0] not in denied]
-    max_bytes = body.max_bytes if version >= 3 else 2 ** 31 - 1
-    client_rack = body.rack_id if version >= 11 else None
-    fetched = iter(await rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes,
-                                  max_bytes, body.isolation_level, client_rack,
-                                  zero_copy=True)
-                   if statuses else ())
+    later = Later()
+
+    def answered(read) -> None:
+        later.resolve(lambda: _response(ctx, request, context, partitions, denied,
+                                        read() if statuses else ()))
+
+    if not statuses:
+        answered(None)
+        return later
+    later.on_cancel = rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes,
+                               body.max_bytes if version >= 3 else 2 ** 31 - 1, answered,
+                               body.isolation_level,
+                               body.rack_id if version >= 11 else None, zero_copy=True)
+    return later
+
+
+async def handle_fetch(ctx, request):
+    """The handler in the async form every other API has (``HANDLERS``)."""
+    return await answer_of(fetch_direct(ctx, request))
+
+
+def _response(ctx, request, context: FetchContext, partitions, denied: set[str],
+              read) -> Framed:
+    """The encoded answer: ``read`` are the results of the partitions not denied, in
+    order; the session (``context``) picks what it lists."""
+    fetched = iter(read)
+    replica_id = request.body.replica_id
+    stats = ctx.replica_manager.stats
     error, session_id, listed = context.answer(
         [(key, DENIED if key[0] in denied else next(fetched)) for key in partitions])
     by_topic: dict[str, list[FetchPartitionResult]] = {}
     framed = Framed  # FramedFiles once a partition's records are file regions
     for (topic, index), result in listed:
         if result.records:
-            rm.stats.fetched(topic, len(result.records), replica_id >= 0)
+            stats.fetched(topic, len(result.records), replica_id >= 0)
             if result.records.__class__ is FileRecords:
                 framed = FramedFiles
         by_topic.setdefault(topic, []).append(FetchPartitionResult(
@@ -72,8 +97,8 @@ async def handle_fetch(ctx, request):
             [AbortedTransaction(t.producer_id, t.first_offset)
              for t in result.aborted_transactions], result.preferred_read_replica))
     # Encoded here rather than through kafka-python: the records are not copied.
-    return framed(encode_fetch_response(version, request.correlation_id, error_code=error,
-                                        session_id=session_id,
+    return framed(encode_fetch_response(request.api_version, request.correlation_id,
+                                        error_code=error, session_id=session_id,
                                         topics=list(by_topic.items())))
 
 

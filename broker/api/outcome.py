@@ -2,6 +2,7 @@
 connection, in a module of its own so handlers need not import the package)."""
 from __future__ import annotations
 
+import asyncio
 from typing import Awaitable, Callable
 
 # The handler's answer is "close this connection" (Kafka closes it after a failed
@@ -63,5 +64,21 @@ class Later:
             return
         self._cancelled = True
         self._callback = None
-        if self.on_cancel is not None and not self._resolved:
-            self.on_cancel()
+        on_cancel, self.on_cancel = self.on_cancel, None
+        if on_cancel is not None and not self._resolved:
+            on_cancel()
+
+
+async def answer_of(outcome):
+    """The body a direct handler's ``outcome`` stands for, awaited: the async form
+    ``HANDLERS`` keep of a direct handler.  Cancelling the awaiting task cancels the
+    Later (its wait is withdrawn)."""
+    if outcome.__class__ is not Later:
+        return outcome
+    future = asyncio.get_running_loop().create_future()
+    outcome.then(lambda make_body: future.done() or future.set_result(make_body))
+    try:
+        make_body = await future
+    finally:
+        outcome.cancel()
+    return make_body()

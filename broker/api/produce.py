@@ -6,7 +6,6 @@ TransactionalId, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAI
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from kafka.protocol.producer import ProduceResponse
@@ -18,7 +17,7 @@ from protocol.messages import Framed
 from ..replication.delayed import ProducePartitionStatus
 from ..replication.origin import AppendOrigin
 from ..security.acls import AclOperation, ResourceType
-from .outcome import CLOSE, Later
+from .outcome import CLOSE, Later, answer_of
 
 log = logging.getLogger(__name__)
 
@@ -67,21 +66,13 @@ def produce_direct(ctx, request):
         lambda done: later.resolve(lambda: _response(request, done)))
     if later.resolved:  # every partition was done at once (failed, or an ISR of one)
         return _response(request, statuses)
-    later.on_cancel = operation.force_complete  # the connection is gone: stop watching
+    later.on_cancel = operation.withdraw  # the connection is gone: stop watching
     return later
 
 
 async def handle_produce(ctx, request):
     """The handler in the async form every other API has (``HANDLERS``)."""
-    outcome = produce_direct(ctx, request)
-    if outcome.__class__ is not Later:
-        return outcome
-    future = asyncio.get_running_loop().create_future()
-    outcome.then(lambda make_body: future.done() or future.set_result(make_body()))
-    try:
-        return await future
-    finally:
-        outcome.cancel()
+    return await answer_of(produce_direct(ctx, request))
 
 
 def _response(request, statuses) -> Framed:

@@ -1,8 +1,11 @@
 """The asyncio server: one Connection per client socket around the sans-IO codec.
 
-Per connection, frames are decoded as they arrive and each request runs as its own
-task, so a long-polling fetch does not hold up the requests behind it; responses are
-nevertheless written strictly in request order (Kafka clients match them by order).
+Per connection, frames are decoded as they arrive.  Produce and Fetch run as direct
+handlers in the pass that decoded them (an answer that must wait, an acks=all produce
+or a long poll, comes back through a ``Later``); every other request runs as its own
+task.  Either way a waiting request does not hold up the requests behind it, and
+responses are nevertheless written strictly in request order (Kafka clients match them
+by order).
 Backpressure both ways: reading pauses while ``queued.max.requests.per.connection``
 requests are in flight or while the transport's write buffer is full.
 """

@@ -30,7 +30,8 @@ class DelayedOperation:
 
     Invariant: ``on_complete`` runs exactly once, whichever of (a) ``try_complete``
     finding the condition met, (b) the timer expiring, or (c) ``force_complete`` from
-    a lost connection or a leadership change, happens first.  Event-loop only.
+    a leadership change, happens first, unless ``withdraw`` (a lost connection) came
+    before them all: then it never runs.  Event-loop only.
     Subclasses implement ``try_complete`` (return ``self.force_complete()`` when the
     condition holds, else False) and ``on_complete``; ``on_expiration`` is optional.
     """
@@ -83,6 +84,18 @@ class DelayedOperation:
             self._purgatory._unwatch(self)
         self.on_complete()
         return True
+
+    def withdraw(self) -> None:
+        """Stop waiting without answering: the requester is gone (its connection was
+        lost).  Counts as completed; ``on_complete`` never runs."""
+        if self.completed:
+            return
+        self.completed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._purgatory is not None:
+            self._purgatory._unwatch(self)
 
     def _expire(self) -> None:
         self._timer = None

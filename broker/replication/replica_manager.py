@@ -636,13 +636,21 @@ class ReplicaManager:
                                             read.last_stable_offset, read.aborted_transactions))
         return results
 
-    async def fetch(self, statuses: list[FetchPartitionStatus], replica_id: int,
-                    max_wait_ms: int, min_bytes: int, max_bytes: int,
-                    isolation_level: int = READ_UNCOMMITTED,
-                    client_rack: str | None = None,
-                    zero_copy: bool = False) -> list[FetchedPartition]:
+    def fetch(self, statuses: list[FetchPartitionStatus], replica_id: int,
+              max_wait_ms: int, min_bytes: int, max_bytes: int,
+              then: Callable[[Callable[[], list[FetchedPartition]]], None],
+              isolation_level: int = READ_UNCOMMITTED, client_rack: str | None = None,
+              zero_copy: bool = False) -> Callable[[], None] | None:
         """Answer at once if there is enough (or an error); otherwise long-poll.
-        ``zero_copy``: see ``read_partitions``.
+
+        Callback form, as the Fetch handler runs without a task: ``then(read)`` is
+        called once, when the fetch is answerable, where ``read()`` gives the results
+        (the caller calls it where its errors are handled, and in the event-loop pass
+        that writes them, which a zero-copy answer needs).  A long poll's ``then`` runs
+        in an event-loop pass after the trigger's, so the appends of one pass reach a
+        waiting follower in one answer, and an append never runs a reader's read.
+        Returns None when ``then`` has run, else a function withdrawing the wait (the
+        connection is gone).  ``zero_copy``: see ``read_partitions``.
         ``isolation_level`` READ_COMMITTED: consumers read below the last stable offset.
         ``client_rack``: None for fetches before v11 (only the leader answers); else the
         consumer's rack ("" when unset): a follower may answer (KIP-392), and a leader
@@ -654,14 +662,23 @@ class ReplicaManager:
             for status in statuses:
                 status.follower_read = status.partition is not None \
                     and not status.partition.is_leader
+
+        def read() -> list[FetchedPartition]:
+            return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
+                                        zero_copy)
+
         redirected = self._redirect_to_preferred(statuses, client_rack) \
             if client_rack and self.rack_aware_reads and replica_id < 0 else {}
         if redirected:  # answered at once (Kafka's rule), the others read as they are
-            read = iter(self.read_partitions(
-                [s for i, s in enumerate(statuses) if i not in redirected], replica_id,
-                max_bytes, isolation_level, zero_copy))
-            return [redirected[i] if i in redirected else next(read)
-                    for i in range(len(statuses))]
+            others = [s for i, s in enumerate(statuses) if i not in redirected]
+
+            def read_redirected() -> list[FetchedPartition]:
+                rest = iter(self.read_partitions(others, replica_id, max_bytes,
+                                                 isolation_level, zero_copy))
+                return [redirected[i] if i in redirected else next(rest)
+                        for i in range(len(statuses))]
+            then(read_redirected)
+            return None
         if max_wait_ms > 0 and min_bytes <= 1 and statuses and not self.throttle.enabled:
             # With min_bytes <= 1 (every follower, most consumers) "answer now" is exactly
             # what DelayedFetch.try_complete decides: a partition with any visible record
@@ -672,46 +689,34 @@ class ReplicaManager:
             # again, which a caught-up follower did at every fetch.  Throttled
             # replication takes the path below (a throttled partition reads as empty
             # with data behind it).
-            await self._until_answerable(statuses, replica_id, max_wait_ms, 1,
-                                         isolation_level)
-            return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
-                                        zero_copy)
-        results = self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
-                                       zero_copy)
+            return self._when_answerable(statuses, replica_id, max_wait_ms, 1,
+                                         isolation_level, lambda: then(read))
+        results = read()
         available = sum(len(r.records) for r in results)
         if not available and any(r.throttled for r in results):
             # Nothing to send but throttled data: wait for the bucket, not in a spin.
-            await asyncio.sleep(min(self.throttle.delay_s(), max(0, max_wait_ms) / 1000))
-            return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
-                                        zero_copy)
+            timer = asyncio.get_running_loop().call_later(
+                min(self.throttle.delay_s(), max(0, max_wait_ms) / 1000), then, read)
+            return timer.cancel
         has_error = any(r.error != ErrorCode.NONE for r in results)
         if max_wait_ms <= 0 or available >= max(1, min_bytes) or has_error or not statuses:
-            return results
-        await self._until_answerable(statuses, replica_id, max_wait_ms, min_bytes,
-                                     isolation_level)
-        return self.read_partitions(statuses, replica_id, max_bytes, isolation_level,
-                                    zero_copy)
+            then(lambda: results)
+            return None
+        return self._when_answerable(statuses, replica_id, max_wait_ms, min_bytes,
+                                     isolation_level, lambda: then(read))
 
-    async def _until_answerable(self, statuses: list[FetchPartitionStatus], replica_id: int,
-                                max_wait_ms: int, min_bytes: int, isolation_level: int
-                                ) -> None:
-        """Return once a DelayedFetch over ``statuses`` completes: at once if it can,
-        else watched in the fetch purgatory until a trigger or its timer (or, if this
-        task is cancelled with its connection, withdrawn)."""
-        future = asyncio.get_running_loop().create_future()
-
-        def respond():
-            if not future.done():
-                future.set_result(None)
-
-        operation = DelayedFetch(max_wait_ms, min_bytes, replica_id, statuses, respond,
-                                 isolation_level)
-        if not self.fetch_purgatory.try_complete_else_watch(
-                operation, [s.partition.key for s in statuses if s.partition is not None]):
-            try:
-                await future
-            finally:
-                operation.force_complete()
+    def _when_answerable(self, statuses: list[FetchPartitionStatus], replica_id: int,
+                         max_wait_ms: int, min_bytes: int, isolation_level: int,
+                         answer: Callable[[], None]) -> Callable[[], None]:
+        """``answer()`` in the event-loop pass after a DelayedFetch over ``statuses``
+        completes: at once if it can, else when watched in the fetch purgatory a trigger
+        or its timer completes it.  Returns the withdrawal for a lost connection."""
+        loop = asyncio.get_running_loop()
+        operation = DelayedFetch(max_wait_ms, min_bytes, replica_id, statuses,
+                                 lambda: loop.call_soon(answer), isolation_level)
+        self.fetch_purgatory.try_complete_else_watch(
+            operation, [s.partition.key for s in statuses if s.partition is not None])
+        return operation.withdraw
 
     def _redirect_to_preferred(self, statuses: list[FetchPartitionStatus], client_rack: str
                                ) -> dict[int, FetchedPartition]:

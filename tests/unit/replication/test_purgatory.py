@@ -72,3 +72,19 @@ def test_force_complete_cancels_timer():
         await asyncio.sleep(0.1)
         assert op.completions == 1 and op.expirations == 0
     asyncio.run(run())
+
+
+def test_withdraw_unwatches_without_answering_and_the_timer_never_fires():
+    async def run():
+        purgatory = Purgatory("t")
+        state = {"ready": False}
+        op = Waiter(20, lambda: state["ready"])
+        purgatory.try_complete_else_watch(op, [("t", 0), ("t", 1)])
+        op.withdraw()
+        assert op.completed and purgatory.watched() == 0
+        state["ready"] = True
+        assert purgatory.check_and_complete(("t", 0)) == 0
+        await asyncio.sleep(0.1)
+        assert op.completions == 0 and op.expirations == 0
+        assert not op.force_complete()
+    asyncio.run(run())
