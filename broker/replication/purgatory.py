@@ -74,6 +74,19 @@ class DelayedOperation:
 
     def force_complete(self) -> bool:
         """Complete now unless already completed; True if this call completed it."""
+        if not self._stop_waiting():
+            return False
+        self.on_complete()
+        return True
+
+    def withdraw(self) -> None:
+        """Stop waiting without answering: the requester is gone (its connection was
+        lost).  Counts as completed; ``on_complete`` never runs."""
+        self._stop_waiting()
+
+    def _stop_waiting(self) -> bool:
+        """Mark completed, stop the timer and leave every watch list; False if the
+        operation was completed already."""
         if self.completed:
             return False
         self.completed = True
@@ -82,20 +95,7 @@ class DelayedOperation:
             self._timer = None
         if self._purgatory is not None:
             self._purgatory._unwatch(self)
-        self.on_complete()
         return True
-
-    def withdraw(self) -> None:
-        """Stop waiting without answering: the requester is gone (its connection was
-        lost).  Counts as completed; ``on_complete`` never runs."""
-        if self.completed:
-            return
-        self.completed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._purgatory is not None:
-            self._purgatory._unwatch(self)
 
     def _expire(self) -> None:
         self._timer = None
