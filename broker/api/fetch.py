@@ -57,11 +57,10 @@ def fetch_direct(ctx, request):
     later = Later()
 
     def answered(read) -> None:
-        later.resolve(lambda: _response(ctx, request, context, partitions, denied,
-                                        read() if statuses else ()))
+        later.resolve(lambda: _response(ctx, request, context, partitions, denied, read()))
 
-    if not statuses:
-        answered(None)
+    if not statuses:  # every partition denied: nothing to read or wait for
+        answered(tuple)
         return later
     later.on_cancel = rm.fetch(statuses, replica_id, body.max_wait_ms, body.min_bytes,
                                body.max_bytes if version >= 3 else 2 ** 31 - 1, answered,

@@ -565,14 +565,14 @@ class ReplicaManager:
         try:
             return await future
         finally:
-            operation.force_complete()  # connection lost: stop watching
+            operation.withdraw()  # cancelled (connection lost): stop watching
 
     def watch_acks(self, statuses: dict[Key, ProducePartitionStatus], timeout_ms: int,
                    respond: Callable[[dict[Key, ProducePartitionStatus]], None]
                    ) -> DelayedProduce:
         """``wait_for_acks`` in callback form: ``respond(statuses)`` once every
         partition is answered (maybe before this returns).  The returned operation's
-        ``force_complete`` withdraws it (a lost connection); it then responds at once."""
+        ``withdraw`` stops the wait without a response (a lost connection)."""
         for status in statuses.values():
             if status.error == ErrorCode.NONE and status.partition is not None \
                     and status.partition.offline:
