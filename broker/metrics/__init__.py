@@ -2,6 +2,7 @@
 
     stats.py      counters the hot paths update (requests, bytes per topic, ISR changes):
                   plain dicts and ints, one lookup and an add per event
+    loop.py       how busy the event loop is: its thread's CPU time, and a timer's lag
     collector.py  every family, read from live state at scrape time (gauges) or from
                   the stats (counters, histograms); the names (``METRIC_NAMES``)
     endpoint.py   ``GET /metrics`` over HTTP on the broker's event loop, and the replication
@@ -10,8 +11,9 @@
 Ownership: the Broker owns one ``BrokerMetrics``: a ``CollectorRegistry`` of its own
 (never prometheus_client's global one, so nothing of another broker, or of the library's
 process collectors, ends up in it), the ``RequestStats`` its connections record into,
-and the endpoint, which serves only when ``metrics.port`` is set (0, the default: no
-endpoint) and stops in ``Broker.shutdown``.  The ReplicaManager owns its
+the event loop's ``LoopProbe`` (started with the broker, whether or not the endpoint
+serves), and the endpoint, which serves only when ``metrics.port`` is set (0, the
+default: no endpoint) and stops in ``Broker.shutdown``.  The ReplicaManager owns its
 ``ReplicaStats``.  Counting is always on: it costs too little to need a switch.
 """
 from __future__ import annotations
@@ -20,10 +22,11 @@ from prometheus_client.registry import CollectorRegistry
 
 from .collector import METRIC_NAMES, BrokerCollector
 from .endpoint import MetricsEndpoint
+from .loop import LoopProbe
 from .stats import ReplicaStats, RequestStats, request_stats_of
 
-__all__ = ["BrokerMetrics", "BrokerCollector", "METRIC_NAMES", "MetricsEndpoint",
-           "ReplicaStats", "RequestStats", "request_stats_of"]
+__all__ = ["BrokerMetrics", "BrokerCollector", "LoopProbe", "METRIC_NAMES",
+           "MetricsEndpoint", "ReplicaStats", "RequestStats", "request_stats_of"]
 
 
 class BrokerMetrics:
@@ -32,6 +35,7 @@ class BrokerMetrics:
     def __init__(self, broker):
         config = broker.config
         self.requests = RequestStats()
+        self.loop = LoopProbe()
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(broker))
         self.host = config["metrics.host"]
@@ -42,7 +46,9 @@ class BrokerMetrics:
 
     async def start(self) -> None:
         """Listen on ``metrics.host:metrics.port`` when the port is set (an OSError, such
-        as the port being taken, stops the broker's start like its Kafka listener's)."""
+        as the port being taken, stops the broker's start like its Kafka listener's).
+        The loop probe starts either way."""
+        self.loop.start()
         if self.port <= 0 or self.endpoint is not None:
             return
         from ..ui.feed import broker_feed
@@ -51,5 +57,6 @@ class BrokerMetrics:
         await self.endpoint.start()
 
     async def stop(self) -> None:
+        self.loop.stop()
         if self.endpoint is not None:
             await self.endpoint.stop()

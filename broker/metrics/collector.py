@@ -21,6 +21,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from .loop import LAG_BUCKETS_MS
 from .stats import TIME_BUCKETS_MS
 
 NO_LEADER = -1
@@ -66,10 +67,14 @@ FETCH_SESSION_EVICTIONS = "kafka_server_fetchsessioncache_incrementalfetchsessio
 # The process's cyclic garbage collector, under prometheus_client's own names.
 GC_COLLECTED = "python_gc_objects_collected"
 GC_COLLECTIONS = "python_gc_collections"
+# The event loop every request runs on (broker/metrics/loop.py).
+LOOP_CPU = "raftwood_event_loop_cpu_seconds"
+LOOP_LAG = "raftwood_event_loop_lag_ms"
 
 COUNTERS = (ISR_SHRINKS, ISR_EXPANDS, REQUESTS, BYTES_IN, BYTES_OUT, MESSAGES_IN,
-            REPLICATION_BYTES_OUT, FETCH_SESSION_EVICTIONS, GC_COLLECTED, GC_COLLECTIONS)
-HISTOGRAMS = (TOTAL_TIME,)
+            REPLICATION_BYTES_OUT, FETCH_SESSION_EVICTIONS, GC_COLLECTED, GC_COLLECTIONS,
+            LOOP_CPU)
+HISTOGRAMS = (TOTAL_TIME, LOOP_LAG)
 GAUGES = (UNDER_REPLICATED, UNDER_MIN_ISR_COUNT, PARTITION_COUNT, LEADER_COUNT,
           UNDER_MIN_ISR, UNDER_REPLICATED_PARTITION, OFFLINE_PARTITIONS, ACTIVE_CONTROLLER,
           GLOBAL_PARTITIONS, GLOBAL_TOPICS, ACTIVE_BROKERS, FENCED_BROKERS, MAX_LAG,
@@ -102,6 +107,7 @@ class BrokerCollector(Collector):
         yield from self._groups()
         yield from self._raft()
         yield from _python_gc()
+        yield from self._event_loop()
 
     # -- this broker's replicas -------------------------------------------------------------
 
@@ -216,6 +222,18 @@ class BrokerCollector(Collector):
                                   timing.sum_ms)
         yield requests
         yield total_time
+
+    # -- the event loop -----------------------------------------------------------------------
+
+    def _event_loop(self):
+        probe = self.broker.metrics.loop
+        yield _counter(LOOP_CPU, "CPU seconds of the event loop's thread (its rate: the "
+                       "share of a core the loop uses, 1 when saturated)", probe.cpu_seconds())
+        lag = HistogramMetricFamily(LOOP_LAG, "Milliseconds a timer callback of the event "
+                                    "loop ran later than asked, sampled ten times a second")
+        bounds = [floatToGoString(b) for b in LAG_BUCKETS_MS] + ["+Inf"]
+        lag.add_metric([], list(zip(bounds, probe.cumulative())), probe.sum_ms)
+        yield lag
 
     # -- consumer groups this broker coordinates --------------------------------------------
 

@@ -102,6 +102,11 @@ def test_metrics_follow_traffic_an_isr_shrink_and_expansion_and_the_controller(
     assert sample(after, "kafka_log_log_size", topic=topic, partition=0) >= sent
     assert sample(after, "kafka_server_replicamanager_leadercount") >= 1
     assert sample(after, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    # The event loop's thread did the work (its CPU clock moved), and its lag probe
+    # has been sampling since the broker started (ten a second).
+    assert sample(after, "raftwood_event_loop_cpu_seconds_total") \
+        > sample(before, "raftwood_event_loop_cpu_seconds_total") > 0
+    assert sample(after, "raftwood_event_loop_lag_ms_count") >= 5
 
     # A follower dies (SIGKILL): the leader's ISR shrinks, counted and shown.
     follower = next((n for n in (2, 3) if n != controller), 2)

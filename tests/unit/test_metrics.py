@@ -6,6 +6,7 @@ what Prometheus would read.
 from __future__ import annotations
 
 import asyncio
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +17,8 @@ from prometheus_client.exposition import generate_latest
 from broker import config as config_module
 from broker.controller.state import ClusterState
 from broker.groups.state import CommittedOffset, GroupMetadata
-from broker.metrics import METRIC_NAMES, BrokerMetrics, MetricsEndpoint
+from broker.metrics import METRIC_NAMES, BrokerMetrics, LoopProbe, MetricsEndpoint
+from broker.metrics.loop import LAG_BUCKETS_MS
 from broker.metrics.stats import (DISCARD_REQUESTS, TIME_BUCKETS_MS, ReplicaStats,
                                   RequestStats, request_stats_of)
 from broker.replication.delayed import FetchPartitionStatus
@@ -409,3 +411,54 @@ def test_metrics_settings_parse():
     assert (config["metrics.port"], config["metrics.host"]) == (9404, "0.0.0.0")
     default = config_module.build({})
     assert (default["metrics.port"], default["metrics.host"]) == (0, "127.0.0.1")
+
+
+def test_loop_probe_records_how_late_a_blocked_loop_ran_its_timer_and_the_loops_cpu():
+    """The probe's timer is due every 10 ms; one callback holds the loop for 150 ms (the
+    way a burst of requests does), so one sample lands above 100 ms and the rest low.
+    The loop thread's CPU clock counts a 100 ms busy spin and not a 100 ms sleep in
+    another thread."""
+    probe = LoopProbe(interval_s=0.01)
+
+    async def main():
+        probe.start()
+        await asyncio.sleep(0.05)
+        time.sleep(0.15)  # the loop is held: the probe's timer is 140 ms late
+        await asyncio.sleep(0.05)
+        cpu_before = probe.cpu_seconds()
+        await asyncio.to_thread(time.sleep, 0.1)  # another thread waits: no loop CPU
+        cpu_idle = probe.cpu_seconds() - cpu_before
+        spin_until = time.monotonic() + 0.1
+        while time.monotonic() < spin_until:
+            pass
+        cpu_busy = probe.cpu_seconds() - cpu_before - cpu_idle
+        probe.stop()
+        count = probe.count
+        await asyncio.sleep(0.05)
+        assert probe.count == count  # stopped: no more samples
+        return cpu_idle, cpu_busy
+
+    cpu_idle, cpu_busy = asyncio.run(main())
+    assert cpu_busy >= 0.08 and cpu_idle < 0.05, (cpu_busy, cpu_idle)
+    cumulative = dict(zip(LAG_BUCKETS_MS + (float("inf"),), probe.cumulative()))
+    assert cumulative[float("inf")] == probe.count >= 5
+    assert cumulative[float("inf")] - cumulative[100.0] == 1  # the held loop, once
+    assert cumulative[25.0] == probe.count - 1                # every other sample
+    assert probe.sum_ms >= 100.0
+
+
+def test_event_loop_families_read_the_probe(broker):
+    async def main():
+        await broker.metrics.start()  # starts the probe (no endpoint: port 0)
+        await asyncio.sleep(0.35)
+        families = scrape(broker.metrics.registry)
+        await broker.metrics.stop()
+        return families
+
+    families = asyncio.run(main())
+    count = value(families, "raftwood_event_loop_lag_ms", "raftwood_event_loop_lag_ms_count")
+    assert count >= 2  # one sample per 100 ms
+    assert value(families, "raftwood_event_loop_lag_ms", "raftwood_event_loop_lag_ms_bucket",
+                 le="+Inf") == count
+    assert value(families, "raftwood_event_loop_cpu_seconds",
+                 "raftwood_event_loop_cpu_seconds_total") > 0
