@@ -218,7 +218,15 @@ def raft_conf(directory: str, periods: tuple[float, float],
     PBKDF2 from the password), so a node without the same secret can neither read the
     quorum's traffic nor be heard by it: its messages fail authentication and the
     connection is dropped before anything is unpickled.  The messages the patches above
-    look at are the decrypted ones."""
+    look at are the decrypted ones.
+
+    Replication is sent when there is something to send, not batched to the next
+    heartbeat (``appendEntriesUseBatch=False``): the leader sends a command's entry as
+    soon as it is submitted (a pipe wakes the Raft thread) and the new commit index as
+    soon as the entry is applied, so a metadata change reaches every broker in a few
+    network round trips.  The heartbeat (``periods[0]``) and the tick (``periods[1]``)
+    then only keep the leader's lease and drive timeouts, so they can be slow: the Raft
+    thread's wake-ups are most of an idle broker's CPU."""
     append_entries_period_s, tick_period_s = periods
     return SyncObjConf(
         password=password or None,
@@ -230,6 +238,7 @@ def raft_conf(directory: str, periods: tuple[float, float],
         leaderFallbackTimeout=RAFT_MAX_TIMEOUT_S,
         connectionRetryTime=0.5, connectionTimeout=2.0,
         commandsWaitLeader=False, dynamicMembershipChange=True,
+        appendEntriesUseBatch=False,
         logCompactionMinEntries=2000, logCompactionMinTime=60)
 
 

@@ -174,7 +174,7 @@ class RaftStore(_StoreBase):
     the quorum gave it, without waiting to learn it from a leader."""
 
     def __init__(self, directory: str, node_id: int, voters: dict[int, str],
-                 append_entries_period_s: float = 0.02, tick_period_s: float = 0.01,
+                 append_entries_period_s: float = 0.05, tick_period_s: float = 0.02,
                  password: str | None = None):
         super().__init__()
         if not voters:
