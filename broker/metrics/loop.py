@@ -26,6 +26,8 @@ import threading
 import time
 from bisect import bisect_left
 
+from .stats import cumulative
+
 # Upper bounds (inclusive, milliseconds) of the lag histogram's buckets; +Inf follows.
 LAG_BUCKETS_MS = (1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 5000.0)
 PROBE_INTERVAL_S = 0.1
@@ -42,13 +44,19 @@ class LoopProbe:
         self.sum_ms = 0.0
         self.count = 0
         self._cpu_clock: int | None = None
+        self._cpu_last = 0.0
         self._handle: asyncio.TimerHandle | None = None
+        self._on_loop: int | None = None  # the loop thread's ident, once started
         self._due = 0.0
 
     def start(self) -> None:
         if self._handle is not None:
             return
-        self._cpu_clock = time.pthread_getcpuclockid(threading.get_ident())
+        try:
+            self._cpu_clock = time.pthread_getcpuclockid(threading.get_ident())
+        except (AttributeError, OSError):  # not on this platform: read on the loop itself
+            self._cpu_clock = None
+        self._on_loop = threading.get_ident()
         self._schedule(asyncio.get_running_loop())
 
     def stop(self) -> None:
@@ -57,18 +65,22 @@ class LoopProbe:
             self._handle = None
 
     def cpu_seconds(self) -> float:
-        """CPU time the loop's thread has used (0.0 before ``start``)."""
-        if self._cpu_clock is None:
-            return 0.0
-        return time.clock_gettime(self._cpu_clock)
+        """CPU time the loop's thread has used: 0.0 before ``start``, and the last value
+        read once that thread is gone.  Where a thread's CPU clock cannot be named
+        (``pthread_getcpuclockid``), it is read only when called on the loop's thread,
+        which is where the collector runs."""
+        try:
+            if self._cpu_clock is not None:
+                self._cpu_last = time.clock_gettime(self._cpu_clock)
+            elif self._on_loop == threading.get_ident():
+                self._cpu_last = time.thread_time()
+        except OSError:  # the loop's thread has exited
+            pass
+        return self._cpu_last
 
     def cumulative(self) -> list[int]:
         """Counts at or below each bound, +Inf last (Prometheus' ``le`` buckets)."""
-        total, result = 0, []
-        for count in self.buckets:
-            total += count
-            result.append(total)
-        return result
+        return cumulative(self.buckets)
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         # Measured on the monotonic clock rather than loop.time(), which some loops

@@ -25,6 +25,16 @@ TIME_BUCKETS_MS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500
                    1000.0, 2500.0, 5000.0, 10000.0, 30000.0)
 
 
+def cumulative(buckets: list[int]) -> list[int]:
+    """Counts at or below each bound, +Inf last (Prometheus' ``le`` buckets), from
+    per-bucket counts."""
+    total, result = 0, []
+    for count in buckets:
+        total += count
+        result.append(total)
+    return result
+
+
 class RequestTiming:
     """One API name and version: bucket counts (not cumulative; the last is +Inf), the
     sum of the times and the number of requests."""
@@ -37,12 +47,7 @@ class RequestTiming:
         self.count = 0
 
     def cumulative(self) -> list[int]:
-        """Counts at or below each bound, +Inf last (Prometheus' ``le`` buckets)."""
-        total, result = 0, []
-        for count in self.buckets:
-            total += count
-            result.append(total)
-        return result
+        return cumulative(self.buckets)
 
 
 class RequestStats:

@@ -462,3 +462,39 @@ def test_event_loop_families_read_the_probe(broker):
                  le="+Inf") == count
     assert value(families, "raftwood_event_loop_cpu_seconds",
                  "raftwood_event_loop_cpu_seconds_total") > 0
+
+
+def test_loop_cpu_keeps_its_last_reading_once_the_loop_thread_is_gone(monkeypatch):
+    """A scrape may come after the loop's thread ended (shutdown) and, where threads'
+    CPU clocks cannot be named, from another thread: the counter then holds its last
+    reading instead of failing, going back to zero or reading the wrong thread."""
+    import threading
+
+    def run_loop_in_a_thread(probe: LoopProbe) -> float:
+        readings = []
+
+        async def main():
+            probe.start()
+            spin_until = time.monotonic() + 0.05
+            while time.monotonic() < spin_until:
+                pass
+            readings.append(probe.cpu_seconds())
+            probe.stop()
+
+        thread = threading.Thread(target=asyncio.run, args=(main(),))
+        thread.start()
+        thread.join()
+        return readings[0]
+
+    named = LoopProbe()
+    on_loop = run_loop_in_a_thread(named)
+    assert on_loop >= 0.04
+    # The thread is gone (or finishing: join() returns before the OS thread exits):
+    # the last reading, or its final CPU time, never an error.
+    assert on_loop <= named.cpu_seconds() < on_loop + 0.5
+
+    monkeypatch.delattr(time, "pthread_getcpuclockid")
+    unnamed = LoopProbe()
+    on_loop = run_loop_in_a_thread(unnamed)
+    assert on_loop >= 0.04
+    assert unnamed.cpu_seconds() == on_loop  # read off the loop's thread: not re-read
