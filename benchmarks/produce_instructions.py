@@ -20,8 +20,6 @@ fifty times slower: 1,200 requests take a few minutes.
 import argparse
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,15 +27,12 @@ import time
 
 from confluent_kafka import Producer
 
+from servers import free_port, stop_group
+
 PY = sys.executable
 START_TIMEOUT_S = 240.0
 VALUE = os.urandom(1024)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def instructions(src: str, records: int, acks: str) -> int:
@@ -71,13 +66,7 @@ def instructions(src: str, records: int, acks: str) -> int:
                 print(f"  {os.path.basename(src.rstrip('/'))}: {i + 1:,} of {records:,} "
                       f"produces", file=sys.stderr, flush=True)
     finally:
-        if broker.poll() is None:
-            os.killpg(broker.pid, signal.SIGTERM)
-        try:
-            broker.wait(300)
-        except subprocess.TimeoutExpired:
-            os.killpg(broker.pid, signal.SIGKILL)
-            broker.wait()
+        stop_group(broker, 300)
     try:
         with open(out) as dump:
             for line in dump:

@@ -11,8 +11,6 @@ the report, repeat), and prints the leader's and the followers' CPU per round tr
 """
 import argparse
 import os
-import signal
-import socket
 import subprocess
 import tempfile
 import sys
@@ -20,6 +18,8 @@ import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from servers import free_port, stop_group
 
 PY = sys.executable
 START_TIMEOUT_S = 60.0
@@ -30,11 +30,6 @@ def cpu_seconds(pid: int) -> float:
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def broker_pids(data_dir: str) -> dict[int, int]:
@@ -87,12 +82,7 @@ def one_run(src: str, records: int) -> tuple[float, float]:
         followers = [v for node, v in us.items() if node != leader]
         return us[leader], sum(followers) / len(followers)
     finally:
-        os.killpg(cluster.pid, signal.SIGTERM)
-        try:
-            cluster.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(cluster.pid, signal.SIGKILL)
-            cluster.wait()
+        stop_group(cluster, 30)
         subprocess.run(["rm", "-rf", data], check=False)
 
 

@@ -378,6 +378,20 @@ def _signals_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+def stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """Stop a process started in its own session (``start_new_session=True``) with every
+    child in its group: SIGTERM, then SIGKILL if the group is not gone after
+    ``grace_s``.  For the one-off benchmark scripts; ``BrokerProcess.stop`` does the
+    same with its own bookkeeping."""
+    with _signals_blocked():
+        pgid = proc.pid
+        if proc.poll() is None:
+            _signal_group(pgid, signal.SIGTERM)
+        if not _wait_group_gone(proc, pgid, grace_s):
+            _signal_group(pgid, signal.SIGKILL)
+            _wait_group_gone(proc, pgid, 5.0)
+
+
 def _signal_group(pgid: int, signum: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
