@@ -84,7 +84,8 @@ def w5(ctx: Context, rates: tuple[int, ...] = LATENCY_RATES) -> Section:
     section = Section("W5", f"W5: delivery latency, Raftwood x3, RF 3, acks=all, 1 KiB, "
                       f"linger.ms 0, paced producer, {duration_s:g} s per rate",
                       ["rate asked/s", "achieved/s", "acked", "p50 ms", "p99 ms", "max ms",
-                       "p99 <= 50 ms", "CPU us/msg", "busiest broker", "status"])
+                       "p99 <= 50 ms", "CPU us/msg", "busiest broker", "its loop waited",
+                       "status"])
     results: list[LatencyResult] = []
     try:
         with session("raftwood", CLUSTER_BROKERS, ctx) as run:
@@ -96,7 +97,7 @@ def w5(ctx: Context, rates: tuple[int, ...] = LATENCY_RATES) -> Section:
     except (TargetError, PhaseError) as exc:
         section.errors.append(brief(exc))
         section.rows.append([num(rates[len(results)]) if len(results) < len(rates) else "-",
-                             "-", "-", "-", "-", "-", "-", "-", "-",
+                             "-", "-", "-", "-", "-", "-", "-", "-", "-",
                              f"FAILED: {brief(exc)}"])
     best = max((r.rate_per_s for r in results if _within_goal(r)), default=None)
     section.figures = {"rates": [r.as_json() for r in results], "best_rate_per_s": best,
@@ -111,6 +112,11 @@ def w5(ctx: Context, rates: tuple[int, ...] = LATENCY_RATES) -> Section:
                          "phase, as a share of one core (/proc): the partition's leader.  "
                          "A broker serves requests on one event loop, so near 100 % its "
                          "requests queue and p99 grows far beyond what one costs")
+    section.notes.append("its loop waited = the time the busiest broker's main thread (its "
+                         "event loop) was ready to run but waited for a CPU, as a share of "
+                         "the phase (/proc/<pid>/schedstat): close to its CPU share, the "
+                         "cores were taken by the other brokers and the client; the broker "
+                         "had work and nowhere to run it")
     section.notes.append(f"highest rate with p99 <= {LATENCY_GOAL_P99_MS:g} ms: "
                          f"{num(best)}{'/s' if best else ''}")
     section.summary.append(SummaryRow(f"highest rate with p99 <= {LATENCY_GOAL_P99_MS:g} ms",
@@ -141,6 +147,8 @@ def _one_rate(run: Running, ctx: Context, rate: int, duration_s: float,
     result.cpu_s = used.cpu_s
     busiest_share = result.busiest_share = (
         busiest.cpu_s / busiest.wall_s if busiest.wall_s > 0 else None)
+    waited_share = result.busiest_wait_share = (
+        busiest.wait_s / busiest.wall_s if busiest.wall_s > 0 else None)
     per_msg_us = 1e6 * used.cpu_s / result.acked if result.acked else None
     p50, p99 = result.percentile_ms(50), result.percentile_ms(99)
     section.rows.append([num(rate) if rate else "1 in flight", num(result.achieved_per_s),
@@ -149,10 +157,12 @@ def _one_rate(run: Running, ctx: Context, rate: int, duration_s: float,
                          ("yes" if _within_goal(result) else "no") if rate else "-",
                          num(per_msg_us),
                          f"{100 * busiest_share:.0f} %" if busiest_share is not None else "-",
+                         f"{100 * waited_share:.0f} %" if waited_share is not None else "-",
                          "ok"])
     run.progress.say(f"W5: {rate}/s: p50 {num(p50, 1)} ms, p99 {num(p99, 1)} ms, "
                      f"broker CPU {used.cpu_s:.1f} s ({num(per_msg_us)} us/msg) in "
-                     f"{used.wall_s:.1f} s, busiest broker {busiest.cpu_s:.1f} s")
+                     f"{used.wall_s:.1f} s, busiest broker {busiest.cpu_s:.1f} s (its loop waited "
+                     f"{busiest.wait_s:.1f} s for a CPU)")
     return result
 
 

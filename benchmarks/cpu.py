@@ -5,6 +5,11 @@ is the sum, over every live member of the group, of utime + stime from /proc/<pi
 (a process's line covers all its threads), plus cutime + cstime of each member: the time
 of children that already exited and were reaped. So a sample taken before and after a
 phase gives the CPU seconds the broker and all its children spent in that phase.
+
+With it goes each member's *run-queue wait*: how long its main thread was ready to run
+while every core was busy with something else (/proc/<pid>/schedstat, Linux with
+schedstats; 0.0 where missing).  A broker's main thread runs its event loop, so a wait
+close to its CPU time says the host, not the broker, set the pace.
 """
 
 from __future__ import annotations
@@ -26,10 +31,17 @@ def _stat_fields(stat_text: str) -> list[str]:
 def group_cpu_s(pgids: list[int]) -> float:
     """CPU seconds (user + system, reaped children included) of every live process whose
     process group is in `pgids`. 0.0 where /proc is missing."""
+    return group_usage(pgids)[0]
+
+
+def group_usage(pgids: list[int]) -> tuple[float, float]:
+    """(CPU seconds as `group_cpu_s`, seconds the main threads of those processes waited
+    on a run queue for a CPU)."""
     wanted = set(pgids)
     ticks = 0
+    wait_ns = 0
     if not PROC.is_dir():
-        return 0.0
+        return 0.0, 0.0
     for stat_path in PROC.glob("[0-9]*/stat"):
         try:
             fields = _stat_fields(stat_path.read_text())
@@ -38,13 +50,18 @@ def group_cpu_s(pgids: list[int]) -> float:
         # index: 0 state, 2 pgrp, 11 utime, 12 stime, 13 cutime, 14 cstime
         if len(fields) > 14 and int(fields[2]) in wanted:
             ticks += sum(int(fields[i]) for i in (11, 12, 13, 14))
-    return ticks / CLOCK_TICKS_PER_S
+            try:  # ns on a CPU, ns waiting on a run queue, timeslices
+                wait_ns += int((stat_path.parent / "schedstat").read_text().split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    return ticks / CLOCK_TICKS_PER_S, wait_ns / 1e9
 
 
 @dataclass
 class CpuSample:
     cpu_s: float
     wall_s: float
+    wait_s: float = 0.0  # run-queue wait of the processes' main threads
 
 
 class CpuMeter:
@@ -57,11 +74,13 @@ class CpuMeter:
         self.pgids = list(pgids)
 
     def mark(self) -> CpuSample:
-        return CpuSample(group_cpu_s(self.pgids), time.monotonic())
+        cpu_s, wait_s = group_usage(self.pgids)
+        return CpuSample(cpu_s, time.monotonic(), wait_s)
 
     def since(self, start: CpuSample) -> CpuSample:
         now = self.mark()
-        return CpuSample(now.cpu_s - start.cpu_s, now.wall_s - start.wall_s)
+        return CpuSample(now.cpu_s - start.cpu_s, now.wall_s - start.wall_s,
+                         now.wait_s - start.wait_s)
 
 
 def cpu_s_per_gb(cpu_s: float, value_bytes: int) -> float | None:

@@ -32,6 +32,7 @@ class LatencyResult:
     first_error: str | None = None
     cpu_s: float | None = None  # broker CPU seconds during the phase (set by the caller)
     busiest_share: float | None = None  # the busiest broker's CPU / wall (set by the caller)
+    busiest_wait_share: float | None = None  # its main thread's run-queue wait / wall
 
     @property
     def achieved_per_s(self) -> float:
@@ -52,7 +53,8 @@ class LatencyResult:
                 "broker_cpu_s": r(self.cpu_s),
                 "broker_cpu_us_per_msg": r(1e6 * self.cpu_s / self.acked)
                 if self.cpu_s is not None and self.acked else None,
-                "busiest_broker_core_share": r(self.busiest_share)}
+                "busiest_broker_core_share": r(self.busiest_share),
+                "busiest_broker_runqueue_wait_share": r(self.busiest_wait_share)}
 
 
 def percentile(values: list[float], pct: float) -> float | None:

@@ -69,11 +69,12 @@ GC_COLLECTED = "python_gc_objects_collected"
 GC_COLLECTIONS = "python_gc_collections"
 # The event loop every request runs on (broker/metrics/loop.py).
 LOOP_CPU = "raftwood_event_loop_cpu_seconds"
+LOOP_WAIT = "raftwood_event_loop_runqueue_wait_seconds"  # absent without Linux schedstat
 LOOP_LAG = "raftwood_event_loop_lag_ms"
 
 COUNTERS = (ISR_SHRINKS, ISR_EXPANDS, REQUESTS, BYTES_IN, BYTES_OUT, MESSAGES_IN,
             REPLICATION_BYTES_OUT, FETCH_SESSION_EVICTIONS, GC_COLLECTED, GC_COLLECTIONS,
-            LOOP_CPU)
+            LOOP_CPU, LOOP_WAIT)
 HISTOGRAMS = (TOTAL_TIME, LOOP_LAG)
 GAUGES = (UNDER_REPLICATED, UNDER_MIN_ISR_COUNT, PARTITION_COUNT, LEADER_COUNT,
           UNDER_MIN_ISR, UNDER_REPLICATED_PARTITION, OFFLINE_PARTITIONS, ACTIVE_CONTROLLER,
@@ -229,6 +230,11 @@ class BrokerCollector(Collector):
         probe = self.broker.metrics.loop
         yield _counter(LOOP_CPU, "CPU seconds of the event loop's thread (its rate: the "
                        "share of a core the loop uses, 1 when saturated)", probe.cpu_seconds())
+        wait = probe.runqueue_wait_seconds()
+        if wait is not None:
+            yield _counter(LOOP_WAIT, "Seconds the event loop's thread was ready to run but "
+                           "waited for a CPU (Linux schedstat): other processes or threads "
+                           "held every core", wait)
         lag = HistogramMetricFamily(LOOP_LAG, "Milliseconds a timer callback of the event "
                                     "loop ran later than asked, sampled ten times a second")
         bounds = [floatToGoString(b) for b in LAG_BUCKETS_MS] + ["+Inf"]

@@ -1,5 +1,5 @@
-"""How busy the broker's event loop is: the CPU time of its thread, and how late a
-timer runs.
+"""How busy the broker's event loop is: the CPU time of its thread, how long it waited
+for a CPU, and how late a timer runs.
 
 Everything a broker does for its clients runs on one event loop, so when the loop is
 busy every request waits behind the work ahead of it: at some rate a partition leader
@@ -9,6 +9,12 @@ queue).  Two figures show it:
 * CPU seconds of the loop's thread (``time.pthread_getcpuclockid``): its rate over a
   minute is the loop's share of a core, 1.0 when saturated (Kafka's
   NetworkProcessorAvgIdlePercent, seen from the other side).
+* Run-queue wait of the loop's thread (Linux's schedstat, ``/proc/self/task/<tid>/
+  schedstat``): seconds it was ready to run while every core was busy with something
+  else.  Its rate says how much of the lag is the machine's and not the broker's: on a
+  host shared with other brokers or clients, a loop can use half a core and still wait
+  as long again (measured in the benchmarks' README).  Where the kernel keeps no
+  schedstat, the figure is absent.
 * Loop lag: ``LoopProbe`` asks for a callback every ``interval_s`` and records how much
   later than asked it ran, in a histogram.  A callback waits for the callbacks and I/O
   handling ahead of it, so the lag is the queueing delay any request arriving at that
@@ -17,11 +23,12 @@ queue).  Two figures show it:
   clock, so lags below about a millisecond are not resolved.
 
 Cost: one timer callback per interval, an add to a bucket.  Event-loop only (the CPU
-clock may be read from any thread).
+clock and the run-queue wait may be read from any thread).
 """
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from bisect import bisect_left
@@ -45,6 +52,9 @@ class LoopProbe:
         self.count = 0
         self._cpu_clock: int | None = None
         self._cpu_last = 0.0
+        self.has_runqueue_wait = os.path.exists("/proc/thread-self/schedstat")
+        self._schedstat: str | None = None  # the loop thread's, once started
+        self._wait_last = 0.0
         self._handle: asyncio.TimerHandle | None = None
         self._on_loop: int | None = None  # the loop thread's ident, once started
         self._due = 0.0
@@ -57,6 +67,8 @@ class LoopProbe:
         except (AttributeError, OSError):  # not on this platform: read on the loop itself
             self._cpu_clock = None
         self._on_loop = threading.get_ident()
+        if self.has_runqueue_wait:
+            self._schedstat = f"/proc/self/task/{threading.get_native_id()}/schedstat"
         self._schedule(asyncio.get_running_loop())
 
     def stop(self) -> None:
@@ -77,6 +89,21 @@ class LoopProbe:
         except OSError:  # the loop's thread has exited
             pass
         return self._cpu_last
+
+    def runqueue_wait_seconds(self) -> float | None:
+        """Seconds the loop's thread has been runnable but not running (waiting on a
+        run queue for a CPU): None where the kernel keeps no schedstat, 0.0 before
+        ``start``, and the last value read once that thread is gone."""
+        if not self.has_runqueue_wait:
+            return None
+        if self._schedstat is not None:
+            # Three numbers: ns on a CPU, ns waiting on a run queue, timeslices run.
+            try:
+                with open(self._schedstat, "rb") as f:
+                    self._wait_last = int(f.read().split()[1]) / 1e9
+            except (OSError, ValueError, IndexError):  # the thread has exited
+                pass
+        return self._wait_last
 
     def cumulative(self) -> list[int]:
         """Counts at or below each bound, +Inf last (Prometheus' ``le`` buckets)."""

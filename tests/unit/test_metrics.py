@@ -6,6 +6,10 @@ what Prometheus would read.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import threading
 import time
 from types import SimpleNamespace
 
@@ -157,7 +161,10 @@ def produce(rm: ReplicaManager, *values: bytes) -> int:
 
 def test_every_named_family_is_exported_and_nothing_else(broker):
     families = scrape(broker.metrics.registry)
-    assert set(families) == set(METRIC_NAMES)
+    expected = set(METRIC_NAMES)
+    if not broker.metrics.loop.has_runqueue_wait:  # a kernel without schedstat
+        expected.discard("raftwood_event_loop_runqueue_wait_seconds")
+    assert set(families) == expected
 
 
 def test_replica_gauges_follow_the_isr_and_shrinks_are_counted(broker):
@@ -447,6 +454,46 @@ def test_loop_probe_records_how_late_a_blocked_loop_ran_its_timer_and_the_loops_
     assert probe.sum_ms >= 100.0
 
 
+def test_loop_probe_counts_the_time_its_thread_waited_for_a_cpu():
+    """The loop's thread, pinned to one CPU, spins 0.3 s alone and then 0.3 s while
+    another process spins on that CPU: sharing it, the thread waits about half of the
+    second spin on the run queue, far more than in the first (which only the machine's
+    own noise makes nonzero)."""
+    if not LoopProbe().has_runqueue_wait or not hasattr(os, "sched_setaffinity"):
+        pytest.skip("the kernel keeps no per-thread schedstat here")
+    cpu = min(os.sched_getaffinity(0))
+    probe = LoopProbe()
+
+    def spin(seconds: float) -> float:
+        before = probe.runqueue_wait_seconds()
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            pass
+        return probe.runqueue_wait_seconds() - before
+
+    async def main():
+        probe.start()
+        os.sched_setaffinity(threading.get_native_id(), {cpu})
+        alone = spin(0.3)
+        rival = subprocess.Popen([sys.executable, "-c", "import os\n"
+                                  f"os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+        try:
+            await asyncio.sleep(0.3)  # the rival starts and spins
+            shared = spin(0.3)
+        finally:
+            rival.kill()
+            rival.wait()
+        probe.stop()
+        return alone, shared
+
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(waits=asyncio.run(main())))
+    thread.start()
+    thread.join()
+    alone, shared = result["waits"]
+    assert shared - alone >= 0.08, (alone, shared)
+
+
 def test_event_loop_families_read_the_probe(broker):
     async def main():
         await broker.metrics.start()  # starts the probe (no endpoint: port 0)
@@ -462,6 +509,9 @@ def test_event_loop_families_read_the_probe(broker):
                  le="+Inf") == count
     assert value(families, "raftwood_event_loop_cpu_seconds",
                  "raftwood_event_loop_cpu_seconds_total") > 0
+    if broker.metrics.loop.has_runqueue_wait:
+        assert value(families, "raftwood_event_loop_runqueue_wait_seconds",
+                     "raftwood_event_loop_runqueue_wait_seconds_total") >= 0
 
 
 def test_loop_cpu_keeps_its_last_reading_once_the_loop_thread_is_gone(monkeypatch):
