@@ -8,6 +8,7 @@ missing transitions, they do not measure.
 """
 from __future__ import annotations
 
+import os
 import time
 import urllib.request
 
@@ -107,6 +108,10 @@ def test_metrics_follow_traffic_an_isr_shrink_and_expansion_and_the_controller(
     assert sample(after, "raftwood_event_loop_cpu_seconds_total") \
         > sample(before, "raftwood_event_loop_cpu_seconds_total") > 0
     assert sample(after, "raftwood_event_loop_lag_ms_count") >= 5
+    # The run-queue wait, read from the loop thread's schedstat, is exported where the
+    # kernel keeps one (the unit tests check what it counts).
+    if os.path.exists("/proc/thread-self/schedstat"):
+        assert sample(after, "raftwood_event_loop_runqueue_wait_seconds_total", -1.0) >= 0
 
     # A follower dies (SIGKILL): the leader's ISR shrinks, counted and shown.
     follower = next((n for n in (2, 3) if n != controller), 2)
