@@ -109,14 +109,13 @@ def w5(ctx: Context, rates: tuple[int, ...] = LATENCY_RATES) -> Section:
                          "0: produce, wait for the report, repeat) that is the cluster's "
                          "cost of one acks=all round trip, unchanged by batching")
     section.notes.append("busiest broker = the most CPU one broker used during the rate's "
-                         "phase, as a share of one core (/proc): the partition's leader.  "
-                         "A broker serves requests on one event loop, so near 100 % its "
-                         "requests queue and p99 grows far beyond what one costs")
-    section.notes.append("its loop waited = the time the busiest broker's main thread (its "
-                         "event loop) was ready to run but waited for a CPU, as a share of "
-                         "the phase (/proc/<pid>/schedstat): close to its CPU share, the "
-                         "cores were taken by the other brokers and the client; the broker "
-                         "had work and nowhere to run it")
+                         "phase, as a share of one core (/proc)")
+    section.notes.append("its loop waited = the time that broker's main thread (its event "
+                         "loop) was ready to run but waited for a CPU, as a share of the "
+                         "phase (/proc/<pid>/schedstat).  A broker serves requests on one "
+                         "event loop: when the two add up to near 100 %, its requests queue "
+                         "and p99 grows far beyond what one costs; a large wait means the "
+                         "other brokers and the client held the cores")
     section.notes.append(f"highest rate with p99 <= {LATENCY_GOAL_P99_MS:g} ms: "
                          f"{num(best)}{'/s' if best else ''}")
     section.summary.append(SummaryRow(f"highest rate with p99 <= {LATENCY_GOAL_P99_MS:g} ms",
