@@ -4,7 +4,7 @@ for a CPU, and how late a timer runs.
 Everything a broker does for its clients runs on one event loop, so when the loop is
 busy every request waits behind the work ahead of it: at some rate a partition leader
 spends most of a core, and delivery latency grows far beyond its per-request cost (a
-queue).  Two figures show it:
+queue).  Three figures show it:
 
 * CPU seconds of the loop's thread (``time.pthread_getcpuclockid``): its rate over a
   minute is the loop's share of a core, 1.0 when saturated (Kafka's
