@@ -28,15 +28,10 @@ def _stat_fields(stat_text: str) -> list[str]:
     return stat_text[stat_text.rfind(")") + 2:].split()
 
 
-def group_cpu_s(pgids: list[int]) -> float:
-    """CPU seconds (user + system, reaped children included) of every live process whose
-    process group is in `pgids`. 0.0 where /proc is missing."""
-    return group_usage(pgids)[0]
-
-
 def group_usage(pgids: list[int]) -> tuple[float, float]:
-    """(CPU seconds as `group_cpu_s`, seconds the main threads of those processes waited
-    on a run queue for a CPU)."""
+    """(CPU seconds, user + system with reaped children, of every live process whose
+    process group is in `pgids`; seconds the main threads of those processes waited on a
+    run queue for a CPU).  (0.0, 0.0) where /proc is missing."""
     wanted = set(pgids)
     ticks = 0
     wait_ns = 0

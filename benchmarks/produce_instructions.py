@@ -34,7 +34,6 @@ START_TIMEOUT_S = 240.0
 VALUE = os.urandom(1024)
 
 
-
 def instructions(src: str, records: int, acks: str) -> int:
     """callgrind's instruction total of one broker that served ``records`` produces."""
     port = free_port()

@@ -31,7 +31,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-
 def broker_pids(data_dir: str) -> dict[int, int]:
     """{node id: pid} of the brokers `raftwood dev` started on ``data_dir``."""
     pids = {}

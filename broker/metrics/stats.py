@@ -16,6 +16,7 @@ them again from zero (Prometheus' ``rate`` reads that as a counter reset).
 from __future__ import annotations
 
 from bisect import bisect_left
+from itertools import accumulate
 
 # Upper bounds (inclusive, milliseconds) of the request-time histogram's buckets; one
 # more bucket, +Inf, follows.  From well under a millisecond (ApiVersions, Metadata) to
@@ -28,11 +29,7 @@ TIME_BUCKETS_MS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500
 def cumulative(buckets: list[int]) -> list[int]:
     """Counts at or below each bound, +Inf last (Prometheus' ``le`` buckets), from
     per-bucket counts."""
-    total, result = 0, []
-    for count in buckets:
-        total += count
-        result.append(total)
-    return result
+    return list(accumulate(buckets))
 
 
 class RequestTiming:
