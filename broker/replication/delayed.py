@@ -151,7 +151,8 @@ class DelayedFetch(DelayedOperation):
                     return self.force_complete()
                 accumulated += len(status.partition.read(
                     status.fetch_offset, status.max_bytes, replica_id=self.replica_id,
-                    isolation_level=self.isolation_level).records)
+                    isolation_level=self.isolation_level,
+                    follower_read=status.follower_read).records)
                 if accumulated >= self.min_bytes:  # (C)
                     return self.force_complete()
         return False

@@ -16,6 +16,9 @@ import pytest
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 import confluent_kafka.admin  # noqa: E402
+from kafka.protocol.consumer import FetchRequest  # noqa: E402
+
+from broker.harness.wire import read_records  # noqa: E402
 
 SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 WAIT_S = 30.0
@@ -97,3 +100,75 @@ def test_a_consumer_reads_from_the_follower_in_its_rack(raftwood_cluster_factory
 
     seen, fetched_from = consume(bootstrap, "racked", None, first)
     assert seen == first and fetched_from == {leader}
+
+
+def follower_disconnects(text: str, follower: int) -> int:
+    """librdkafka's count of lost connections to broker ``follower`` (statistics)."""
+    brokers = json.loads(text).get("brokers", {}).values()
+    return sum(b.get("disconnects", 0) for b in brokers if b.get("nodeid") == follower)
+
+
+def test_a_follower_serves_a_fetch_that_waits_for_more_bytes(raftwood_cluster_factory):
+    """KIP-392 with fetch.min.bytes > 1: a follower answers a consumer's Fetch that waits
+    for more bytes than there are (its wait ends with what is there) and keeps the
+    connection; a rack-aware consumer with that setting reads everything from it."""
+    cluster = raftwood_cluster_factory(
+        3, broker_settings={n: {"broker.rack": f"r{n}"} for n in (1, 2, 3)},
+        **{"replica.selector.class": SELECTOR})
+    bootstrap = cluster.bootstrap
+    cluster.create_topic("fz-t", 1, replication_factor=3)
+    leader = leader_of(bootstrap, "fz-t")
+    followers = [n for n in (1, 2, 3) if n != leader]
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    values = {f"m{i}".encode() for i in range(100)}
+    for value in sorted(values):
+        producer.produce("fz-t", value, partition=0)
+    assert producer.flush(WAIT_S) == 0
+    cluster.wait_for(lambda statuses: all(
+        (h := cluster.find_hosted(statuses[n], "fz-t", 0)) is not None
+        and h.get("high_watermark") == len(values) for n in followers),
+        WAIT_S, "the followers' high watermark at the log end")
+
+    for follower in followers:  # the fuzzer's frame: min_bytes 1,000,000, max wait 500 ms
+        with cluster.connect(follower) as connection:
+            fetch_topic = FetchRequest.FetchTopic
+            request = FetchRequest[11](
+                replica_id=-1, max_wait_ms=500, min_bytes=1_000_000, max_bytes=1 << 20,
+                isolation_level=0, session_id=0, session_epoch=-1,
+                topics=[fetch_topic(topic="fz-t", partitions=[fetch_topic.FetchPartition(
+                    partition=0, current_leader_epoch=-1, fetch_offset=0,
+                    log_start_offset=-1, partition_max_bytes=1 << 20)])],
+                forgotten_topics_data=[], rack_id="")
+            data = connection.request(request).responses[0].partitions[0]
+            assert data.error_code == 0
+            assert len(read_records(data.records)) == len(values)
+            assert connection.api_versions().error_code == 0  # still open
+
+    follower = followers[0]
+    disconnects: list[int] = []
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "ffr-min-bytes", "client.rack": f"r{follower}",
+        "enable.auto.commit": False, "fetch.min.bytes": 100_000, "fetch.wait.max.ms": 300,
+        "statistics.interval.ms": 200,
+        "stats_cb": lambda text: disconnects.append(follower_disconnects(text, follower))})
+    consumer.assign([confluent_kafka.TopicPartition("fz-t", 0, confluent_kafka.OFFSET_BEGINNING)])
+    later = {f"n{i}".encode() for i in range(30)}
+    seen: set[bytes] = set()
+    produced_later = False
+    deadline = time.monotonic() + WAIT_S
+    try:
+        while time.monotonic() < deadline and not (values | later) <= seen:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+            if values <= seen and not produced_later:
+                for value in sorted(later):  # while the consumer waits on the follower
+                    producer.produce("fz-t", value, partition=0)
+                producer.poll(0)
+                produced_later = True
+        consumer.poll(0.5)
+    finally:
+        consumer.close()
+    assert producer.flush(WAIT_S) == 0
+    assert seen == values | later
+    assert disconnects and max(disconnects) == 0, "the follower closed the consumer's connection"
