@@ -10,10 +10,16 @@ GroupCoordinator) owns one ``TaskSupervisor``:
   logged with the loop's name and the loop goes on at the next tick (the first
   failure with its traceback, repeats at most once per ``REPEAT_LOG_INTERVAL_S``, and a
   line when the loop recovers), so one bad tick neither kills the loop nor floods the log;
+* ``outlive(name, coro)`` runs work a client asked for that changes broker state (a
+  coordinator's log write and the transition after it, an offset commit, an admin
+  operation) as a task of its own and returns its result.  When the caller is
+  cancelled (its connection was lost, which cancels the request's task) the work runs
+  on to its end; only its answer is dropped;
 * ``fatal(reason)`` is for failures the broker cannot run on (its only log directory
   failed): it logs at ERROR and calls the stop callback the owner was given, once.
 
-``shutdown()`` cancels every task and waits for them, which is how every loop exits.
+``shutdown()`` lets the work of ``outlive`` finish (for at most ``WORK_GRACE_S``), then
+cancels every task and waits for them, which is how every loop exits.
 """
 from __future__ import annotations
 
@@ -21,11 +27,16 @@ import asyncio
 import inspect
 import logging
 import time
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, TypeVar
 
 log = logging.getLogger(__name__)
 
 REPEAT_LOG_INTERVAL_S = 60.0
+# How long ``shutdown`` waits for the work of ``outlive`` before cancelling it; its
+# writes wait at most 30 s for their acks, but a stopping broker must not wait that long.
+WORK_GRACE_S = 5.0
+
+T = TypeVar("T")
 
 StopCallback = Callable[[str], None]
 
@@ -34,8 +45,10 @@ class TaskSupervisor:
     """The background tasks of one owner, and what happens when they fail.
 
     Invariants: every task spawned here is in ``tasks`` until it is done (then it
-    leaves the set); no task ends with an exception without an ERROR line naming it;
-    ``on_fatal`` is called at most once, with the first fatal reason.
+    leaves the set); no task ends with an exception without an ERROR line naming it
+    (or, for ``outlive``, without the exception reaching its caller);
+    a task of ``outlive`` is cancelled by ``shutdown`` only, never by its caller's
+    cancellation; ``on_fatal`` is called at most once, with the first fatal reason.
     Who may call: the owner, on the event loop (``spawn``/``periodic`` need a running
     loop); ``fatal`` from anywhere on the loop, including inside a task of this one.
     """
@@ -44,6 +57,7 @@ class TaskSupervisor:
         self.name = name
         self.on_fatal = on_fatal
         self.tasks: set[asyncio.Task] = set()
+        self.work: set[asyncio.Task] = set()  # the tasks of ``outlive``, also in ``tasks``
         self.fatal_reason: str | None = None
 
     def spawn(self, name: str, coro: Awaitable, *, fatal: bool = False) -> asyncio.Task:
@@ -53,6 +67,26 @@ class TaskSupervisor:
         self.tasks.add(task)
         task.add_done_callback(lambda t: self._on_done(name, t, fatal))
         return task
+
+    async def outlive(self, name: str, work: Awaitable[T]) -> T:
+        """Run ``work`` as a task named ``name`` and return its result (or raise its
+        exception).  If the caller is cancelled meanwhile, the task is not: it runs to
+        its end, and an exception it ends with is logged at ERROR (nobody else hears of
+        it); the caller's ``CancelledError`` propagates at once."""
+        task = asyncio.get_running_loop().create_task(work, name=f"{self.name} {name}")
+        self.tasks.add(task)
+        self.work.add(task)
+        task.add_done_callback(self._on_work_done)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():  # the caller is gone, not the work: nobody awaits it now
+                task.add_done_callback(lambda t: self._on_done(name, t, False))
+            raise
+
+    def _on_work_done(self, task: asyncio.Task) -> None:
+        self.tasks.discard(task)
+        self.work.discard(task)
 
     def _on_done(self, name: str, task: asyncio.Task, fatal: bool) -> None:
         self.tasks.discard(task)
@@ -107,8 +141,14 @@ class TaskSupervisor:
         else:
             log.error("%s no stop callback: nothing stops the broker", self.name)
 
-    async def shutdown(self) -> None:
-        """Cancel every task and wait until all have ended."""
+    async def shutdown(self, grace_s: float = WORK_GRACE_S) -> None:
+        """Let the work of ``outlive`` finish (``grace_s`` at most), then cancel every
+        task and wait until all have ended."""
+        if self.work:
+            _done, late = await asyncio.wait(list(self.work), timeout=grace_s)
+            if late:
+                log.warning("%s %d task(s) of client work still running after %.1f s at "
+                            "shutdown; cancelled", self.name, len(late), grace_s)
         tasks = list(self.tasks)
         for task in tasks:
             task.cancel()

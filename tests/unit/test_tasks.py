@@ -154,3 +154,72 @@ def test_shutdown_cancels_every_task():
         assert len(supervisor) == 0
 
     run(main())
+
+
+def test_client_work_outlives_its_cancelled_caller():
+    """``outlive``: cancelling the caller (a lost connection) drops the answer only; the
+    work runs to its end and leaves the set."""
+    steps = []
+
+    async def work():
+        steps.append("written")
+        await asyncio.sleep(0.05)  # waiting for acks
+        steps.append("applied")
+        return 7
+
+    async def main():
+        supervisor = TaskSupervisor("[Test]")
+        assert await supervisor.outlive("quick", work()) == 7
+        steps.clear()
+        caller = asyncio.get_running_loop().create_task(supervisor.outlive("write", work()))
+        await until(lambda: steps == ["written"])
+        caller.cancel()
+        await asyncio.gather(caller, return_exceptions=True)
+        assert caller.cancelled()
+        await until(lambda: steps == ["written", "applied"])
+        await until(lambda: len(supervisor) == 0 and not supervisor.work)
+
+    run(main())
+
+
+def test_failed_work_reaches_its_caller_or_the_log(caplog):
+    async def fails(delay_s: float):
+        await asyncio.sleep(delay_s)
+        raise ValueError("boom")
+
+    async def main():
+        supervisor = TaskSupervisor("[Test]")
+        try:
+            await supervisor.outlive("answered", fails(0))
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("the caller did not hear of the failure")
+        caller = asyncio.get_running_loop().create_task(
+            supervisor.outlive("orphaned", fails(0.02)))
+        await asyncio.sleep(0.005)
+        caller.cancel()
+        await until(lambda: not supervisor.work)
+
+    with caplog.at_level(logging.ERROR, logger="broker.tasks"):
+        run(main())
+    logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert logged == ["[Test] task 'orphaned' failed"], logged
+
+
+def test_shutdown_lets_client_work_finish_before_cancelling():
+    finished = []
+
+    async def work():
+        await asyncio.sleep(0.05)
+        finished.append(True)
+
+    async def main():
+        supervisor = TaskSupervisor("[Test]")
+        caller = asyncio.get_running_loop().create_task(supervisor.outlive("write", work()))
+        await asyncio.sleep(0)
+        caller.cancel()
+        await supervisor.shutdown(grace_s=5.0)
+        assert finished == [True] and len(supervisor) == 0
+
+    run(main())
