@@ -175,6 +175,22 @@ class _Cursor:
             raise HotDecodeError(f"array of {n} elements in {self.end - self.pos} bytes")
         return n if n > 0 else 0
 
+    # Requests: Kafka's schema forbids null in these fields, and its readers refuse it.
+
+    def required_string(self, compact: bool) -> str:
+        text = self.string_of(self._length(compact, _I16))
+        if text is None:
+            raise HotDecodeError("null where the schema requires a string")
+        return text
+
+    def required_array_length(self, compact: bool) -> int:
+        return self.required_count_of(self._length(compact, _I32))
+
+    def required_count_of(self, n: int) -> int:
+        if n == -1:
+            raise HotDecodeError("null where the schema requires an array")
+        return self.count_of(n)
+
     def skip_tagged_fields(self) -> None:
         pos = self.pos
         if pos < self.end and self.data[pos] == 0:  # none: all a Kafka client sends
@@ -252,15 +268,15 @@ def decode_produce(frame, version: int) -> tuple[ProduceRequestBody, int]:
     body.transactional_id = cursor.string(flexible)
     if flexible:
         body.acks, body.timeout_ms = cursor.run(_ACKS_TIMEOUT)
-        topic_count = cursor.array_length(True)
+        topic_count = cursor.required_array_length(True)
     else:
         body.acks, body.timeout_ms, topic_count = cursor.run(_ACKS_TIMEOUT_COUNT)
-        topic_count = cursor.count_of(topic_count)
+        topic_count = cursor.required_count_of(topic_count)
     topics = []
     for _ in range(topic_count):
-        name = cursor.string(flexible)
+        name = cursor.required_string(flexible)
         partitions = []
-        for _ in range(cursor.array_length(flexible)):
+        for _ in range(cursor.required_array_length(flexible)):
             if flexible:
                 index = cursor.int32()
                 records = cursor.bytes_(True)
@@ -371,12 +387,13 @@ def decode_fetch(frame, version: int) -> tuple[FetchRequestBody, int]:
         (body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes,
          body.isolation_level) = top[:5]
         body.session_id, body.session_epoch = 0, -1
-    topic_count = cursor.array_length(True) if flexible else cursor.count_of(top[-1])
+    topic_count = cursor.required_array_length(True) if flexible \
+        else cursor.required_count_of(top[-1])
     topics = []
     for _ in range(topic_count):
-        topic = cursor.string(flexible)
+        topic = cursor.required_string(flexible)
         partitions = []
-        for _ in range(cursor.array_length(flexible)):
+        for _ in range(cursor.required_array_length(flexible)):
             fields = cursor.run(partition_run)
             if version >= 12:
                 partition, current_leader_epoch, fetch_offset, last_fetched_epoch, \
@@ -402,14 +419,14 @@ def decode_fetch(frame, version: int) -> tuple[FetchRequestBody, int]:
     body.topics = topics
     forgotten = []
     if version >= 7:
-        for _ in range(cursor.array_length(flexible)):
-            topic = cursor.string(flexible)
+        for _ in range(cursor.required_array_length(flexible)):
+            topic = cursor.required_string(flexible)
             forgotten.append(ForgottenTopic(topic, [
-                cursor.int32() for _ in range(cursor.array_length(flexible))]))
+                cursor.int32() for _ in range(cursor.required_array_length(flexible))]))
             if flexible:
                 cursor.skip_tagged_fields()
     body.forgotten_topics_data = forgotten
-    body.rack_id = cursor.string(flexible) if version >= 11 else ""
+    body.rack_id = cursor.required_string(flexible) if version >= 11 else ""
     if flexible:
         cursor.skip_tagged_fields()
     return body, cursor.pos

@@ -81,6 +81,7 @@ from .consumer_group_messages import (
     ConsumerGroupHeartbeatResponse,
 )
 from .errors import CorruptRequest, ErrorCode, UnsupportedVersion
+from .nulls import first_null
 from .raft_voter_messages import (
     AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse,
 )
@@ -255,6 +256,11 @@ def decode_request(frame: bytes, header: tuple[int, int, int] | None = None) -> 
     if end > len(frame):
         raise CorruptRequest(f"{spec.name} v{api_version} runs {end - len(frame)} bytes past "
                              f"the end of its {len(frame)}-byte frame")
+    if hot_decoder is None or api_version < hot_decoder[0]:
+        null = first_null(spec.request_class, api_version, body)
+        if null is not None:
+            raise CorruptRequest(f"{spec.name} v{api_version}: non-nullable field {null} "
+                                 f"was serialized as null")
     return Request(api_key, api_version, correlation_id, body.header.client_id, body, spec,
                    len(frame))
 
