@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from storage.config import LogConfig
 
+from .network import limits as connection_limits
 from .replication.throttle import THROTTLED_REPLICAS_CONFIGS
 from .security import listeners as listener_settings
 from .security import authorizer, sasl, tls
@@ -55,6 +56,12 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise ValueError(f"{value} must be at least 1")
     return value
+
+
+def _connection_overrides(text: str) -> str:
+    """max.connections.per.ip.overrides, checked here and kept as written."""
+    connection_limits.parse_overrides(text)
+    return str(text).strip()
 
 
 def _replica_selector(text: str) -> str:
@@ -145,6 +152,18 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "listeners; false: pread them and write the copy (Raftwood option)"),
     Setting("queued.max.requests.per.connection", int, 100,
             "In-flight requests per connection before reading pauses (Raftwood option)"),
+    # Hostile clients (broker/network/limits.py): Kafka's names and defaults.
+    Setting("max.connections", _positive_int, 2 ** 31 - 1,
+            "Open connections on the Kafka listeners, the inter-broker listener's "
+            "excepted; a connection over it is closed at accept"),
+    Setting("max.connections.per.ip", int, 2 ** 31 - 1,
+            "Open connections from one client address; over it a new one is closed"),
+    Setting("max.connections.per.ip.overrides", _connection_overrides, "",
+            "host:count,... per-address exceptions to max.connections.per.ip"),
+    Setting("connections.max.idle.ms", _positive_int, 600_000,
+            "Close a connection silent in both directions, owing nothing, this long"),
+    Setting("sasl.server.max.receive.size", _positive_int, 524_288,
+            "Largest frame a SASL listener reads before authentication"),
     Setting("max.incremental.fetch.session.cache.slots", int, 1000,
             "Incremental fetch sessions (KIP-227) the broker keeps; 0 turns them off"),
     Setting("replica.fetch.max.bytes", int, 1024 * 1024, "Follower fetch size per partition"),

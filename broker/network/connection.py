@@ -8,6 +8,11 @@ responses are nevertheless written strictly in request order (Kafka clients matc
 by order).
 Backpressure both ways: reading pauses while ``queued.max.requests.per.connection``
 requests are in flight or while the transport's write buffer is full.
+Limits against hostile peers (broker/network/limits.py): connections over
+max.connections or max.connections.per.ip are closed at accept, idle ones after
+connections.max.idle.ms, and a SASL listener reads frames of at most
+sasl.server.max.receive.size before authentication.  What a peer can make us log is
+rate-limited (``peer_log``).
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import asyncio
 import logging
 import os
 import struct
+import sys
 import time
 from collections import deque
 
@@ -33,8 +39,13 @@ from ..api.status import status_response
 from ..metrics import request_stats_of
 from ..security.listeners import UNNAMED_PLAINTEXT, Listener
 from ..security.session import SecuritySession
+from .limits import limits_of, setting
+from .log_limit import RateLimitedLog
 
 log = logging.getLogger(__name__)
+# What a peer can make us log: at most one line per kind per interval (and one traceback
+# per kind of handler failure), for all connections of this process together.
+peer_log = RateLimitedLog(log)
 
 _CLOSE_MARK = object()
 _MAX_IOV = 512  # buffers per os.writev (Linux allows 1024)
@@ -75,7 +86,19 @@ class Connection(asyncio.Protocol):
         self.broker = broker
         self.session = SecuritySession(listener)  # principal; SASL gate (broker/security)
         config = broker.config
-        self.reader = FrameReader(max_frame_bytes=config["socket.request.max.bytes"])
+        self._max_request_bytes = config["socket.request.max.bytes"]
+        # Before a SASL listener's client has authenticated, frames are capped at Kafka's
+        # sasl.server.max.receive.size; the cap lifts when authentication succeeds.
+        self._pre_auth = not self.session.authenticated
+        self.reader = FrameReader(max_frame_bytes=min(
+            self._max_request_bytes, setting(config, "sasl.server.max.receive.size"))
+            if self._pre_auth else self._max_request_bytes)
+        self._idle_s = setting(config, "connections.max.idle.ms") / 1000
+        self._last_active = 0.0  # loop time of the last byte read or answer written
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._admitted = False  # counted in the broker's ConnectionLimits
+        self._address = ""  # the peer's address, as max.connections.per.ip counts it
         self.max_in_flight = max(1, config["queued.max.requests.per.connection"])
         self.request_stats = request_stats_of(broker)  # per-API counts and times (metrics)
         self.transport: asyncio.Transport | None = None
@@ -106,10 +129,44 @@ class Connection(asyncio.Protocol):
                 and transport.get_extra_info("ssl_object") is None:
             self._sendfile_fd = sock.fileno()
         self.session.on_connection_made(transport)
+        self._address = peer[0] if peer else ""
+        refused = limits_of(self.broker).admit(self._address, self.session.listener.name)
+        if refused is not None:
+            peer_log.warning(("refused", refused.split(" (")[0]),
+                             "[Connection %s] closed at accept: %s",
+                             self.peer, refused)
+            self._closing = True
+            transport.abort()
+            return
+        self._admitted = True
         self.broker.connections.add(self)
+        self._loop = loop = asyncio.get_running_loop()
+        self._last_active = loop.time()
+        self._idle_timer = loop.call_later(self._idle_s, self._maybe_close_idle)
+
+    def _maybe_close_idle(self) -> None:
+        """Timer (connections.max.idle.ms): close the connection when nothing was read or
+        written for that long and no answer is owed; otherwise look again when it could
+        first be idle.  Exits when the connection is closing."""
+        self._idle_timer = None
+        if self._closing:
+            return
+        idle_for = self._loop.time() - self._last_active
+        if idle_for >= self._idle_s and not self._queue:
+            log.debug("[Connection %s] idle for %.0f s (connections.max.idle.ms); closing",
+                      self.peer, idle_for)
+            self._close_now()
+            return
+        wait = self._idle_s - idle_for if idle_for < self._idle_s else self._idle_s
+        self._idle_timer = self._loop.call_later(wait, self._maybe_close_idle)
 
     def connection_lost(self, exc):
         self._closing = True
+        if self._admitted:
+            self._admitted = False
+            limits_of(self.broker).release(self._address, self.session.listener.name)
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
         self.broker.connections.discard(self)
         for item in self._queue:
             if isinstance(item, _Pending):
@@ -119,12 +176,17 @@ class Connection(asyncio.Protocol):
     def data_received(self, data):
         if self._closing or self._close_queued:
             return
+        self._last_active = self._loop.time()
+        if self._pre_auth and self.session.authenticated:
+            self._pre_auth = False
+            self.reader.max_frame_bytes = self._max_request_bytes
         self.reader.feed(data)
         while not self._closing and not self._close_queued:
             try:
                 frame = self.reader.next_frame()
             except CorruptRequest as exc:
-                log.warning("[Connection %s] malformed frame, closing: %s", self.peer, exc)
+                peer_log.warning("malformed frame", "[Connection %s] malformed frame, "
+                                 "closing: %s", self.peer, exc)
                 self._close_after_pending()
                 return
             if frame is None:
@@ -151,12 +213,13 @@ class Connection(asyncio.Protocol):
             self._queue.append(struct.pack(">i", len(reply)) + reply)
             self._flush()
             return
+        header = None
         try:
             header = peek_header(frame)
             if not self.session.admits(header[0]):
-                log.warning("[Connection %s] request (api key %d) before SASL authentication "
-                            "on listener %s; closing", self.peer, header[0],
-                            self.session.listener.name)
+                peer_log.warning("before authentication", "[Connection %s] request (api "
+                                 "key %d) before SASL authentication on listener %s; closing",
+                                 self.peer, header[0], self.session.listener.name)
                 self._close_after_pending()
                 return
             if header[0] == STATUS_API_KEY:
@@ -173,11 +236,13 @@ class Connection(asyncio.Protocol):
                 self._queue.append(unsupported_api_versions_response(exc.correlation_id))
                 self._flush()
                 return
-            log.warning("[Connection %s] %s; closing", self.peer, exc)
+            peer_log.warning(("unsupported", exc.api_key), "[Connection %s] %s; closing",
+                             self.peer, exc)
             self._close_after_pending()
             return
         except CorruptRequest as exc:
-            log.warning("[Connection %s] %s; closing", self.peer, exc)
+            peer_log.warning(("corrupt", header[0] if header else None),
+                             "[Connection %s] %s; closing", self.peer, exc)
             self._close_after_pending()
             return
         pending = _Pending()
@@ -243,9 +308,18 @@ class Connection(asyncio.Protocol):
             return CLOSE
 
     def _failed(self, request: Request) -> None:
-        # A bug of ours, not the peer's: log it whole and close this connection only.
-        log.exception("[Connection %s] %s v%d failed; closing", self.peer,
-                      request.spec.name, request.api_version)
+        """A handler or encoder raised (called in its ``except``): a bug of ours, not the
+        peer's, but one a peer can repeat at will.  The first failure of each kind (API,
+        version, exception type, the line that raised) is logged with its traceback, its
+        repeats at most once per interval with a count; this connection closes."""
+        exc_type, _exc, tb = sys.exc_info()
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = (tb.tb_frame.f_code.co_filename, tb.tb_lineno) if tb is not None else None
+        kind = ("failed", request.api_key, request.api_version, exc_type, where)
+        peer_log.log(logging.ERROR, kind, "[Connection %s] %s v%d failed (%s); closing",
+                     self.peer, request.spec.name, request.api_version,
+                     exc_type.__name__ if exc_type else "?", first_traceback=True)
 
     def _answered(self, request: Request, pending: _Pending, started: float, result,
                   flush_now: bool = False) -> None:
@@ -300,6 +374,7 @@ class Connection(asyncio.Protocol):
                 buffers.append(result)
         if buffers:
             self.transport.writelines(buffers)
+            self._last_active = self._loop.time()
         self._update_reading()
 
     def _write_with_files(self, parts: list) -> bool:
