@@ -18,6 +18,15 @@ task, the replication feed and so every event stream.  One request per connectio
 the two replication routes only when the endpoint was given a feed; anything else 404.
 A request head that is malformed, larger than the stream limit or slower than
 ``READ_TIMEOUT_S`` is dropped unanswered.
+
+Hostile or broken clients: at most ``MAX_CONNECTIONS`` connections are served at once
+(event streams included); one beyond gets a 503 without its request being read, so
+many clients cost bounded memory and never more than that many handler tasks.  A
+client that stops reading a response is dropped after ``WRITE_TIMEOUT_S``; an event
+stream is never queued for: each write is of the newest snapshot the stream has not
+seen (``Subscription.next`` skips the ones it missed), so a slow reader holds at most
+one message beyond the transport's buffer.  The endpoint has no authentication: it binds
+``metrics.host`` (127.0.0.1 by default) and trusts whoever can reach it.
 """
 from __future__ import annotations
 
@@ -36,6 +45,7 @@ PATH = "/metrics"
 PAGE_PATH = "/replication"
 EVENTS_PATH = "/replication/events"
 MAX_EVENT_STREAMS = 16
+MAX_CONNECTIONS = 64
 # What EventSource waits before reconnecting after the stream ends (the broker stopped).
 RECONNECT_MS = 2000
 # What ``generate_latest`` writes for our names: the classic text format (0.0.4), which
@@ -53,12 +63,15 @@ class MetricsEndpoint:
 
     def __init__(self, registry: CollectorRegistry, host: str, port: int,
                  prefix: str = "[Metrics]", replication=None,
-                 max_event_streams: int = MAX_EVENT_STREAMS):
+                 max_event_streams: int = MAX_EVENT_STREAMS,
+                 max_connections: int = MAX_CONNECTIONS):
         self.registry = registry
         self.host = host
         self.port = port
         self.replication = replication
         self.max_event_streams = max_event_streams
+        self.max_connections = max_connections
+        self.refused_connections = 0  # answered 503 at once: every slot was taken
         self.event_streams = 0
         self._prefix = prefix
         self._server: asyncio.base_events.Server | None = None
@@ -95,6 +108,15 @@ class MetricsEndpoint:
             await server.wait_closed()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._handlers) >= self.max_connections:
+            self.refused_connections += 1
+            if self.refused_connections % 1000 == 1:
+                log.warning("%s %d connections open: refusing more (%d so far)", self._prefix,
+                            len(self._handlers), self.refused_connections)
+            writer.write(_response("503 Service Unavailable", b"too many connections\n", TEXT,
+                                   False, extra="Retry-After: 5\r\n"))
+            writer.close()  # the transport sends what fits and drops the rest
+            return
         task = asyncio.current_task()
         self._handlers.add(task)
         try:
@@ -109,8 +131,9 @@ class MetricsEndpoint:
                 return
             status, body, content_type = self.answer(head)
             writer.write(_response(status, body, content_type, head.startswith(b"HEAD ")))
-            await writer.drain()
-        except ConnectionError:
+            async with asyncio.timeout(WRITE_TIMEOUT_S):
+                await writer.drain()
+        except (ConnectionError, TimeoutError):
             pass
         finally:
             self._handlers.discard(task)
