@@ -8,6 +8,11 @@ MetadataClient (``ctx.metadata``); handlers run on the event loop.
 Authorization (Kafka's): CreateTopics needs Create on the cluster or on the topic,
 DeleteTopics Delete on the topic; a refused topic gets TOPIC_AUTHORIZATION_FAILED (by
 id: UNKNOWN_TOPIC_ID unless Describe is allowed, so existence is not revealed).
+
+A request's changes go on when its client leaves: each handler runs its work as a task
+of its own (``TaskSupervisor.outlive`` on the replica manager's supervisor, the
+broker-wide one handlers reach), so a lost connection drops only the answer, never the
+topics of the request not yet submitted.
 """
 from __future__ import annotations
 
@@ -58,6 +63,10 @@ async def create_topic_now(ctx, name: str, partitions: int, replication: int,
 
 
 async def handle_create_topics(ctx, request):
+    return await ctx.replica_manager.tasks.outlive("CreateTopics", _create_topics(ctx, request))
+
+
+async def _create_topics(ctx, request):
     body = request.body
     deadline = Deadline(body.timeout_ms)
     results = []
@@ -179,6 +188,10 @@ def _delete_refusal(ctx, request, name: str | None, record) -> ErrorCode | None:
 
 
 async def handle_delete_topics(ctx, request):
+    return await ctx.replica_manager.tasks.outlive("DeleteTopics", _delete_topics(ctx, request))
+
+
+async def _delete_topics(ctx, request):
     body = request.body
     if request.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]

@@ -20,7 +20,9 @@ answers once every live broker has applied the metadata image that holds them
 broker/controller/propagation.py), bounded by the request's ``timeout_ms``.  A topic
 still unknown somewhere when the time runs out is answered REQUEST_TIMED_OUT; it is
 created all the same, as in Kafka.  ``timeout_ms <= 0`` answers at once, without
-waiting (Kafka's rule too).
+waiting (Kafka's rule too).  The handler runs as a task of its own
+(``TaskSupervisor.outlive``): a client that leaves drops only the answer, never the
+changes of the request not yet submitted.
 """
 from __future__ import annotations
 
@@ -74,6 +76,11 @@ async def unknown_after_wait(ctx, positions: dict[str, tuple], deadline: Deadlin
 
 
 async def handle_create_partitions(ctx, request):
+    return await ctx.replica_manager.tasks.outlive("CreatePartitions",
+                                                   _create_partitions(ctx, request))
+
+
+async def _create_partitions(ctx, request):
     body = request.body
     deadline = Deadline(body.timeout_ms)
     results: list = []

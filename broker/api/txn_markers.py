@@ -36,6 +36,13 @@ PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
 
 
 async def handle_write_txn_markers(ctx, request):
+    """Runs to its end when the coordinator's connection is lost meanwhile (its request
+    timed out): markers acknowledged then still complete the transactional offset
+    commits they end."""
+    return await ctx.groups.tasks.outlive("WriteTxnMarkers", _write_txn_markers(ctx, request))
+
+
+async def _write_txn_markers(ctx, request):
     markers = request.body.markers
     if not ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION):
         return _response({(i, t.name, p): ErrorCode.CLUSTER_AUTHORIZATION_FAILED

@@ -22,6 +22,10 @@ committed before, and with ``require_stable`` (KIP-447, v7+) answers
 UNSTABLE_OFFSET_COMMIT for the partition, as it does while a plain commit of it is
 being written, so a read_committed consumer never starts from an offset a transaction
 is about to replace.
+
+Both commits run to their end when the committer's connection is lost meanwhile
+(``TaskSupervisor.outlive``): a commit written to the log is also applied in memory, and
+one that failed is forgotten; only the answer is dropped.
 """
 from __future__ import annotations
 
@@ -43,7 +47,15 @@ class OffsetsMixin:
                              ) -> dict[TopicPartition, ErrorCode]:
         """``offsets``: (topic, partition) → (offset, leader epoch, metadata).
         ``group_instance_id``: the committing static member's (OffsetCommit v7+).
-        Returns an error code per partition."""
+        Returns an error code per partition.  Runs to its end even when the caller is
+        cancelled."""
+        return await self.tasks.outlive(f"commit-offsets {group_id}", self._commit_offsets(
+            group_id, member_id, generation_id, offsets, retention_time_ms, group_instance_id))
+
+    async def _commit_offsets(self, group_id: str, member_id: str, generation_id: int,
+                              offsets: dict[TopicPartition, tuple[int, int, str | None]],
+                              retention_time_ms: int, group_instance_id: str | None
+                              ) -> dict[TopicPartition, ErrorCode]:
         error = self._validate(group_id, allow_empty=True)
         if error != ErrorCode.NONE:
             return {tp: error for tp in offsets}
@@ -107,7 +119,17 @@ class OffsetsMixin:
                                  offsets: dict[TopicPartition, tuple[int, int, str | None]]
                                  ) -> dict[TopicPartition, ErrorCode]:
         """``offsets`` as for ``commit_offsets``, written for ``producer_id``'s transaction;
-        returns an error code per partition."""
+        returns an error code per partition.  Runs to its end even when the caller is
+        cancelled."""
+        return await self.tasks.outlive(f"commit-txn-offsets {group_id}", self._commit_txn_offsets(
+            group_id, producer_id, producer_epoch, member_id, generation_id, group_instance_id,
+            offsets))
+
+    async def _commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                  member_id: str, generation_id: int,
+                                  group_instance_id: str | None,
+                                  offsets: dict[TopicPartition, tuple[int, int, str | None]]
+                                  ) -> dict[TopicPartition, ErrorCode]:
         error = self._validate(group_id)
         if error != ErrorCode.NONE:
             return {tp: error for tp in offsets}

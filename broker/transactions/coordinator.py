@@ -21,6 +21,14 @@ fenced); every ``transaction.remove.expired.transaction.cleanup.interval.ms`` id
 in Empty/CompleteCommit/CompleteAbort longer than ``transactional.id.expiration.ms`` are
 forgotten (a tombstone).  Python has no locks here: each check-then-prepare runs without
 an ``await`` in between, which is what Kafka's ``inLock`` blocks guarantee.
+
+Work a client asked for outlives the client: InitProducerId, AddPartitionsToTxn/
+AddOffsetsToTxn and EndTxn run as tasks of their own (``TaskSupervisor.outlive``), so a
+lost connection, which cancels the request's task, never skips the write's state
+transition nor the clearing of its pending state; only the answer is dropped.  As a last
+resort, a transition pending longer than its write can take (``STALE_PENDING_MS``) is
+dropped with a WARNING naming the id, and a PrepareCommit/PrepareAbort that nothing is
+completing is completed again (``maybe_unstick``), so no id stays blocked.
 """
 from __future__ import annotations
 
@@ -34,8 +42,8 @@ from ..controller.metadata_client import MetadataUnavailable
 from ..groups.admin import CoordinatorAnswer
 from ..coordination import Ownership
 from ..tasks import TaskSupervisor
-from .manager import (TRANSACTION_STATE_TOPIC, TransactionStateManager,
-                      transaction_state_topic_configs)
+from .manager import (TRANSACTION_STATE_TOPIC, TXN_LOG_APPEND_TIMEOUT_MS,
+                      TransactionStateManager, transaction_state_topic_configs)
 from .markers import TransactionMarkerChannelManager
 from .metadata import (EXPIRABLE_STATES, IllegalTransition, NO_PRODUCER_EPOCH,
                        NO_PRODUCER_ID, TransactionMetadata, TransactionState,
@@ -45,6 +53,9 @@ log = logging.getLogger(__name__)
 
 S = TransactionState
 TOPIC_CREATION_TIMEOUT_S = 15.0
+# A pending transition older than this (its write's own timeout and a margin, exclusive)
+# has lost its write: nothing will ever complete or clear it.
+STALE_PENDING_MS = TXN_LOG_APPEND_TIMEOUT_MS + 5_000
 
 
 @dataclass
@@ -93,6 +104,9 @@ class TransactionCoordinator:
         broker.replica_manager.add_leadership_listener(self.manager.on_leadership_changed)
         self.markers = TransactionMarkerChannelManager(broker)
         self._creating_topic: asyncio.Task | None = None
+        # The transactions whose markers and Complete* are being written (their pending
+        # state may be as old as the markers take); by identity, one tenure's metadata.
+        self._completing: set[TransactionMetadata] = set()
         self._prefix = f"[TransactionCoordinator broker={self.node_id}]"
         self.tasks = TaskSupervisor(self._prefix)
 
@@ -168,7 +182,14 @@ class TransactionCoordinator:
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
                                expected: tuple[int, int] | None) -> InitProducerIdResult:
         """Kafka's handleInitProducerId for a transactional id; ``expected`` is the
-        (producer id, epoch) of KIP-360 (InitProducerId v3+), None for a fresh producer."""
+        (producer id, epoch) of KIP-360 (InitProducerId v3+), None for a fresh producer.
+        Runs to its end even when the caller is cancelled (see the module docstring)."""
+        return await self.tasks.outlive(f"init-producer-id {transactional_id}",
+                                        self._init_producer_id(transactional_id, timeout_ms,
+                                                               expected))
+
+    async def _init_producer_id(self, transactional_id: str, timeout_ms: int,
+                                expected: tuple[int, int] | None) -> InitProducerIdResult:
         if not transactional_id:
             return InitProducerIdResult(ErrorCode.INVALID_REQUEST)
         if not 0 < timeout_ms <= self.max_timeout_ms:
@@ -235,6 +256,7 @@ class TransactionCoordinator:
                       expected: tuple[int, int] | None) -> ErrorCode | None:
         if self.manager.coordinator_epoch(metadata) is None:
             return ErrorCode.NOT_COORDINATOR
+        self.maybe_unstick(metadata)
         if metadata.pending_transition_in_progress:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if expected is not None and not (
@@ -255,12 +277,21 @@ class TransactionCoordinator:
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: set[tuple[str, int]]) -> ErrorCode:
-        """Kafka's handleAddPartitionsToTransaction: one error for every partition."""
+        """Kafka's handleAddPartitionsToTransaction: one error for every partition.
+        Runs to its end even when the caller is cancelled."""
+        return await self.tasks.outlive(
+            f"add-partitions {transactional_id}",
+            self._add_partitions(transactional_id, producer_id, producer_epoch, partitions))
+
+    async def _add_partitions(self, transactional_id: str, producer_id: int,
+                              producer_epoch: int, partitions: set[tuple[str, int]]
+                              ) -> ErrorCode:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
         error, metadata = self.manager.lookup(transactional_id)
         if error != ErrorCode.NONE:
             return error
+        self.maybe_unstick(metadata)
         if metadata is None or metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if metadata.producer_epoch != producer_epoch:
@@ -278,8 +309,12 @@ class TransactionCoordinator:
 
     async def end_transaction(self, transactional_id: str, producer_id: int,
                               producer_epoch: int, commit: bool) -> ErrorCode:
-        return await self._end_transaction(transactional_id, producer_id, producer_epoch,
-                                           commit, from_client=True)
+        """EndTxn; runs to its end (Prepare*, then markers and Complete* started) even
+        when the caller is cancelled."""
+        return await self.tasks.outlive(
+            f"end-txn {transactional_id}",
+            self._end_transaction(transactional_id, producer_id, producer_epoch, commit,
+                                  from_client=True))
 
     async def _end_transaction(self, transactional_id: str, producer_id: int,
                                producer_epoch: int, commit: bool, from_client: bool) -> ErrorCode:
@@ -296,6 +331,8 @@ class TransactionCoordinator:
         if (from_client and producer_epoch != metadata.producer_epoch) \
                 or producer_epoch < metadata.producer_epoch:
             return ErrorCode.PRODUCER_FENCED
+        if from_client:
+            self.maybe_unstick(metadata)
         fencing = metadata.pending_state is S.PREPARE_EPOCH_FENCE
         if metadata.pending_transition_in_progress and not fencing:
             return ErrorCode.CONCURRENT_TRANSACTIONS
@@ -343,12 +380,45 @@ class TransactionCoordinator:
     def _complete(self, metadata: TransactionMetadata, coordinator_epoch: int) -> None:
         """Prepare Complete* now (pending from here on), then markers and the write."""
         transit = metadata.prepare_complete(self.clock_ms())
+        self._completing.add(metadata)
         self.tasks.spawn(f"complete-{metadata.transactional_id}",
                          self._send_markers_and_complete(metadata, coordinator_epoch, transit))
 
     async def _send_markers_and_complete(self, metadata: TransactionMetadata,
                                          coordinator_epoch: int,
                                          transit: TxnTransitMetadata) -> None:
+        try:
+            await self._write_markers_and_complete(metadata, coordinator_epoch, transit)
+        finally:
+            self._completing.discard(metadata)
+
+    def maybe_unstick(self, metadata: TransactionMetadata) -> None:
+        """Resolve what nothing will ever resolve (a lost write; see the module docstring):
+        a pending transition older than ``STALE_PENDING_MS`` whose markers are not being
+        written is dropped, and a PrepareCommit/PrepareAbort left without its completion
+        for that long is completed again.  Both are logged at WARNING with the id."""
+        tid = metadata.transactional_id
+        coordinator_epoch = self.manager.coordinator_epoch(metadata)
+        if coordinator_epoch is None or metadata in self._completing:
+            return
+        now = self.clock_ms()
+        if metadata.pending_state is not None:
+            age_ms = now - metadata.pending_since_ms
+            if age_ms > STALE_PENDING_MS:
+                log.warning("%s %s: dropping the transition to %s pending for %d ms (its "
+                            "write was lost); the id goes on from %s", self._prefix, tid,
+                            metadata.pending_state.kafka_name, age_ms, metadata.state.kafka_name)
+                metadata.pending_state = None
+        if metadata.pending_state is None \
+                and metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) \
+                and now - metadata.txn_last_update_timestamp_ms > STALE_PENDING_MS:
+            log.warning("%s %s: %s was never completed; writing its markers again",
+                        self._prefix, tid, metadata.state.kafka_name)
+            self._complete(metadata, coordinator_epoch)
+
+    async def _write_markers_and_complete(self, metadata: TransactionMetadata,
+                                          coordinator_epoch: int,
+                                          transit: TxnTransitMetadata) -> None:
         def still_current() -> bool:
             return self.manager.coordinator_epoch(metadata) == coordinator_epoch
 
@@ -383,6 +453,7 @@ class TransactionCoordinator:
         now = self.clock_ms()
         aborts = []
         for metadata in self.manager.loaded_transactions():
+            self.maybe_unstick(metadata)
             if metadata.pending_transition_in_progress or metadata.state is not S.ONGOING \
                     or metadata.txn_start_timestamp_ms + metadata.txn_timeout_ms >= now:
                 continue
@@ -415,7 +486,7 @@ class TransactionCoordinator:
                     or metadata.txn_last_update_timestamp_ms > deadline:
                 continue
             removals.append(self.manager.append(metadata, coordinator_epoch,
-                                                metadata.prepare_dead()))
+                                                metadata.prepare_dead(self.clock_ms())))
         removed = sum(1 for e in await asyncio.gather(*removals) if e == ErrorCode.NONE)
         if removed:
             log.info("%s removed %d expired transactional ids", self._prefix, removed)

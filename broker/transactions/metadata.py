@@ -20,6 +20,7 @@ spans a coordinator change is fenced (Kafka accepts the same with this format).
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 
@@ -117,6 +118,8 @@ class TransactionMetadata:
     last_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
     pending_state: TransactionState | None = None
+    # When the pending transition was prepared (the ``now_ms`` of its ``prepare_*``).
+    pending_since_ms: int = -1
     # A fence whose PrepareAbort write failed already bumped the epoch in memory; the
     # next attempt must not bump it again (that epoch was never handed out).
     has_failed_epoch_fence: bool = False
@@ -137,6 +140,7 @@ class TransactionMetadata:
             raise IllegalTransition(f"{self.transactional_id}: {self.state.kafka_name} → "
                                     f"{state.kafka_name} is not a valid transition")
         self.pending_state = state
+        self.pending_since_ms = now_ms
         return TxnTransitMetadata(producer_id, self.producer_id, epoch, last_epoch, timeout_ms,
                                   state, frozenset(partitions), start_ms, now_ms)
 
@@ -198,11 +202,14 @@ class TransactionMetadata:
                              self.last_producer_epoch, self.txn_timeout_ms, (),
                              self.txn_start_timestamp_ms, now_ms)
 
-    def prepare_dead(self) -> TxnTransitMetadata:
-        """→ Dead: the id is being forgotten (a tombstone is written)."""
-        return self._prepare(S.DEAD, self.producer_id, self.producer_epoch,
-                             self.last_producer_epoch, self.txn_timeout_ms, (),
-                             self.txn_start_timestamp_ms, self.txn_last_update_timestamp_ms)
+    def prepare_dead(self, now_ms: int) -> TxnTransitMetadata:
+        """→ Dead: the id is being forgotten (a tombstone is written; the last update
+        time stays, it is what expired)."""
+        transit = self._prepare(S.DEAD, self.producer_id, self.producer_epoch,
+                                self.last_producer_epoch, self.txn_timeout_ms, (),
+                                self.txn_start_timestamp_ms, now_ms)
+        return dataclasses.replace(
+            transit, txn_last_update_timestamp_ms=self.txn_last_update_timestamp_ms)
 
     # -- completing ------------------------------------------------------------------------
 

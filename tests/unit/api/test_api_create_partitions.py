@@ -7,6 +7,7 @@ topic changes nothing.
 from __future__ import annotations
 
 import asyncio
+import types
 
 import pytest
 from kafka.protocol.admin import CreatePartitionsRequest
@@ -16,6 +17,7 @@ from broker.controller.metadata_client import MetadataClient
 from broker.controller.state import ApplyError, ClusterState
 from broker.controller.store import LocalStore
 from broker.security.authorizer import ALLOW_ALL
+from broker.tasks import TaskSupervisor
 from protocol.errors import ErrorCode
 from protocol.messages import decode_request
 
@@ -70,6 +72,8 @@ class Context:
 
     def __init__(self, client: MetadataClient):
         self.metadata = client
+        # Handlers run their work on the replica manager's supervisor (outlive).
+        self.replica_manager = types.SimpleNamespace(tasks=TaskSupervisor("[unit]"))
 
     @property
     def image(self):
