@@ -21,9 +21,19 @@ once, and the store rewrites it as JSON on its next change.  A file this code ca
 read (an unknown ``format_version``, bad JSON, a bad pickle) raises
 MetadataFileError naming the file: the broker does not start on metadata it cannot
 read.  Pure file I/O: any thread (the LocalStore calls it from the event loop).
+
+Why the pickle branch stays, and why it is safe: every file Raftwood writes is JSON, so
+pickle is read only to migrate a file an older Raftwood wrote (dropping it would strand
+those brokers' metadata).  A file in the data directory is trusted as much as the logs
+beside it, but pickle would turn write access to that directory into running code as
+the broker; so the pickle is read by ``_StateUnpickler``, which resolves nothing but
+the metadata's own data classes (and ``object``, which protocols 0 and 1 name): a
+pickle naming anything else (``os.system``, ``builtins.eval`` ...) is refused as
+unreadable before any of it runs.
 """
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -56,7 +66,7 @@ def read_state(path: str) -> tuple[ClusterState, bool]:
     if data.lstrip().startswith(b"{"):
         return _from_json(path, data), False
     try:
-        state = pickle.loads(data)
+        state = _StateUnpickler(io.BytesIO(data)).load()
     except Exception as exc:
         raise MetadataFileError(f"{path}: neither JSON nor an older Raftwood's pickled "
                                 f"metadata ({exc!r})") from exc
@@ -65,6 +75,27 @@ def read_state(path: str) -> tuple[ClusterState, bool]:
     log.info("%s is an older Raftwood's pickled metadata: read once, rewritten as JSON "
              "(format_version %d) on the next change", path, FORMAT_VERSION)
     return state, True
+
+
+# What an older Raftwood's pickled ClusterState names (every protocol, with protocol 0
+# and 1's Python 2 spellings, which reach ``find_class`` before they are mapped).
+_STATE_MODULE = "broker.controller.state"
+_PICKLED_NAMES = frozenset(
+    {(_STATE_MODULE, name) for name in
+     ("ClusterState", "BrokerInfo", "TopicInfo", "PartitionInfo", "Election")}
+    | {("copyreg", "_reconstructor"), ("copy_reg", "_reconstructor"),
+       ("builtins", "object"), ("__builtin__", "object")})
+
+
+class _StateUnpickler(pickle.Unpickler):
+    """Unpickles a ClusterState and nothing else: any other global is refused, so no
+    callable but the metadata's data classes can run while loading."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in _PICKLED_NAMES:
+            raise pickle.UnpicklingError(f"{module}.{name} is not part of Raftwood's "
+                                         f"metadata; refusing to load it")
+        return super().find_class(module, name)
 
 
 def _from_json(path: str, data: bytes) -> ClusterState:
