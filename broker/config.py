@@ -9,6 +9,7 @@ passes silently; every value is parsed to its type here, once.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 import tomllib
 from dataclasses import dataclass
@@ -101,6 +102,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "Secret shared by the Raft voters; encrypts their traffic (empty: none)"),
     Setting("controller.quorum.password.file", _str, "",
             "File whose first line is controller.quorum.password"),
+    Setting("controller.quorum.allow.unauthenticated", _bool, False,
+            "Run a quorum with a non-loopback Raft address without a secret (unsafe)"),
     Setting("num.partitions", int, 1, "Partitions of auto-created topics"),
     Setting("default.replication.factor", int, 1, "Replication factor of auto-created topics"),
     Setting("min.insync.replicas", int, 1, "Least ISR size for acks=all writes"),
@@ -433,11 +436,38 @@ def quorum_password(config: BrokerConfig) -> str | None:
     return password
 
 
+def is_loopback_host(host: str) -> bool:
+    """``localhost`` or a loopback IP (127.0.0.0/8, ::1); any other name is not."""
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def non_loopback_voters(config: BrokerConfig) -> list[str]:
+    """The ``controller.quorum.voters`` addresses whose host is not loopback."""
+    addresses = [item.partition("@")[2] for item in config["controller.quorum.voters"].split(",")
+                 if item.strip()]
+    return [a for a in addresses if not is_loopback_host(a.rpartition(":")[0])]
+
+
 def _check_quorum_password(config: BrokerConfig) -> None:
+    """A secret, when given, is usable; a quorum reachable beyond loopback has one,
+    unless ``controller.quorum.allow.unauthenticated`` says otherwise."""
     if config["controller.quorum.password"] and config["controller.quorum.password.file"]:
         raise ConfigError("give controller.quorum.password or "
                           "controller.quorum.password.file, not both")
     if quorum_password(config) is None:
+        exposed = non_loopback_voters(config)
+        if exposed and not config["controller.quorum.allow.unauthenticated"]:
+            raise ConfigError(
+                f"controller.quorum.password (or controller.quorum.password.file) is required: "
+                f"the metadata quorum has Raft addresses beyond loopback "
+                f"({', '.join(exposed)}), where anyone who connects could act as a voter; "
+                f"set controller.quorum.allow.unauthenticated=true to run without it anyway")
         return
     try:
         import cryptography  # noqa: F401  (pysyncobj's encryption needs it)

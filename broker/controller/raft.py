@@ -52,7 +52,19 @@ What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
   a message that fails authentication drops its connection before it is unpickled,
   and both patches above act on decrypted messages
   (``tests/unit/controller/test_raft_encryption.py``).  Without it, anyone who reaches
-  a Raft port is a voter (and pysyncobj unpickles what they send).
+  a Raft port can act as a voter, so ``broker/config.py`` refuses to start a quorum
+  with a Raft address beyond loopback and no secret (unless
+  ``controller.quorum.allow.unauthenticated``), and ``start_raft_node`` says at start
+  which case it runs in.
+* **A Raft port runs no stranger's code.**  It binds the voter's own address, never a
+  wildcard (``raft_conf``); whatever arrives is unpickled by ``raft_codec``'s
+  restricted unpickler (the metadata log's own types only), and pysyncobj's utility
+  messages (membership changes from ``syncobj_admin``) and malformed messages drop
+  their connection (``raft_transport``).
+* **A follower never truncates entries it holds with the leader's term**
+  (``raft_append``): pysyncobj 0.3.17 deleted and re-added identical, applied entries
+  whenever the leader resent them, logging CRITICAL "truncating already-applied log
+  entries"; that line now means a real conflict removed an applied entry.
 * **The voter set lives in the log** (``dynamicMembershipChange``): AddRaftVoter and
   RemoveRaftVoter append pysyncobj's one-server membership entries, which take effect
   when appended (Raft's single-server change; one at a time, refused until the
@@ -77,7 +89,10 @@ from pysyncobj.monotonic import monotonic
 from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
+from ..config import is_loopback_host
+from . import raft_codec
 from .commands import decode
+from .raft_transport import install_incoming_guard, install_message_guard
 from .state import ApplyError, ClusterState
 
 log = logging.getLogger(__name__)
@@ -158,6 +173,9 @@ def _install_dump_fix() -> None:
 _install_commit_index_fix()
 _install_connect_timeout_fix()
 _install_dump_fix()
+raft_codec.install()
+install_incoming_guard()
+install_message_guard()  # outermost: wraps the commit index fix
 
 
 class MetadataConsumer(SyncObjConsumer):
@@ -212,7 +230,7 @@ class MetadataConsumer(SyncObjConsumer):
 
 
 def raft_conf(directory: str, periods: tuple[float, float],
-              password: str | None = None) -> SyncObjConf:
+              password: str | None = None, bind_address: str | None = None) -> SyncObjConf:
     """``password`` (``controller.quorum.password``) turns on pysyncobj's encryption:
     every message between voters is a Fernet token (AES-128-CBC + HMAC-SHA256, key by
     PBKDF2 from the password), so a node without the same secret can neither read the
@@ -226,10 +244,14 @@ def raft_conf(directory: str, periods: tuple[float, float],
     soon as the entry is applied, so a metadata change reaches every broker in a few
     network round trips.  The heartbeat (``periods[0]``) and the tick (``periods[1]``)
     then only keep the leader's lease and drive timeouts, so they can be slow: the Raft
-    thread's wake-ups are most of an idle broker's CPU."""
+    thread's wake-ups are most of an idle broker's CPU.
+
+    ``bind_address`` (a voter's own ``host:port``) is where its Raft server listens:
+    pysyncobj binds ``0.0.0.0`` (or ``::``) with that port when it is not given.  An
+    observer (None) opens no server."""
     append_entries_period_s, tick_period_s = periods
     return SyncObjConf(
-        password=password or None,
+        password=password or None, bindAddress=bind_address,
         journalFile=os.path.join(directory, "raft.journal"),
         fullDumpFile=os.path.join(directory, "raft.dump"),
         appendEntriesPeriod=append_entries_period_s,
@@ -246,11 +268,36 @@ def start_raft_node(self_address: str | None, partners: list[str], directory: st
                     periods: tuple[float, float], on_applied,
                     password: str | None = None) -> tuple[SyncObj, MetadataConsumer]:
     """A voter at ``self_address`` with these partners, or (``self_address`` None) an
-    observer connecting to the voters ``partners``."""
+    observer connecting to the voters ``partners``.  A voter's Raft server binds the
+    host of ``self_address``, nothing wider.  RaftFileRefused when the journal or dump
+    file names a type the metadata log never holds."""
+    conf = raft_conf(directory, periods, password, bind_address=self_address)
+    raft_codec.check_local_files(conf.journalFile, conf.fullDumpFile)
+    _log_exposure(self_address, partners, password)
     consumer = MetadataConsumer(on_applied)
-    node = SyncObj(self_address, partners, raft_conf(directory, periods, password),
-                   consumers=[consumer])
+    node = SyncObj(self_address, partners, conf, consumers=[consumer])
     return node, consumer
+
+
+def _log_exposure(self_address: str | None, partners: list[str], password: str | None) -> None:
+    """Say at start who can reach this quorum: with a secret, its holders only;
+    without, whoever reaches a Raft port (loopback: this host's users)."""
+    if password:
+        log.info("metadata quorum: Raft traffic encrypted and authenticated with "
+                 "controller.quorum.password")
+        return
+    addresses = ([self_address] if self_address else []) + list(partners)
+    exposed = [a for a in addresses if not is_loopback_host(a.rpartition(":")[0])]
+    if exposed:
+        log.warning("metadata quorum: NO controller.quorum.password while Raft addresses "
+                    "%s are beyond loopback (controller.quorum.allow.unauthenticated=true): "
+                    "anyone who reaches them can act as a voter and rewrite the cluster "
+                    "metadata. Set controller.quorum.password.file on every broker",
+                    ", ".join(exposed))
+    else:
+        log.info("metadata quorum: no controller.quorum.password; Raft addresses are "
+                 "loopback only, so only this host's users reach them (frames may name "
+                 "the metadata log's own types only)")
 
 
 def voter_addresses(node: SyncObj) -> set[str]:

@@ -7,6 +7,8 @@ restarts them, and observes them through the private status request.
 """
 from __future__ import annotations
 
+import os
+import secrets
 import socket
 import sys
 import time
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from kafka.protocol.admin import CreateTopicsRequest
 
+from broker.config import is_loopback_host
 from broker.network.kafka_client import ConnectionFailed
 
 from .process import (BrokerProcess, DEFAULT_STOP_TIMEOUT_S, LOCALHOST,
@@ -35,6 +38,9 @@ DEFAULT_CLUSTER_START_TIMEOUT_S = 60.0
 DEFAULT_CLUSTER_STOP_TIMEOUT_S = 30.0
 STATUS_TIMEOUT_S = 3.0
 _CLUSTER_MANAGED_SETTINGS = frozenset({"node.id", "controller.quorum.voters"})
+_QUORUM_SECRET_SETTINGS = frozenset({"controller.quorum.password",
+                                     "controller.quorum.password.file",
+                                     "controller.quorum.allow.unauthenticated"})
 
 
 def free_ports(count: int, host: str = LOCALHOST) -> list[int]:
@@ -152,15 +158,32 @@ class ClusterProcess:
             clash = (_CLUSTER_MANAGED_SETTINGS | _MANAGED_SETTINGS) & own.keys()
             if clash:
                 raise ValueError(f"{sorted(clash)} are managed by ClusterProcess")
+        secret_file = self._quorum_secret(hosts) if self.voters else None
         self.brokers: list[BrokerProcess] = []
         for plan in self.plans:
             own = {**common, **per_broker.get(plan.node_id, {})}
             if self.voters:
                 own["controller.quorum.voters"] = self.voters
+            if secret_file is not None and not _QUORUM_SECRET_SETTINGS & own.keys():
+                own["controller.quorum.password.file"] = str(secret_file)
             self.brokers.append(broker_process(
                 plan, own, start_timeout_s=start_timeout_s, python=python, env=env,
                 command_prefix=(command_prefixes or {}).get(plan.node_id)))
         self._epochs: dict[int, int] = {}  # highest broker epoch seen per node
+
+    def _quorum_secret(self, hosts: dict[int, str]) -> Path | None:
+        """Placed beyond loopback, the quorum needs a secret (``raftwood start`` refuses
+        to run without one): ``home/quorum.secret``, made once (mode 0600), for every
+        broker whose settings name none.  On loopback the brokers run without."""
+        if all(is_loopback_host(host) for host in hosts.values()):
+            return None
+        path = self.home / "quorum.secret"
+        if not path.exists():
+            self.home.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(24) + "\n")
+        return path
 
     # -- addresses and processes -----------------------------------------------------------
     @property

@@ -62,3 +62,40 @@ def test_describe_configs_shows_no_secret(name):
 def test_describe_configs_shows_ordinary_settings():
     assert not is_sensitive("controller.quorum.password.file")
     assert _entry("num.partitions", "3", 4, 1).value == "3"
+
+
+# -- a quorum reachable beyond loopback needs the secret ---------------------------------
+
+@pytest.mark.parametrize("voters", ["1@127.0.0.1:9093,2@127.0.0.2:9094",
+                                    "1@localhost:9093", "1@[::1]:9093"])
+def test_a_loopback_quorum_may_run_without_secret(voters):
+    assert quorum_password(build(controller_quorum_voters=voters)) is None
+
+
+@pytest.mark.parametrize("voters", ["1@127.0.0.1:9093,2@10.0.0.2:9093",
+                                    "1@broker1:9093", "1@0.0.0.0:9093", "1@[2001:db8::1]:9093"])
+def test_a_quorum_beyond_loopback_without_secret_is_refused_naming_the_setting(voters):
+    with pytest.raises(ConfigError) as refused:
+        build(controller_quorum_voters=voters)
+    text = str(refused.value)
+    assert "\n" not in text
+    assert text.startswith("controller.quorum.password (or controller.quorum.password.file) "
+                           "is required")
+    assert "controller.quorum.allow.unauthenticated" in text
+
+
+def test_a_quorum_beyond_loopback_runs_with_a_secret_or_the_opt_out(tmp_path):
+    pytest.importorskip("cryptography")
+    voters = "1@10.0.0.1:9093,2@10.0.0.2:9093"
+    assert quorum_password(build(controller_quorum_voters=voters,
+                                 controller_quorum_password="s")) == "s"
+    opted_out = build(controller_quorum_voters=voters,
+                      controller_quorum_allow_unauthenticated="true")
+    assert quorum_password(opted_out) is None
+    assert opted_out["controller.quorum.allow.unauthenticated"] is True
+
+
+def test_the_voters_own_host_is_the_raft_bind_address(tmp_path):
+    assert raft_conf(str(tmp_path), (0.02, 0.01), None,
+                     bind_address="127.0.0.1:9093").bindAddress == "127.0.0.1:9093"
+    assert raft_conf(str(tmp_path), (0.02, 0.01), None).bindAddress is None
