@@ -20,11 +20,16 @@ ready when its port answers ApiVersions; then ``dev`` waits (within ``--start-ti
 until broker 1's status shows a controller and every broker registered and unfenced, and
 only then prints ``bootstrap servers: ...``, so the cluster is usable from that line on.
 
+The metadata quorum (N > 1) is always secret: at its first start ``dev`` writes a
+random cluster secret to ``<data-dir>/quorum.secret`` (mode 0600) and reuses it at every
+later start on the same data dir; every broker gets it as
+``controller.quorum.password.file`` (never on a command line), so Raft traffic is
+encrypted and only holders of the secret are heard on the Raft ports.  A ``--set`` of
+``controller.quorum.password`` or ``.password.file`` replaces it.
+
 ``--secure``: the same cluster, plus on broker i a SASL_SSL listener at
 ``<S + i - 1>`` (S = P + 200) with SCRAM-SHA-512, on certificates made once in
-``<data-dir>/tls/`` (``dev_tls.py``), and the Raft traffic encrypted with a fresh
-secret (``controller.quorum.password.file``: ``<data-dir>/tls/quorum.secret``, mode
-0600, so it never shows on a command line).  Once the cluster is up, ``dev`` adds the SCRAM user
+``<data-dir>/tls/`` (``dev_tls.py``).  Once the cluster is up, ``dev`` adds the SCRAM user
 ``dev`` with a fresh password (over the PLAINTEXT listener, which stays on loopback
 for ``dev``'s own status table and the ``raftwood`` commands), writes the Kafka client
 properties to ``<data-dir>/client.properties`` and prints the settings for Kafka clients
@@ -46,6 +51,7 @@ restarted.
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import signal
 import sys
@@ -74,6 +80,9 @@ DEV_USER = "dev"
 DEV_MECHANISM = "SCRAM-SHA-512"
 ADD_USER_TIMEOUT_S = 20.0
 MANAGED_SETTINGS = ("node.id", "listeners", "log.dirs", "controller.quorum.voters")
+QUORUM_SECRET_SETTINGS = frozenset({"controller.quorum.password",
+                                    "controller.quorum.password.file"})
+QUORUM_SECRET_FILE = "quorum.secret"
 STOP_TIMEOUT_S = 15.0
 DEFAULT_START_TIMEOUT_S = 60.0
 REFRESH_S = 2.0
@@ -112,7 +121,8 @@ def plan_cluster(brokers: int, port: int, data_dir, raft_port_base: int | None =
 @dataclass(frozen=True)
 class SecureDev:
     """What ``--secure`` adds: the SASL_SSL ports (broker i: ``port_base + i - 1``), the
-    certificates, the SCRAM user and the Raft secret (fresh each run)."""
+    certificates, the SCRAM user and (the same as without ``--secure``) the Raft
+    secret's file."""
 
     port_base: int
     pki: DevPki
@@ -133,9 +143,24 @@ def plan_secure(layout: list[BrokerPlan], port: int, data_dir) -> SecureDev:
         raise DevError(f"SASL_SSL ports {base}-{max(secure_ports)} clash with the Kafka or "
                        f"Raft ports or leave 1..65535; pick another --port")
     pki = make_dev_pki(Path(data_dir) / "tls")
-    quorum_file = pki.ca.parent / "quorum.secret"
-    write_private(quorum_file, (secrets.token_urlsafe(24) + "\n").encode())
-    return SecureDev(base, pki, quorum_file)
+    return SecureDev(base, pki, quorum_secret(data_dir))
+
+
+def quorum_secret(data_dir) -> Path:
+    """``<data-dir>/quorum.secret``: made (random, mode 0600) at the first start, then
+    reused, so brokers restarted on the same data dir still hear each other.  A file
+    others could read is made private again."""
+    path = Path(data_dir) / QUORUM_SECRET_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if path.read_text(encoding="utf-8").splitlines()[0].strip():
+            if path.stat().st_mode & 0o077:
+                os.chmod(path, 0o600)
+            return path
+    except (FileNotFoundError, IndexError):
+        pass
+    write_private(path, (secrets.token_urlsafe(24) + "\n").encode())
+    return path
 
 
 def plan_ui(layout: list[BrokerPlan], port: int, secure: SecureDev | None = None) -> int:
@@ -168,9 +193,11 @@ def voters(layout: list[BrokerPlan], count: int | None = None) -> str:
 def broker_settings(layout: list[BrokerPlan], member: BrokerPlan,
                     extra: dict[str, str], secure: SecureDev | None = None,
                     ui_port_base: int | None = None,
-                    voter_count: int | None = None) -> dict[str, str]:
+                    voter_count: int | None = None,
+                    secret_file: Path | None = None) -> dict[str, str]:
     """Every ``--set`` of one broker, managed ones first; DevError if ``extra`` names one
-    (``metrics.port`` too with ``--ui``, which sets it per broker)."""
+    (``metrics.port`` too with ``--ui``, which sets it per broker).  A quorum gets the
+    secret's file (``secret_file``, else ``--secure``'s) unless ``extra`` names one."""
     managed = set(MANAGED_SETTINGS) | ({"metrics.port"} if ui_port_base is not None else set())
     clash = sorted(managed & extra.keys())
     if clash:
@@ -180,13 +207,14 @@ def broker_settings(layout: list[BrokerPlan], member: BrokerPlan,
                 "log.dirs": str(member.data_dir)}
     if voters(layout):
         settings["controller.quorum.voters"] = voters(layout, voter_count)
+    secret_file = secret_file or (secure.quorum_password_file if secure else None)
+    if voters(layout) and secret_file is not None and not QUORUM_SECRET_SETTINGS & extra.keys():
+        settings["controller.quorum.password.file"] = str(secret_file)
     if secure is not None:
         settings["listeners"] += f",SASL_SSL://{secure.address(member)}"
         settings.update({
             "listener.name.sasl_ssl.sasl.enabled.mechanisms": DEV_MECHANISM,
             "listener.name.sasl_ssl.ssl.keystore.location": str(secure.pki.broker_keystore)})
-        if voters(layout):
-            settings["controller.quorum.password.file"] = str(secure.quorum_password_file)
     if ui_port_base is not None:
         settings["metrics.port"] = str(ui_port_base + member.node_id - 1)
     settings.update(extra)
@@ -253,10 +281,10 @@ class DevCluster:
 
     def __init__(self, layout: list[BrokerPlan], extra: dict[str, str], out=sys.stdout,
                  secure: SecureDev | None = None, ui_port_base: int | None = None,
-                 voter_count: int | None = None):
+                 voter_count: int | None = None, secret_file: Path | None = None):
         self.layout = layout
-        self.settings = [broker_settings(layout, b, extra, secure, ui_port_base, voter_count)
-                         for b in layout]
+        self.settings = [broker_settings(layout, b, extra, secure, ui_port_base, voter_count,
+                                         secret_file) for b in layout]
         self.brokers = [broker_process(member, {k: v for k, v in settings.items()
                                                 if k not in _SET_BY_BROKER_PROCESS},
                                        log_marker="raftwood dev")
@@ -477,8 +505,9 @@ def run(args) -> int:
         extra = config_module.parse_overrides(args.set)
         secure = plan_secure(layout, args.port, args.data_dir) if args.secure else None
         ui_base = plan_ui(layout, args.port, secure) if getattr(args, "ui", False) else None
+        secret_file = quorum_secret(args.data_dir) if voters(layout) else None
         cluster = DevCluster(layout, extra, secure=secure, ui_port_base=ui_base,
-                             voter_count=voter_count)
+                             voter_count=voter_count, secret_file=secret_file)
         for settings in cluster.settings:  # the brokers' own parser refuses bad settings now
             config_module.build(settings)
     except (DevError, config_module.ConfigError) as exc:
@@ -496,6 +525,9 @@ def run(args) -> int:
             else:
                 print("PLAINTEXT on loopback only (raftwood dev --secure adds SASL_SSL + "
                       "SCRAM)", flush=True)
+            if secret_file is not None:
+                print(f"metadata quorum: Raft traffic encrypted with the secret in "
+                      f"{secret_file}", flush=True)
             print(bootstrap_line(layout), flush=True)
             if ui_base is not None:
                 print(f"replication view: {ui_url(layout[0], ui_base)} (broker i: port "
