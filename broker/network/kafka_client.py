@@ -116,7 +116,8 @@ class AsyncConnection:
     """One connection to one broker, one request at a time.  Event-loop only.
 
     ``request`` raises ConnectionFailed and leaves the connection closed on any I/O
-    problem, timeout or bad response; the next ``request`` reconnects.
+    problem, timeout or bad response; the next ``request`` reconnects, as it does when
+    the peer closed the connection between requests (an idle close).
 
     The timeout of a round trip is a deadline, not a timer of its own: a follower makes
     one round trip per acknowledged batch, and a timer created and cancelled for each
@@ -155,9 +156,12 @@ class AsyncConnection:
         (decoded with ``response_class``, by default the one its header names)."""
         try:
             protocol = self._protocol
-            if protocol is None or protocol.outstanding:
+            if protocol is None or protocol.outstanding or self._stream.lost is not None:
+                # Closed meanwhile (a broker closes connections idle for
+                # connections.max.idle.ms), or an exchange was cancelled midway (its
+                # answer may still come): a new connection either way.
                 if protocol is not None:
-                    await self.close()   # an exchange was cancelled midway: its answer may still come
+                    await self.close()
                 async with asyncio.timeout(self.timeout_s):  # connecting (and SASL)
                     await self._connect()
             waiter = self._send(message, response_class)

@@ -4,12 +4,13 @@ or held in bounded memory, and the broker keeps serving a well-behaved client.
 """
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
 
 import pytest
-from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from broker.testing import BrokerProcess, KafkaConnection
 
@@ -128,3 +129,24 @@ def test_a_client_that_never_reads_holds_bounded_memory(broker):
     finally:
         sock.close()
     assert serves(broker)
+
+
+def test_the_brokers_own_client_reconnects_after_an_idle_close(broker):
+    """Connections the broker keeps to its peers (transaction markers, the replication
+    view) idle between uses; the peer closing them after connections.max.idle.ms must
+    cost a reconnect, not a failed request."""
+    from broker.network.kafka_client import AsyncConnection
+
+    async def scenario():
+        conn = AsyncConnection(broker.host, broker.port, timeout_s=WAIT_S)
+        try:
+            assert (await conn.request(ApiVersionsRequest[0]())).error_code == 0
+            deadline = time.monotonic() + WAIT_S
+            while conn._stream.lost is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)  # connections.max.idle.ms is 2 s
+            assert conn._stream.lost is not None, "the idle connection was not closed"
+            assert (await conn.request(ApiVersionsRequest[0]())).error_code == 0
+        finally:
+            await conn.close()
+
+    asyncio.run(scenario())
