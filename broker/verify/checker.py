@@ -384,7 +384,9 @@ class CheckResult:
                "txn-lost", "aborted-visible", "txn-partial", "txn-duplicate",
                "txn-stranger", "txn-unread", "lso-backwards",
                # the reassign fault's (reassign.ReassignLedger.check)
-               "reassign-stuck", "reassign-ongoing")
+               "reassign-stuck", "reassign-ongoing",
+               # a transactional id or group blocked too long (stuck.ProgressWatch)
+               "stuck")
 
     @property
     def passed(self) -> bool:

@@ -5,7 +5,9 @@ step's kind says (see ``schedule``), waits ``hold_s``, undoes it, and returns an
 ``AppliedFault`` describing what happened.  The netns kinds go to ``netfaults``; a
 ``cut`` goes through the proxy or, with brokers in namespaces, nftables; a
 ``reassign`` to ``reassign.Reassigner`` (the run's, so its ledger sees every move); a
-``voter`` takes a broker out of the metadata quorum's voters and back.
+``voter`` takes a broker out of the metadata quorum's voters and back; a
+``pause-coordinator-follower`` pauses a follower of the progress probe's coordinator
+partition (``stuck``), whatever the step's role resolved to.
 Only the runner's thread calls it.
 
 ``damage_tail`` is the storage fault: on a stopped broker, cut the active segment
@@ -30,6 +32,7 @@ from .netfaults import NetworkFaults
 from .reassign import ReassignLedger, Reassigner
 from .report import AppliedFault
 from .schedule import NETNS_FAULT_KINDS, FaultStep
+from .stuck import coordinator_follower
 
 
 # A voter change answers once committed (the broker waits up to 30 s for it).
@@ -121,6 +124,13 @@ class FaultInjector:
         finally:
             self.cluster.resume(node)
         return f"SIGSTOP broker {node} ({role}) for {step.hold_s:.1f}s, SIGCONT"
+
+    def _pause_coordinator_follower(self, step, node, tp, role) -> str:
+        follower, leader, index = coordinator_follower(self.vc.bootstrap, step.variant,
+                                                       step.pick)
+        topic = "__transaction_state" if step.variant == "txn" else "__consumer_offsets"
+        role = f"follower of {topic}-{index}, coordinator broker {leader}"
+        return self._pause(step, follower, tp, role)
 
     def _restart_clean(self, step, node, tp, role) -> str:
         self.progress(f"  #{step.index} SIGTERM broker {node} ({role})")

@@ -11,11 +11,14 @@ time, a cluster that never healed, a harness error; and the transactional worklo
 a committed transaction lost, an aborted record visible, an unknown transaction seen in
 part, a transactional record read twice or never written, a partition not read to its
 end, an LSO going back; and the ``reassign`` fault's: a move neither completed nor
-cancelled, a partition still moving after the heal) are appended as extra
+cancelled, a partition still moving after the heal; a transactional id or group
+without progress for longer than ``stuck.STUCK_BOUND_S``) are appended as extra
 ``name=count`` fields, only when non-zero.  The report has a ``transactions`` line
 (committed/aborted/unknown counts and each transactional check's count; or why the
 workload was skipped) and, when ``reassign`` ran, a ``reassign`` line (moves started,
-completed, cancelled); the PASS line itself is unchanged.  Pure formatting, apart
+completed, cancelled) and, with the transactional workload, a ``progress`` line (the
+longest time each transactional id and group could not move on, and the bound); the
+PASS line itself is unchanged.  Pure formatting, apart
 from ``Progress`` which writes.
 """
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .checker import CheckResult
+from .stuck import progress_line
 
 EXTRA_FIELDS = (("committed_changed", "committed_changed"),
                 ("out_of_isr_election", "out_of_isr_elections"),
@@ -36,7 +40,8 @@ EXTRA_FIELDS = (("committed_changed", "committed_changed"),
                 ("txn-partial", "txn_partial"), ("txn-duplicate", "txn_duplicates"),
                 ("txn-stranger", "txn_strangers"), ("txn-unread", "txn_unread"),
                 ("lso-backwards", "lso_backwards"),
-                ("reassign-stuck", "reassign_stuck"), ("reassign-ongoing", "reassign_ongoing"))
+                ("reassign-stuck", "reassign_stuck"), ("reassign-ongoing", "reassign_ongoing"),
+                ("stuck", "stuck"))
 
 
 def summary_line(passed: bool, faults: int, acked: int, lost: int, duplicates: int,
@@ -102,6 +107,7 @@ class Report:
     recovery: dict = field(default_factory=dict)   # recovery.RecoveryStats.to_dict
     transactions: dict = field(default_factory=dict)  # txncheck.TxnResult + counts, or skipped
     reassignments: dict = field(default_factory=dict)  # reassign.ReassignLedger.summary
+    progress: dict = field(default_factory=dict)  # stuck.ProgressWatch's summary
 
     @property
     def faults(self) -> int:
@@ -152,6 +158,8 @@ class Report:
                          f"{result.present} in the logs ({result.unacked_present} never "
                          f"acknowledged), {result.duplicates} duplicates")
         lines += self._transaction_lines()
+        if self.progress:
+            lines.append(progress_line(self.progress))
         lines += self._observation_lines()
         f = self.final
         if f:

@@ -71,8 +71,9 @@ from .observer import Observer
 from .reassign import REASSIGN_KIND, ReassignLedger, Reassigner, default_brokers
 from .recovery import CONVERGENCE_BOUND_S, RecoveryStats, stalls, wait_converged
 from .report import AppliedFault, Progress, Report
-from .schedule import (NETNS_FAULT_KINDS, FaultStep, format_schedule, generate_schedule,
-                       kinds_for)
+from .schedule import (NETNS_FAULT_KINDS, FaultStep, default_kinds, format_schedule,
+                       generate_schedule)
+from .stuck import PROBE_TOPIC, ProgressWatch
 from .txncheck import check_transactions
 from .txnload import ReadCommittedReader, TxnProducerWorker, final_read, txn_available
 from .workload import AckLog, ConsumerWorker, ProducerWorker, available_clients
@@ -131,9 +132,15 @@ def plan(options: VerifyOptions, network: str = "proxy"
     """(seed, schedule, partition names) for ``options``: the part a replay repeats."""
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(1 << 31)
     names = [f"{t}-{p}" for t in topic_names(options.topics) for p in range(options.partitions)]
-    steps = generate_schedule(seed, options.duration_s, options.faults or kinds_for(network),
+    steps = generate_schedule(seed, options.duration_s,
+                              options.faults or default_kinds(network, _workloads(options)),
                               len(names), max_faults=options.max_faults)
     return seed, steps, names
+
+
+def _workloads(options: VerifyOptions) -> tuple[str, ...]:
+    """The workloads that will run: ``txn`` only where its client is installed."""
+    return tuple(w for w in options.workloads if w != "txn" or txn_available()[0])
 
 
 @contextlib.contextmanager
@@ -160,7 +167,7 @@ class VerifyRun:
     def __init__(self, options: VerifyOptions, progress: Progress | None = None):
         self.progress = progress or Progress()
         self.network, self.network_why = choose_network(options.network)
-        self.kinds = tuple(options.faults or kinds_for(self.network))
+        self.kinds = tuple(options.faults or default_kinds(self.network, _workloads(options)))
         if options.brokers is None:
             options = dataclasses.replace(options, brokers=default_brokers(self.kinds))
         if options.brokers < 3:
@@ -198,6 +205,7 @@ class VerifyRun:
         self.txn_worker: TxnProducerWorker | None = None
         self.txn_reader: ReadCommittedReader | None = None
         self.txn_final: tuple | None = None      # final_read's answer
+        self.watch: ProgressWatch | None = None  # ids and groups making progress (stuck)
         self.notes: list[str] = []
         self._closed = False
 
@@ -209,7 +217,8 @@ class VerifyRun:
             return self._execute()
 
     def _chosen_kinds(self) -> tuple[str, ...]:
-        return self.kinds if self.kinds != kinds_for(self.network) else ()
+        default = default_kinds(self.network, _workloads(self.options))
+        return self.kinds if self.kinds != default else ()
 
     def _execute(self) -> Report:
         started = time.monotonic()
@@ -270,6 +279,8 @@ class VerifyRun:
             self.vc.cluster.create_topic(TXN_TOPIC, partitions=o.partitions,
                                          replication_factor=min(3, o.brokers),
                                          configs=TOPIC_CONFIGS)
+            self.vc.cluster.create_topic(PROBE_TOPIC, partitions=1,
+                                         replication_factor=min(3, o.brokers))
         problem = self.vc.wait_healthy(HEALTH_WAIT_S)
         if problem:
             raise RuntimeError(f"the new cluster is not healthy: {problem}")
@@ -309,11 +320,14 @@ class VerifyRun:
         if self._txn_on():
             partitions = list(range(o.partitions))
             self.txn_reader = ReadCommittedReader(vc.bootstrap, TXN_TOPIC, partitions).start()
+            self.watch = ProgressWatch(vc.bootstrap).start()
             self.txn_worker = TxnProducerWorker(vc.bootstrap, TXN_TOPIC, partitions,
-                                                self.seed, rate=o.txn_rate).start()
+                                                self.seed, rate=o.txn_rate,
+                                                progress=self.watch.clock).start()
             txn_words = (f"; transactions on {TXN_TOPIC} (confluent-kafka, up to "
                          f"{o.txn_rate:g}/s, 3-10 records each, about 1 in 5 aborted), a "
-                         f"read_committed reader, the LSO polled")
+                         f"read_committed reader, the LSO polled; a probe timing out "
+                         f"after 2.5s commits transactions and offsets")
         self.progress(f"load running: {len(self.producers)} producers "
                       f"({', '.join(p.client_name for p in self.producers)}), "
                       f"{o.rate:g} records/s each, acks=all, idempotent; 1 consumer; observer"
@@ -448,6 +462,8 @@ class VerifyRun:
             producer.stop()
         if self.txn_worker is not None:
             self.txn_worker.stop()
+        if self.watch is not None:
+            self.watch.stop()
         if self.consumer is not None:
             self.consumer.stop()
         if self.txn_reader is not None:
@@ -519,6 +535,8 @@ class VerifyRun:
             return
         if self.txn_worker is None:
             return
+        if self.watch is not None:
+            self.report.progress = self.watch.check(self.violations)
         try:
             self._txn_final_read(TXN_FINAL_READ_S / 2)
         except Exception as exc:

@@ -69,6 +69,13 @@ in either network mode):
     an observer, the leader handing leadership over first), hold, then add it back
     (AddRaftVoter at its own Raft address).  Convergence includes every broker seeing
     the whole voter set again.
+``pause-coordinator-follower``
+    SIGSTOP a follower of the coordinator's partition of the progress probe's
+    transactional id (variant ``txn``: its ``__transaction_state`` partition) or group
+    (``group``: its ``__consumer_offsets`` partition) for ``hold_s``, longer than the
+    probe's 2.5 s client timeout: the coordinator's write waits for the follower until
+    the ISR shrinks while its client gives up and closes the connection (see ``stuck``).
+    Added to the default kinds when the transactional workload runs (``TXN_FAULT_KINDS``).
 """
 from __future__ import annotations
 
@@ -80,7 +87,9 @@ FAULT_KINDS = ("kill-leader", "kill-follower", "kill-controller", "pause",
 NETNS_FAULT_KINDS = ("isolate-controller", "zombie-leader", "leader-from-followers",
                      "kafka-ports", "split-majority", "split-minority", "flap", "netem")
 ALL_FAULT_KINDS = FAULT_KINDS + NETNS_FAULT_KINDS
-OPT_IN_FAULT_KINDS = ("reassign", "voter")
+OPT_IN_FAULT_KINDS = ("reassign", "voter", "pause-coordinator-follower")
+# Part of the default kinds of a run with the transactional workload.
+TXN_FAULT_KINDS = ("pause-coordinator-follower",)
 KNOWN_FAULT_KINDS = ALL_FAULT_KINDS + OPT_IN_FAULT_KINDS
 NETWORKS = ("proxy", "netns")
 ALIASES = {
@@ -94,13 +103,15 @@ NETNS_ALIASES = {**ALIASES, "all": ALL_FAULT_KINDS, "network": ("cut",) + NETNS_
 ROLES = ("leader", "follower", "controller")
 FIXED_ROLE = {"kill-leader": "leader", "kill-follower": "follower",
               "kill-controller": "controller", "isolate-controller": "controller",
-              "zombie-leader": "leader", "leader-from-followers": "leader"}
+              "zombie-leader": "leader", "leader-from-followers": "leader",
+              "pause-coordinator-follower": "follower"}
 ROLE_CHOICES = {"split-majority": ("leader", "controller"),
                 "split-minority": ("leader", "controller"),
                 "reassign": ("leader", "follower"),
                 "voter": ("controller", "follower")}
 VARIANTS = {"cut": ("isolate", "pair"), "corrupt-tail": ("truncate", "corrupt"),
-            "reassign": ("move", "move", "cancel")}   # about one move in three cancelled
+            "reassign": ("move", "move", "cancel"),   # about one move in three cancelled
+            "pause-coordinator-follower": ("txn", "group")}
 # isolate-controller: (variant, weight); a long one at most once per LONG_EVERY_S.
 ISOLATE_VARIANTS = (("short", 6), ("blind", 3), ("long", 1))
 LONG_HOLD_RANGE_S = (65.0, 75.0)   # past the Raft journal compaction interval (60 s)
@@ -115,7 +126,7 @@ HOLD_RANGES_S = {"kill-leader": (0.5, 3.0), "kill-follower": (0.5, 3.0),
                  "leader-from-followers": (3.5, 5.0), "kafka-ports": (1.5, 3.5),
                  "split-majority": (1.5, 3.5), "split-minority": (1.5, 3.5),
                  "flap": (1.5, 3.0), "netem": (2.0, 4.0), "reassign": (0.0, 0.0),
-                 "voter": (1.0, 3.0)}
+                 "voter": (1.0, 3.0), "pause-coordinator-follower": (6.0, 10.0)}
 # What a step costs beyond its hold time, for planning: a broker restart (process start,
 # registration) where there is one, plus recovery of the ISR.
 RECOVERY_ESTIMATE_S = {"kill-leader": 2.5, "kill-follower": 2.5, "kill-controller": 2.5,
@@ -125,7 +136,8 @@ RECOVERY_ESTIMATE_S = {"kill-leader": 2.5, "kill-follower": 2.5, "kill-controlle
                        "leader-from-followers": 1.5, "kafka-ports": 1.5,
                        "split-majority": 1.5, "split-minority": 2.0, "flap": 1.0,
                        "netem": 1.0, "reassign": 4.0,  # reassign: copy, join, complete
-                       "voter": 3.0}  # voter: hand-over, two committed changes
+                       "voter": 3.0,  # voter: hand-over, two committed changes
+                       "pause-coordinator-follower": 2.0}
 GAP_RANGE_S = (0.5, 1.5)
 WARMUP_S = 2.0
 
@@ -163,6 +175,9 @@ class FaultStep:
                     else f"cut {target} off from one other broker for {self.hold_s:.1f}s"),
             "corrupt-tail": f"kill -9 {target}, {self.variant} the tail of its {name} "
                             f"log, start it",
+            "pause-coordinator-follower": f"pause a follower of the probe's {self.variant} "
+                                          f"coordinator partition for {self.hold_s:.1f}s "
+                                          f"while its client times out",
             "voter": f"take {target} out of the metadata quorum's voters for "
                      f"{self.hold_s:.1f}s (an observer), then add it back",
             "reassign": f"move the replica of {target} to a broker without one "
@@ -225,6 +240,12 @@ def netem_params(step: FaultStep) -> tuple[int, int, int]:
 def kinds_for(network: str) -> tuple[str, ...]:
     """Every kind a network mode can run: ``proxy`` FAULT_KINDS, ``netns`` all."""
     return ALL_FAULT_KINDS if network == "netns" else FAULT_KINDS
+
+
+def default_kinds(network: str, workloads=()) -> tuple[str, ...]:
+    """The kinds of a run without ``--faults``: the network mode's, and
+    TXN_FAULT_KINDS when the transactional workload runs."""
+    return kinds_for(network) + (TXN_FAULT_KINDS if "txn" in workloads else ())
 
 
 def parse_fault_kinds(text: str | None, network: str = "proxy") -> tuple[str, ...]:

@@ -92,8 +92,13 @@ class TxnProducerWorker:
     transaction until ``finish``'s deadline."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: list[int], seed: int, *,
-                 rate: float = 5.0, transactional_id: str = "raftwood-verify-txn"):
+                 rate: float = 5.0, transactional_id: str = "raftwood-verify-txn",
+                 progress=None):
         self.bootstrap = bootstrap
+        # stuck.ProgressClock, marked each time a transaction is committed or aborted as
+        # planned (the transactional id moved on).
+        self.progress = progress
+        self.progress_name = f"transactional.id {transactional_id}"
         self.topic = topic
         self.partitions = list(partitions)
         self.rate = rate
@@ -119,11 +124,15 @@ class TxnProducerWorker:
         if self.producer is None:
             raise RuntimeError(f"the transactional producer could not initialise within "
                                f"{init_timeout_s:g}s ({dict(self.errors)})")
+        if self.progress is not None:
+            self.progress.watch(self.progress_name)
         self.thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
+        if self.progress is not None:  # no transaction is expected from here on
+            self.progress.retire(self.progress_name)
 
     def finish(self, timeout_s: float) -> None:
         """Stop after the transaction in progress, write the closing transaction (until
@@ -187,18 +196,20 @@ class TxnProducerWorker:
                 self.producer.flush(TXN_CALL_S)
                 stage = "abort"
                 self._abort()
-                self._end(txn, "aborted")
+                self._end(txn, "aborted", progressed=True)
                 return txn
             stage = "commit"
             self._commit()
-            self._end(txn, "committed")
+            self._end(txn, "committed", progressed=True)
         except Exception as exc:  # KafkaException, BufferError (queue full)
             self._recover(txn, stage, exc)
         return txn
 
-    def _end(self, txn: Txn, outcome: str, note: str = "") -> None:
+    def _end(self, txn: Txn, outcome: str, note: str = "", progressed: bool = False) -> None:
         with self._lock:
             txn.outcome, txn.note = outcome, note
+        if progressed and self.progress is not None:
+            self.progress.mark(self.progress_name)
 
     def _commit(self) -> None:
         for attempt in range(COMMIT_TRIES):
