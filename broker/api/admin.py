@@ -24,7 +24,8 @@ from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable, assign_replicas
-from .partitions import Deadline, unknown_after_wait
+from .partitions import (EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, Deadline,
+                         unknown_after_wait)
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal, topic_name_problem
 
@@ -74,6 +75,10 @@ async def _create_topics(ctx, request):
     seen: set[str] = set()
     authorizer = ctx.authorizer
     may_create_any = authorizer.allows_cluster(request, AclOperation.CREATE, log_denial=False)
+    if _requested_partitions(ctx, body.topics) > MAX_PARTITIONS_PER_REQUEST:
+        return CreateTopicsResponse(throttle_time_ms=0, topics=[
+            _refused(t.name, ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
+            for t in body.topics])
     for topic in body.topics:
         try:
             if topic.name in seen:
@@ -101,6 +106,15 @@ async def _create_topics(ctx, request):
     results = [_refused(r.name, ErrorCode.REQUEST_TIMED_OUT, "created, but not yet known to "
                         "every live broker") if r.name in unknown else r for r in results]
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _requested_partitions(ctx, topics) -> int:
+    """Kafka's count for its per-request limit: assignments when given, else the
+    partitions asked for (-1: the default)."""
+    default = ctx.config["num.partitions"]
+    return sum(len(t.assignments) if t.assignments
+               else default if t.num_partitions == -1 else max(0, t.num_partitions)
+               for t in topics)
 
 
 def _refused(name, code, message):

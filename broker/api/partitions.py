@@ -40,6 +40,11 @@ from ..topics import is_internal
 log = logging.getLogger(__name__)
 
 Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+# Kafka's MAX_PARTITIONS_PER_BATCH: more new partitions than this in one CreateTopics or
+# CreatePartitions request is refused with POLICY_VIOLATION before any is assigned
+# (assigning two billion replica lists would hold the event loop for good).
+MAX_PARTITIONS_PER_REQUEST = 10_000
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
 
 
 class PartitionsRefused(Exception):
@@ -86,6 +91,7 @@ async def _create_partitions(ctx, request):
     results: list = []
     positions: dict[str, tuple] = {}
     named = [topic.name for topic in body.topics]
+    budget = MAX_PARTITIONS_PER_REQUEST
     for topic in body.topics:
         try:
             if not ctx.authorizer.allows(request, AclOperation.ALTER, ResourceType.TOPIC,
@@ -94,7 +100,8 @@ async def _create_partitions(ctx, request):
                                         "Alter on the topic is required")
             if named.count(topic.name) > 1:
                 raise PartitionsRefused(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
-            topic_id, assignment = _validate(ctx, topic)
+            topic_id, assignment = _validate(ctx, topic, budget)
+            budget -= len(assignment)
             if not body.validate_only:
                 await ctx.metadata.create_partitions(topic.name, topic_id, topic.count,
                                                      assignment)
@@ -119,8 +126,9 @@ def _refused(name: str, code: ErrorCode, message: str):
     return Result(name=name, error_code=code, error_message=message)
 
 
-def _validate(ctx, topic) -> tuple[str, list[list[int]]]:
-    """(topic id, replica lists of the new partitions), or PartitionsRefused."""
+def _validate(ctx, topic, budget: int) -> tuple[str, list[list[int]]]:
+    """(topic id, replica lists of the new partitions), or PartitionsRefused; at most
+    ``budget`` new partitions (the request's remaining MAX_PARTITIONS_PER_REQUEST)."""
     image = ctx.image
     info = image.topics.get(topic.name)
     if info is None:
@@ -138,6 +146,8 @@ def _validate(ctx, topic) -> tuple[str, list[list[int]]]:
         raise PartitionsRefused(ErrorCode.INVALID_PARTITIONS,
                                 f"Topic already has {current} partition(s).")
     added = topic.count - current
+    if added > budget:
+        raise PartitionsRefused(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
     replication = len(info.partitions[0].replicas) if info.partitions else 1
     if topic.assignments is None:
         live = image.live_brokers()
