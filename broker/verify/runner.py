@@ -536,7 +536,9 @@ class VerifyRun:
         if self.txn_worker is None:
             return
         if self.watch is not None:
-            self.report.progress = self.watch.check(self.violations)
+            held = [s.hold_s for s in self.steps
+                    if any(a.index == s.index and a.skipped is None for a in self.report.applied)]
+            self.report.progress = self.watch.check(self.violations, max(held, default=0.0))
         try:
             self._txn_final_read(TXN_FINAL_READ_S / 2)
         except Exception as exc:

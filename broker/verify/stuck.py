@@ -18,7 +18,9 @@ to the client; only the answer is lost).  Two things measure it along a run:
 The ``pause-coordinator-follower`` fault (``schedule``) pauses a follower of the probe's
 coordinator partition (``coordinator_follower``) while the probe times out: the
 scenario that once left a transactional id answering CONCURRENT_TRANSACTIONS for good.
-A name without progress for longer than ``STUCK_BOUND_S`` is a ``stuck`` violation.
+A name without progress for longer than ``STUCK_BOUND_S`` (or, when a fault was held
+longer, than that hold and ``HOLD_MARGIN_S``: a controller isolated for 75 s may keep a
+coordinator away that long) is a ``stuck`` violation.
 
 Threads: the probe runs its own thread and is the only user of its connections; the
 clock is guarded by a lock (the workload's thread marks it too); ``stop`` is bounded.
@@ -44,7 +46,8 @@ PROBE_GROUP = "verify-probe"
 PROBE_TOPIC = "verify-probe"
 CLIENT_TIMEOUT_S = 2.5     # the impatient client's request timeout
 PROBE_INTERVAL_S = 0.5
-STUCK_BOUND_S = 60.0       # inclusive: longer without progress is a violation
+STUCK_BOUND_S = 60.0       # inclusive: longer without progress is a violation ...
+HOLD_MARGIN_S = 30.0       # ... or than the longest fault held, and this margin
 TXN_TIMEOUT_MS = 20_000
 TXN_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -227,23 +230,26 @@ class ProgressWatch:
         self.clock = ProgressClock()
         self.probe = ProgressProbe(bootstrap, self.clock)
         self.bound_s = bound_s
-        self._summary: dict | None = None
+        self._longest: dict[str, float] | None = None  # fixed by the first ``stop``
 
     def start(self) -> "ProgressWatch":
         self.probe.start()
         return self
 
     def stop(self) -> dict:
-        """Stop the probe (idempotent) and fix the figures at this moment."""
-        if self._summary is None:
+        """Stop the probe and fix the figures at this moment (the first call does);
+        the summary against the current bound."""
+        if self._longest is None:
             self.probe.stop()
-            self._summary = stuck_summary(self.clock.longest(), self.bound_s)
-            self._summary.update(probe_rounds=self.probe.rounds,
-                                 probe_timeouts=self.probe.timeouts)
-        return self._summary
+            self._longest = self.clock.longest()
+        summary = stuck_summary(self._longest, self.bound_s)
+        summary.update(probe_rounds=self.probe.rounds, probe_timeouts=self.probe.timeouts)
+        return summary
 
-    def check(self, violations) -> dict:
-        """``stuck`` violations for every name over the bound; the summary."""
+    def check(self, violations, longest_hold_s: float = 0.0) -> dict:
+        """``stuck`` violations for every name over the bound (raised to the longest
+        fault hold and HOLD_MARGIN_S when that is more); the summary."""
+        self.bound_s = max(self.bound_s, longest_hold_s + HOLD_MARGIN_S)
         summary = self.stop()
         for name in summary["stuck"]:
             violations.add("stuck", f"{name} made no progress for "

@@ -79,3 +79,15 @@ def test_the_coordinator_fault_is_a_default_only_with_transactions():
     assert {s.variant for s in steps} <= {"txn", "group"}
     assert all(6.0 <= s.hold_s <= 10.0 for s in steps)
     assert "while its client times out" in steps[0].describe()
+
+
+def test_a_fault_held_longer_than_the_bound_raises_it():
+    time = FakeTime()
+    watch = ProgressWatch("127.0.0.1:1", bound_s=60.0)
+    watch.clock = ProgressClock(time)
+    watch.clock.watch("transactional.id t")
+    time.now += 90           # a controller isolated for 70 s kept the coordinator away
+    violations = ViolationLog()
+    summary = watch.check(violations, longest_hold_s=70.0)
+    assert summary["bound_s"] == 100.0 and summary["stuck"] == []
+    assert violations.count("stuck") == 0
