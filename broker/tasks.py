@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 REPEAT_LOG_INTERVAL_S = 60.0
 # How long ``shutdown`` waits for the work of ``outlive`` before cancelling it; its
 # writes wait at most 30 s for their acks, but a stopping broker must not wait that long.
-WORK_GRACE_S = 5.0
+WORK_GRACE_S = 3.0
 
 T = TypeVar("T")
 
