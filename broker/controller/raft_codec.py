@@ -11,8 +11,9 @@ unpickling pysyncobj does (``pysyncobj.pickle.loads`` / ``load`` and the
 
 Invariants:
 
-* a pickle may name only ``ALLOWED_GLOBALS`` (builtin containers and scalars, bytes as
-  protocol 2 writes them, pysyncobj's node classes) and classes *defined* in
+* a pickle may name only ``ALLOWED_GLOBALS`` (sets, a few ``collections`` containers,
+  pysyncobj's node classes), bytes the way protocol 2 writes them (``BYTES_GLOBALS``,
+  which build nothing else: no ``bytes(10**10)``) and classes *defined* in
   ``STATE_MODULES`` (Raftwood's replicated state and commands): no function, no module,
   no dotted name.  Anything else raises ``RefusedPickle`` before it is looked up;
 * a refused frame drops its connection (pysyncobj disconnects on any decoding error)
@@ -28,8 +29,8 @@ encryption and exploit integration tests, logging every global a pickle named:
 ``pysyncobj.node.TCPNode`` (membership entries, dumps) and ``ClusterState`` (dumps,
 snapshots), which holds the other state classes (``BrokerInfo``, ``TopicInfo``,
 ``PartitionInfo``, ``Election``, the ``ReplicaState`` enum).  Commands and frames carry
-builtins only.  The other builtin containers and scalars are allowed too: calling them
-runs nothing.
+builtins only; ``OrderedDict``, ``defaultdict``, ``deque`` and ``frozenset`` are
+allowed as well (containers a state may hold; building them runs nothing).
 """
 from __future__ import annotations
 
@@ -51,11 +52,7 @@ from pysyncobj.syncobj import _COMMAND_TYPE
 log = logging.getLogger(__name__)
 
 ALLOWED_GLOBALS = frozenset({
-    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "bytearray"),
-    ("builtins", "list"), ("builtins", "dict"), ("builtins", "tuple"),
-    ("builtins", "int"), ("builtins", "float"), ("builtins", "str"), ("builtins", "bytes"),
-    ("builtins", "bool"),
-    ("_codecs", "encode"),  # protocol 2 writes bytes as _codecs.encode(text, "latin1")
+    ("builtins", "set"), ("builtins", "frozenset"),
     ("collections", "OrderedDict"), ("collections", "defaultdict"), ("collections", "deque"),
     ("pysyncobj.node", "Node"), ("pysyncobj.node", "TCPNode"),
 })
@@ -102,6 +99,24 @@ class RateLimitedWarning:
 refusal_warning = RateLimitedWarning(log)
 
 
+def _empty_bytes(*args) -> bytes:
+    """``bytes()``, protocol 2's ``b""``; a size or anything else is refused."""
+    if args:
+        raise RefusedPickle("builtins.bytes with arguments")
+    return b""
+
+
+def _latin1_bytes(text, encoding="latin1") -> bytes:
+    """``_codecs.encode(text, "latin1")``, protocol 2's non-empty bytes; any other
+    codec is refused."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise RefusedPickle(f"_codecs.encode to {encoding!r}")
+    return text.encode("latin1")
+
+
+BYTES_GLOBALS = {("builtins", "bytes"): _empty_bytes, ("_codecs", "encode"): _latin1_bytes}
+
+
 def allowed(module: str, name: str) -> bool:
     if (module, name) in ALLOWED_GLOBALS:
         return True
@@ -123,6 +138,8 @@ class RestrictedUnpickler(pickle.Unpickler):
             module, name = _compat_pickle.NAME_MAPPING[(module, name)]
         elif module in _compat_pickle.IMPORT_MAPPING:
             module = _compat_pickle.IMPORT_MAPPING[module]
+        if (module, name) in BYTES_GLOBALS:
+            return BYTES_GLOBALS[(module, name)]
         if allowed(module, name):
             return super().find_class(module, name)
         raise RefusedPickle(f"{module}.{name}")

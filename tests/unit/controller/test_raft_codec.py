@@ -91,6 +91,17 @@ def test_any_other_global_is_refused(module, name):
         pysyncobj_pickle.loads(_global(module, name))
 
 
+@pytest.mark.parametrize("payload", [
+    b"c__builtin__\nbytes\n(I1000000000\ntR.",         # bytes(10**9): a 10**9-byte frame
+    b"c_codecs\nencode\n(Vx\nVzlib\ntR.",               # another codec
+    b"c_codecs\nencode\n(I7\nVlatin1\ntR.",             # not text
+    b"c__builtin__\nbytearray\n(I1000000000\ntR.",
+], ids=["bytes-of-a-size", "other-codec", "encode-an-int", "bytearray"])
+def test_bytes_are_built_only_the_way_protocol_2_writes_them(payload):
+    with pytest.raises(RefusedPickle):
+        raft_codec.loads(payload)
+
+
 def test_a_refused_frame_is_one_warning_per_interval(caplog):
     raft_codec.refusal_warning._last = float("-inf")
     for _ in range(5):
