@@ -34,6 +34,8 @@ from protocol.errors import ErrorCode
 from .records import OffsetValue
 from .state import CommittedOffset, GroupMetadata, GroupState
 
+INT64_MAX = (1 << 63) - 1
+
 TopicPartition = tuple[str, int]
 
 
@@ -62,7 +64,9 @@ class OffsetsMixin:
         results: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetValue] = {}
         now_ms = self.clock_ms()
-        expire_ms = now_ms + retention_time_ms if retention_time_ms > 0 else -1
+        # An expiry past int64 (a retention of ~2^63 ms) is as good as none, and must
+        # still fit the offset record.
+        expire_ms = min(now_ms + retention_time_ms, INT64_MAX) if retention_time_ms > 0 else -1
         for tp, (offset, leader_epoch, metadata) in offsets.items():
             code = self._check_partition(tp, metadata)
             if code != ErrorCode.NONE:

@@ -134,3 +134,32 @@ def test_create_partitions_refuses_excessive_count_and_keeps_serving(lone_broker
                                                          validate_only=False))
         assert answer.results[0].error_code == 44, answer  # POLICY_VIOLATION
         assert conn.api_versions().error_code == 0
+
+
+def test_offset_commit_with_absurd_retention_is_answered(lone_broker):
+    """OffsetCommit v2 keeping offsets for 2^63-1 ms: answered (the offsets stored), where
+    the expiry time overflowed int64 and the broker logged a traceback and closed."""
+    import time
+    from kafka.protocol.consumer import OffsetCommitRequest
+    from kafka.protocol.metadata import FindCoordinatorRequest
+    from broker.testing import KafkaConnection
+
+    topic_class = OffsetCommitRequest.OffsetCommitRequestTopic
+    partition = topic_class.OffsetCommitRequestPartition(
+        partition_index=0, committed_offset=5, committed_leader_epoch=-1, commit_timestamp=-1,
+        committed_metadata="")
+    request = OffsetCommitRequest[2](
+        group_id="fz-retention", generation_id_or_member_epoch=-1, member_id="",
+        retention_time_ms=(1 << 63) - 1,
+        topics=[topic_class(name="kept", partitions=[partition])])
+    with KafkaConnection(lone_broker.bootstrap, timeout_s=20.0) as conn:
+        assert conn.create_topic("kept", 1) == 0
+        conn.request(FindCoordinatorRequest[1](key="fz-retention", key_type=0))
+        answer = None
+        for _ in range(100):  # until the offsets topic exists and is loaded (bounded)
+            answer = conn.request(request)
+            if answer.topics[0].partitions[0].error_code not in (14, 15, 16):
+                break
+            time.sleep(0.1)
+        assert answer.topics[0].partitions[0].error_code == 0, answer
+        assert conn.api_versions().error_code == 0
