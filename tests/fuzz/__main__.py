@@ -50,7 +50,9 @@ def print_table(report: dict, out=sys.stdout) -> None:
 
     line(f"\nrequests judged {report.get('requests', 0):,} in {report.get('elapsed_s', 0)} s "
          f"({report.get('requests_per_s', 0):,}/s), {report.get('connections', 0):,} "
-         f"connections, {report.get('dropped_behind_close', 0):,} dropped behind a close")
+         f"connections, {report.get('dropped_behind_close', 0):,} dropped behind a close, "
+         f"{report.get('unconfirmed_closes', 0):,} valid requests closed on but answered "
+         f"when sent again")
     line("outcomes: " + ", ".join(f"{k} {v:,}" for k, v in
                                   sorted(report.get("outcomes", {}).items())))
     line("refusals by kind: " + ", ".join(f"{k} {v:,}" for k, v in

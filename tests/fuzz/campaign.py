@@ -151,6 +151,7 @@ def _engine_report(engine: Engine, elapsed: float) -> dict:
     return {"elapsed_s": round(elapsed, 1), "requests": tally.judged,
             "requests_per_s": round(tally.judged / elapsed, 1) if elapsed else 0.0,
             "dropped_behind_close": tally.dropped, "connections": tally.connections,
+            "unconfirmed_closes": tally.unconfirmed_closes,
             "connect_failures": tally.connect_failures, "outcomes": outcomes,
             "refusals": dict(tally.refusals.most_common()), "by_api": by_api,
             "by_mutation": by_mutation,

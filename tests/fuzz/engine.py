@@ -6,8 +6,9 @@ Kinds of connection, ``links`` here:
   (``Mutator``) last, so the broker closing on it cuts no other request short;
 * clean links send generated requests unmutated (nulls only where allowed), pipelined
   ``depth`` deep.  A broker must answer every valid request, on any link: a close
-  there is a violation (but for a refused acks=0 Produce, and after a refused
-  SaslAuthenticate, which Raftwood answers and then closes);
+  there is a violation when the same request, sent again alone on a new connection, is
+  closed on again (but for a refused acks=0 Produce, and after a SaslAuthenticate,
+  which Raftwood answers and then closes);
 * one sentinel link per broker sends ApiVersions every ``SENTINEL_INTERVAL_S`` and waits
   for its answer: a broker that leaves it unanswered for ``serve_timeout_s`` has stopped
   serving others.
@@ -46,6 +47,7 @@ SENTINEL_FRAME = bytes.fromhex("0012000000000000ffff")  # ApiVersions v0, client
 MAX_CORRELATION = 1 << 30
 RECV_BYTES = 1 << 18
 MAX_VIOLATION_SAMPLES = 50
+RECHECK_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -88,6 +90,7 @@ class Tally:
     violations: list = field(default_factory=list)
     violation_count: int = 0
     sentinel_max_wait_s: dict = field(default_factory=dict)
+    unconfirmed_closes: int = 0  # valid requests closed on, answered when sent again
     sent_versions: set = field(default_factory=set)  # (api_key, version) sent unmutated
 
     def violation(self, what: str, sent: Sent | None = None, node_id: int | None = None,
@@ -202,12 +205,27 @@ class Engine:
             # way to tell), and any after a SaslAuthenticate was answered (Raftwood closes
             # once the requests already read are answered: the close belongs to it).
             if sent.label == "valid" and sent.expects_response and not link.sasl_answered:
-                self.tally.violation("a valid request was answered by closing the connection",
-                                     sent, link.node_id, link)
+                self._recheck(link, sent)
             elif link.kind == "sentinel":
                 self.tally.violation("ApiVersions v0 was answered by closing the connection",
                                      sent, link.node_id)
         self._close(link)
+
+    def _recheck(self, link: Link, sent: Sent) -> None:
+        """A valid request met a close: send it again alone on a new connection (blocking,
+        bounded).  Closed again: a violation.  Answered: the close came from elsewhere (a
+        connection reset before the broker accepted it, under load), counted apart."""
+        try:
+            with socket.create_connection(link.address, timeout=RECHECK_TIMEOUT_S) as sock:
+                sock.sendall(sent.wire)
+                answered = len(sock.recv(4)) > 0
+        except OSError:
+            answered = False
+        if answered:
+            self.tally.unconfirmed_closes += 1
+            return
+        self.tally.violation("a valid request was answered by closing the connection, "
+                             "again on a new connection", sent, link.node_id, link)
 
     # -- sending ---------------------------------------------------------------------------
     def _next_correlation(self) -> int:
