@@ -71,7 +71,8 @@ def print_table(report: dict, out=sys.stdout) -> None:
          f"refused {load.get('failed', {})}")
     line(f"brokers: {report.get('brokers', {})}; exit codes {report.get('exit_codes', {})}")
     line(f"fresh client: {report.get('fresh_client', {})}")
-    line(f"sentinel max wait (s): {report.get('sentinel_max_wait_s', {})}")
+    line(f"sentinel max wait (s): {report.get('sentinel_max_wait_s', {})}; CPU seconds while "
+         f"fuzzing: {report.get('cpu_s', {})}")
     logs = report.get("logs", {})
     line(f"broker logs: {logs.get('counts', {})}")
     for kind, samples in logs.get("samples", {}).items():

@@ -16,6 +16,7 @@ Steps of ``run(options)``, each named in the report:
 """
 from __future__ import annotations
 
+import os
 import random
 import re
 import shutil
@@ -71,8 +72,10 @@ def run(options, say=print) -> dict:
         engine = _engine(options, brokers, say)
         say(f"fuzzing {bootstrap}: up to {options.requests:,} requests or {options.duration:.0f} s,"
             f" seed {options.seed}")
+        cpu_before = _cpu_seconds(cluster)
         elapsed = engine.run(options.requests, options.duration)
         report.update(_engine_report(engine, elapsed))
+        report["cpu_s"] = _cpu_used(cpu_before, _cpu_seconds(cluster))
         _check(report, "stuck_stacks", lambda: _stuck_stacks(cluster, report))
         _check(report, "load", lambda: _stop_and_verify(load, cluster, bootstrap))
         _check(report, "brokers", lambda: _broker_health(cluster, brokers))
@@ -135,6 +138,24 @@ def _engine(options, brokers, say) -> Engine:
 
 
 # -- step 3: what the engine saw ---------------------------------------------------------------
+def _cpu_seconds(cluster) -> dict[str, float]:
+    """CPU seconds (user + system) so far: this process, and each broker (Linux /proc)."""
+    seconds = {"fuzzer": time.process_time()}
+    for broker in cluster.brokers if cluster is not None else ():
+        try:
+            fields = Path(f"/proc/{broker.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            seconds[f"broker {broker.node_id}"] = (int(fields[11]) + int(fields[12])) \
+                / os.sysconf("SC_CLK_TCK")
+        except (OSError, TypeError, IndexError, ValueError):
+            continue
+    return seconds
+
+
+def _cpu_used(before: dict, after: dict) -> dict[str, float]:
+    return {k: round(after[k] - before[k], 1) for k in after if k in before}
+
+
+
 def _engine_report(engine: Engine, elapsed: float) -> dict:
     tally = engine.tally
     by_api: dict = {}
@@ -263,11 +284,19 @@ def _scan_logs(paths: list[Path], samples: int = 5) -> dict:
                 if pattern.search(line):
                     counts[kind] += 1
                     if len(found[kind]) < samples:
-                        start = index - 1 if kind == "traceback" else index
-                        found[kind].append(f"{path.name}: " + "\n".join(
-                            lines[max(0, start):index + (25 if kind == "traceback" else 1)]))
+                        found[kind].append(f"{path.name}: " + _excerpt(lines, index, kind))
     return {"counts": counts, "samples": {k: v for k, v in found.items() if v},
             "files": [str(p) for p in paths]}
+
+
+def _excerpt(lines: list[str], index: int, kind: str) -> str:
+    """The line, or for a traceback the log line before it and the whole traceback."""
+    if kind != "traceback":
+        return lines[index]
+    end = index + 1
+    while end < len(lines) and (lines[end].startswith(" ") or end == index + 1):
+        end += 1
+    return "\n".join(lines[max(0, index - 1):min(end + 1, len(lines), index + 60)])
 
 
 def _failures(report: dict) -> list[str]:

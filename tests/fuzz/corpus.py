@@ -21,7 +21,7 @@ from .requests import HAND_WRITTEN, RequestFactory, served_versions
 
 CLIENT_ID = "fz"
 SLOTS = 6
-REFRESH_EVERY = 25  # one slot rebuilt per this many picks, on average
+REFRESH_EVERY = 100  # one slot rebuilt per this many picks, on average
 BUILD_ATTEMPTS = 20
 
 
