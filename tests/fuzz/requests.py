@@ -49,8 +49,8 @@ class Vocabulary:
     topics: list[str]
     # The only topics DeleteTopics names (CreateTopics names them too): ``topics`` stay.
     doomed_topics: list[str] = field(default_factory=lambda: ["fz-doomed", "fz-missing"])
-    missing_topics: list[str] = field(default_factory=lambda: ["fz-missing", "", "a" * 249,
-                                                                "bad/name", "..", "__consumer_offsets"])
+    missing_topics: list[str] = field(default_factory=lambda: [
+        "fz-missing", "", "a" * 249, "bad/name", "..", "__consumer_offsets"])
     groups: list[str] = field(default_factory=lambda: ["fz-group", "fz-group-2", ""])
     transactional_ids: list[str] = field(default_factory=lambda: ["fz-txn", "fz-txn-2", ""])
     config_names: list[str] = field(default_factory=lambda: [
