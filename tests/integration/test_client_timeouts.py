@@ -11,7 +11,10 @@ the client.  After the follower is resumed and the ISR is full again:
   commits a transaction, and a read_committed consumer reads that transaction;
 * an EndTxn whose client left still ends its transaction (CompleteCommit/CompleteAbort);
 * an OffsetCommit whose client left is visible to OffsetFetch;
-* topics a CreateTopics created while its client left exist on every broker.
+* a group whose leader left while its SyncGroup's assignment was being written is
+  Stable with that assignment;
+* topics a CreateTopics, and partitions a CreatePartitions, created while their client
+  left exist on every broker.
 """
 from __future__ import annotations
 
@@ -20,8 +23,10 @@ import time
 import pytest
 from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaException, Producer,
                              TopicPartition)
-from kafka.protocol.admin import CreateTopicsRequest, DescribeTransactionsRequest
-from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
+                                  DescribeTransactionsRequest)
+from kafka.protocol.consumer import (JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest,
+                                     SyncGroupRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import (AddPartitionsToTxnRequest, EndTxnRequest,
                                      InitProducerIdRequest)
@@ -246,29 +251,80 @@ def test_a_timed_out_offset_commit_is_applied(cluster):
         (NONE, 42, "left")
 
 
-def test_topics_created_while_their_client_left_exist_everywhere(cluster):
-    """CreateTopics waits until every live broker knows the topics; a paused broker
-    holds that wait past the client's timeout.  Every topic of the request is created."""
+def test_a_group_whose_leader_left_during_sync_is_stable(cluster):
+    """The leader's SyncGroup writes the assignment; its client leaves while the write
+    waits.  The group still becomes Stable, and the SyncGroup sent again (same
+    generation) is answered with the assignment stored."""
+    group = "timeout-sync"
+    leader = coordinator(cluster, group, 0)
+    protocol = JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"m")
+
+    def join(conn, member_id: str):
+        return conn.request(JoinGroupRequest[5](
+            group_id=group, session_timeout_ms=60_000, rebalance_timeout_ms=60_000,
+            member_id=member_id, group_instance_id=None, protocol_type="consumer",
+            protocols=[protocol]))
+
+    with cluster.connect(leader) as conn:
+        first = join(conn, "")
+        joined = join(conn, first.member_id) if first.error_code == 79 else first
+    assert joined.error_code == NONE and joined.leader == joined.member_id, joined
+    member, generation = joined.member_id, joined.generation_id
+    assigned = SyncGroupRequest.SyncGroupRequestAssignment(member_id=member,
+                                                           assignment=b"all of it")
+
+    def sync(assignments):
+        return SyncGroupRequest[3](group_id=group, generation_id=generation, member_id=member,
+                                   group_instance_id=None, assignments=assignments)
+
+    follower = paused_follower(cluster, "__consumer_offsets", group, leader)
+    cluster.pause(follower)
+    paused_at = time.monotonic()
+    give_up(cluster, leader, sync([assigned]))
+    heal(cluster, follower, paused_at, "__consumer_offsets")
+    with cluster.connect(leader) as conn:
+        answer = conn.request(sync([]))
+    assert (answer.error_code, answer.assignment) == (NONE, b"all of it"), answer
+
+
+def wait_known(cluster: ClusterProcess, names: list[str], partitions: int) -> None:
+    """Every broker (the paused one catching up) knows each topic with ``partitions``."""
+    wanted = {name: (NONE, partitions) for name in names}
+    for node_id in cluster.node_ids:
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            with cluster.connect(node_id) as conn:
+                known = {t.name: (t.error_code, len(t.partitions))
+                         for t in conn.metadata(names).topics}
+            if known == wanted or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert known == wanted, (node_id, known)
+
+
+def test_topics_and_partitions_created_while_their_client_left_exist_everywhere(
+        raftwood_cluster_factory):
+    """CreateTopics and CreatePartitions wait until every live broker knows what they
+    created; a paused broker (live all along: a session timeout longer than the pause)
+    holds that wait past the client's timeout.  Every topic and partition of the
+    requests is created."""
+    cluster = raftwood_cluster_factory(3, **{**SETTINGS, "broker.session.timeout.ms": 30_000})
+    cluster.create_topic(TOPIC, 1, replication_factor=3)
     controller = cluster.controller_id()
     asked = next(n for n in cluster.node_ids if n != controller)
     paused = next(n for n in cluster.node_ids if n not in (controller, asked))
     Topic = CreateTopicsRequest.CreatableTopic
     names = [f"left-{i}" for i in range(3)]
+    grown = CreatePartitionsRequest.CreatePartitionsTopic(name=TOPIC, count=3,
+                                                          assignments=None)
     cluster.pause(paused)
     paused_at = time.monotonic()
+    give_up(cluster, asked, CreatePartitionsRequest[3](topics=[grown], timeout_ms=30_000,
+                                                       validate_only=False))
     give_up(cluster, asked, CreateTopicsRequest[4](topics=[Topic(
         name=name, num_partitions=1, replication_factor=2, assignments=[], configs=[])
         for name in names], timeout_ms=30_000, validate_only=False))
     time.sleep(max(0.0, paused_at + PAUSE_S - time.monotonic()))
     cluster.resume(paused)
-    for name in names:
-        cluster.wait_for_leader(name, 0, timeout_s=WAIT_S)
-    for node_id in cluster.node_ids:  # the paused broker catches up on the metadata
-        deadline = time.monotonic() + WAIT_S
-        while True:
-            with cluster.connect(node_id) as conn:
-                known = {t.name: t.error_code for t in conn.metadata(names).topics}
-            if known == {name: NONE for name in names} or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        assert known == {name: NONE for name in names}, (node_id, known)
+    wait_known(cluster, names, 1)
+    wait_known(cluster, [TOPIC], 3)
