@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -45,6 +46,18 @@ PDEATHSIG_LAUNCHER = (
     "except (OSError, AttributeError): pass\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
 )
+
+
+def quorum_secret(directory: Path) -> Path:
+    """``directory/quorum.secret`` (mode 0600), made once: the Raft secret every broker
+    of a benchmark cluster shares (a quorum does not start without one)."""
+    path = directory / "quorum.secret"
+    if not path.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(24) + "\n")
+    return path
 
 
 class TargetError(Exception):
@@ -89,16 +102,19 @@ class RaftwoodTarget:
     def cluster_commands(self, ports: list[int], raft_ports: list[int],
                          data_dirs: list[Path]) -> list[list[str]]:
         """One `broker.cli start` per broker, with the settings `raftwood dev` gives broker i
-        (node.id, listeners, log.dirs, controller.quorum.voters), but on any free ports.
+        (node.id, listeners, log.dirs, controller.quorum.voters and a quorum secret in
+        ``quorum.secret`` beside the data directories), but on any free ports.
 
         We do not run `raftwood dev` itself: it asks every broker for its status every 2 s,
         which would add load to the figures (idle CPU above all)."""
         voters = ",".join(f"{i}@{HOST}:{port}" for i, port in enumerate(raft_ports, 1))
+        secret = quorum_secret(data_dirs[0].parent)
         return [[sys.executable, "-m", "broker.cli", "start",
                  "--set", f"node.id={i}",
                  "--set", f"listeners=PLAINTEXT://{HOST}:{port}",
                  "--set", f"log.dirs={data_dir}",
                  "--set", f"controller.quorum.voters={voters}",
+                 "--set", f"controller.quorum.password.file={secret}",
                  "--set", "num.partitions=3", *self.extra]
                 for i, (port, data_dir) in enumerate(zip(ports, data_dirs), 1)]
 

@@ -103,7 +103,7 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("controller.quorum.password.file", _str, "",
             "File whose first line is controller.quorum.password"),
     Setting("controller.quorum.allow.unauthenticated", _bool, False,
-            "Run a quorum with a non-loopback Raft address without a secret (unsafe)"),
+            "Run a metadata quorum without controller.quorum.password (unsafe)"),
     Setting("num.partitions", int, 1, "Partitions of auto-created topics"),
     Setting("default.replication.factor", int, 1, "Replication factor of auto-created topics"),
     Setting("min.insync.replicas", int, 1, "Least ISR size for acks=all writes"),
@@ -447,27 +447,28 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-def non_loopback_voters(config: BrokerConfig) -> list[str]:
-    """The ``controller.quorum.voters`` addresses whose host is not loopback."""
-    addresses = [item.partition("@")[2] for item in config["controller.quorum.voters"].split(",")
-                 if item.strip()]
-    return [a for a in addresses if not is_loopback_host(a.rpartition(":")[0])]
+QUORUM_SECRET_HOWTO = (
+    'make one with: python -c "import secrets; print(secrets.token_urlsafe(24))" '
+    '> quorum.secret && chmod 600 quorum.secret, then give every broker '
+    '--set controller.quorum.password.file=quorum.secret')
 
 
 def _check_quorum_password(config: BrokerConfig) -> None:
-    """A secret, when given, is usable; a quorum reachable beyond loopback has one,
-    unless ``controller.quorum.allow.unauthenticated`` says otherwise."""
+    """A secret, when given, is usable; a broker that runs a Raft node
+    (``controller.quorum.voters`` set) has one, wherever its voters are, unless
+    ``controller.quorum.allow.unauthenticated`` says otherwise.  Loopback is no
+    exemption: every local user could otherwise act as a voter."""
     if config["controller.quorum.password"] and config["controller.quorum.password.file"]:
         raise ConfigError("give controller.quorum.password or "
                           "controller.quorum.password.file, not both")
     if quorum_password(config) is None:
-        exposed = non_loopback_voters(config)
-        if exposed and not config["controller.quorum.allow.unauthenticated"]:
+        if config["controller.quorum.voters"].strip() \
+                and not config["controller.quorum.allow.unauthenticated"]:
             raise ConfigError(
-                f"controller.quorum.password (or controller.quorum.password.file) is required: "
-                f"the metadata quorum has Raft addresses beyond loopback "
-                f"({', '.join(exposed)}), where anyone who connects could act as a voter; "
-                f"set controller.quorum.allow.unauthenticated=true to run without it anyway")
+                f"controller.quorum.password (or controller.quorum.password.file) is required "
+                f"when controller.quorum.voters is set: without it anyone who reaches a Raft "
+                f"port can act as a voter; {QUORUM_SECRET_HOWTO} "
+                f"(controller.quorum.allow.unauthenticated=true runs without it, unsafe)")
         return
     try:
         import cryptography  # noqa: F401  (pysyncobj's encryption needs it)

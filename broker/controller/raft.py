@@ -52,10 +52,9 @@ What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
   a message that fails authentication drops its connection before it is unpickled,
   and both patches above act on decrypted messages
   (``tests/unit/controller/test_raft_encryption.py``).  Without it, anyone who reaches
-  a Raft port can act as a voter, so ``broker/config.py`` refuses to start a quorum
-  with a Raft address beyond loopback and no secret (unless
-  ``controller.quorum.allow.unauthenticated``), and ``start_raft_node`` says at start
-  which case it runs in.
+  a Raft port (loopback included) can act as a voter, so ``broker/config.py`` refuses
+  to start a quorum without the secret unless ``controller.quorum.allow.unauthenticated``
+  says so, and ``start_raft_node`` then warns at start.
 * **A Raft port runs no stranger's code.**  It binds the voter's own address, never a
   wildcard (``raft_conf``); whatever arrives is unpickled by ``raft_codec``'s
   restricted unpickler (the metadata log's own types only), and pysyncobj's utility
@@ -89,7 +88,6 @@ from pysyncobj.monotonic import monotonic
 from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
-from ..config import is_loopback_host
 from . import raft_codec
 from .commands import decode
 from .raft_transport import install_incoming_guard, install_message_guard
@@ -281,23 +279,18 @@ def start_raft_node(self_address: str | None, partners: list[str], directory: st
 
 def _log_exposure(self_address: str | None, partners: list[str], password: str | None) -> None:
     """Say at start who can reach this quorum: with a secret, its holders only;
-    without, whoever reaches a Raft port (loopback: this host's users)."""
+    without (``controller.quorum.allow.unauthenticated``), whoever reaches a Raft port,
+    loopback included."""
     if password:
         log.info("metadata quorum: Raft traffic encrypted and authenticated with "
                  "controller.quorum.password")
         return
     addresses = ([self_address] if self_address else []) + list(partners)
-    exposed = [a for a in addresses if not is_loopback_host(a.rpartition(":")[0])]
-    if exposed:
-        log.warning("metadata quorum: NO controller.quorum.password while Raft addresses "
-                    "%s are beyond loopback (controller.quorum.allow.unauthenticated=true): "
-                    "anyone who reaches them can act as a voter and rewrite the cluster "
-                    "metadata. Set controller.quorum.password.file on every broker",
-                    ", ".join(exposed))
-    else:
-        log.info("metadata quorum: no controller.quorum.password; Raft addresses are "
-                 "loopback only, so only this host's users reach them (frames may name "
-                 "the metadata log's own types only)")
+    log.warning("metadata quorum: NO controller.quorum.password "
+                "(controller.quorum.allow.unauthenticated=true): anyone who reaches the Raft "
+                "addresses %s, from this host or beyond, can act as a voter, read the metadata "
+                "(SCRAM keys included) and rewrite it. Set controller.quorum.password.file on "
+                "every broker", ", ".join(addresses))
 
 
 def voter_addresses(node: SyncObj) -> set[str]:

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from kafka.protocol.admin import CreateTopicsRequest
 
-from broker.config import is_loopback_host
 from broker.network.kafka_client import ConnectionFailed
 
 from .process import (BrokerProcess, DEFAULT_STOP_TIMEOUT_S, LOCALHOST,
@@ -38,9 +37,6 @@ DEFAULT_CLUSTER_START_TIMEOUT_S = 60.0
 DEFAULT_CLUSTER_STOP_TIMEOUT_S = 30.0
 STATUS_TIMEOUT_S = 3.0
 _CLUSTER_MANAGED_SETTINGS = frozenset({"node.id", "controller.quorum.voters"})
-_QUORUM_SECRET_SETTINGS = frozenset({"controller.quorum.password",
-                                     "controller.quorum.password.file",
-                                     "controller.quorum.allow.unauthenticated"})
 
 
 def free_ports(count: int, host: str = LOCALHOST) -> list[int]:
@@ -89,6 +85,15 @@ def plan_brokers(home, kafka_ports: list[int], raft_ports: list[int], *,
         plans.append(BrokerPlan(node_id, port, raft_port, data_dir, log_path,
                                 (hosts or {}).get(node_id, LOCALHOST)))
     return plans
+
+
+def _has_own_quorum_policy(settings: dict) -> bool:
+    """The settings give a quorum secret of their own, or opt out of one
+    (``controller.quorum.allow.unauthenticated`` true)."""
+    if settings.get("controller.quorum.password") or \
+            settings.get("controller.quorum.password.file"):
+        return True
+    return str(settings.get("controller.quorum.allow.unauthenticated", "")).lower() == "true"
 
 
 def quorum_voters(plans: list[BrokerPlan]) -> str:
@@ -158,25 +163,24 @@ class ClusterProcess:
             clash = (_CLUSTER_MANAGED_SETTINGS | _MANAGED_SETTINGS) & own.keys()
             if clash:
                 raise ValueError(f"{sorted(clash)} are managed by ClusterProcess")
-        secret_file = self._quorum_secret(hosts) if self.voters else None
+        secret_file = self._quorum_secret() if self.voters else None
         self.brokers: list[BrokerProcess] = []
         for plan in self.plans:
             own = {**common, **per_broker.get(plan.node_id, {})}
             if self.voters:
                 own["controller.quorum.voters"] = self.voters
-            if secret_file is not None and not _QUORUM_SECRET_SETTINGS & own.keys():
+            if secret_file is not None and not _has_own_quorum_policy(own):
                 own["controller.quorum.password.file"] = str(secret_file)
             self.brokers.append(broker_process(
                 plan, own, start_timeout_s=start_timeout_s, python=python, env=env,
                 command_prefix=(command_prefixes or {}).get(plan.node_id)))
         self._epochs: dict[int, int] = {}  # highest broker epoch seen per node
 
-    def _quorum_secret(self, hosts: dict[int, str]) -> Path | None:
-        """Placed beyond loopback, the quorum needs a secret (``raftwood start`` refuses
-        to run without one): ``home/quorum.secret``, made once (mode 0600), for every
-        broker whose settings name none.  On loopback the brokers run without."""
-        if all(is_loopback_host(host) for host in hosts.values()):
-            return None
+    def _quorum_secret(self) -> Path:
+        """A quorum needs a secret (``raftwood start`` refuses to run one without):
+        ``home/quorum.secret``, made once (mode 0600) and reused by later clusters on
+        the same home, for every broker whose settings name none.  A broker given
+        ``controller.quorum.allow.unauthenticated`` (or its own password) gets none."""
         path = self.home / "quorum.secret"
         if not path.exists():
             self.home.mkdir(parents=True, exist_ok=True)

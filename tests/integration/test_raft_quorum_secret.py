@@ -1,7 +1,8 @@
-"""``raftwood start`` and the quorum secret: a quorum with a Raft address beyond loopback
-and no ``controller.quorum.password`` does not start (one line naming the setting,
-exit 2); with ``controller.quorum.allow.unauthenticated=true`` it starts and warns;
-loopback only, it starts and says so at INFO.  ``raftwood dev`` makes a secret once
+"""``raftwood start`` and the quorum secret: a quorum (``controller.quorum.voters`` set)
+without ``controller.quorum.password`` does not start, on loopback or beyond (one line
+naming the setting and how to make a secret, exit 2); with
+``controller.quorum.allow.unauthenticated=true`` it starts and warns; with a secret file
+it starts and says its traffic is authenticated.  ``raftwood dev`` makes a secret once
 and reuses it.
 """
 from __future__ import annotations
@@ -10,6 +11,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import pytest
 
 from broker.testing import free_ports
 from tests.integration.test_cli import cli_env
@@ -27,9 +30,11 @@ def start_command(tmp_path, voters: str, *extra: str) -> list[str]:
                                                               for a in ("--set", x)]]
 
 
-def test_start_refuses_a_quorum_beyond_loopback_without_secret(tmp_path):
-    raft_port = free_ports(1)[0]
-    result = subprocess.run(start_command(tmp_path, f"1@127.0.0.1:{raft_port},2@192.0.2.7:9093"),
+@pytest.mark.parametrize("second", ["127.0.0.1", "192.0.2.7"])
+def test_start_refuses_a_quorum_without_secret_even_on_loopback(tmp_path, second):
+    raft_ports = free_ports(2)
+    voters = f"1@127.0.0.1:{raft_ports[0]},2@{second}:{raft_ports[1]}"
+    result = subprocess.run(start_command(tmp_path, voters),
                             capture_output=True, text=True, timeout=START_TIMEOUT_S,
                             env=cli_env(), stdin=subprocess.DEVNULL)
     assert result.returncode == 2, result.stderr
@@ -37,7 +42,7 @@ def test_start_refuses_a_quorum_beyond_loopback_without_secret(tmp_path):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("raftwood: controller.quorum.password (or "
                                "controller.quorum.password.file) is required")
-    assert "192.0.2.7:9093" in lines[0]
+    assert "--set controller.quorum.password.file=quorum.secret" in lines[0]
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
 
 
@@ -67,19 +72,25 @@ def run_until_line(command: list[str], wanted: str) -> str:
 
 
 def test_the_opt_out_starts_with_a_loud_warning(tmp_path):
-    raft_port = free_ports(1)[0]
-    line = run_until_line(start_command(tmp_path, f"1@127.0.0.1:{raft_port},2@192.0.2.7:9093",
+    raft_ports = free_ports(2)
+    voters = f"1@127.0.0.1:{raft_ports[0]},2@127.0.0.1:{raft_ports[1]}"
+    line = run_until_line(start_command(tmp_path, voters,
                                         "controller.quorum.allow.unauthenticated=true"),
                           "NO controller.quorum.password")
-    assert "WARNING" in line and "192.0.2.7:9093" in line
+    assert "WARNING" in line and f"127.0.0.1:{raft_ports[1]}" in line
 
 
-def test_a_loopback_quorum_starts_without_secret_and_says_so(tmp_path):
+def test_a_quorum_with_a_secret_file_starts_authenticated(tmp_path):
+    pytest.importorskip("cryptography")
+    secret = tmp_path / "quorum.secret"
+    secret.write_text("correct-horse-battery-staple\n")
+    secret.chmod(0o600)
     ports = free_ports(2)
     line = run_until_line(start_command(tmp_path, f"1@127.0.0.1:{ports[0]},"
-                                                  f"2@127.0.0.1:{ports[1]}"),
-                          "no controller.quorum.password")
-    assert "INFO" in line and "loopback only" in line
+                                                  f"2@127.0.0.1:{ports[1]}",
+                                        f"controller.quorum.password.file={secret}"),
+                          "metadata quorum:")
+    assert "INFO" in line and "encrypted and authenticated" in line
 
 
 def test_dev_makes_its_quorum_secret_once_and_keeps_it_private(tmp_path):

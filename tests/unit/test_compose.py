@@ -145,6 +145,21 @@ def test_each_broker_is_reachable_from_the_host_on_19092_to_19094():
     assert sorted(host_ports.values()) == [19092, 19093, 19094]
 
 
+def test_a_quorum_without_secret_opts_out_explicitly_and_publishes_no_raft_port():
+    """The broker parser accepted every service (a quorum without secret and without the
+    opt-out would not start); the opt-out is only acceptable while no Raft port is
+    published to the host's network."""
+    for name, config in broker_configs().items():
+        if config["controller.quorum.password"] or config["controller.quorum.password.file"]:
+            continue
+        assert config["controller.quorum.allow.unauthenticated"] is True
+        raft_port = parse_voters(config["controller.quorum.voters"])[config.node_id][1]
+        targets = [int(str(m).rpartition(":")[2])
+                   for m in load_compose()["services"][name].get("ports") or []]
+        assert raft_port not in targets, f"{name} publishes its Raft port"
+        assert "What that trusts" in COMPOSE.read_text(), "the file says whom it trusts"
+
+
 def test_services_build_the_repository_dockerfile_running_raftwood():
     text = DOCKERFILE.read_text()
     assert "FROM python:3.11-slim" in text

@@ -36,9 +36,13 @@ def test_overlapping_or_out_of_range_ports_are_refused():
         plan_cluster(0, 9092, "d")
 
 
-def test_every_broker_gets_the_same_voters_and_its_own_id_listener_and_dir():
+def test_every_broker_gets_the_same_voters_and_its_own_id_listener_and_dir(tmp_path):
     layout = plan_cluster(3, 9092, "d")
-    settings = [broker_settings(layout, b, {"num.partitions": "3"}) for b in layout]
+    secret = tmp_path / "quorum.secret"
+    secret.write_text("the-dev-secret\n")
+    settings = [broker_settings(layout, b, {"num.partitions": "3"}, secret_file=secret)
+                for b in layout]
+    assert {s["controller.quorum.password.file"] for s in settings} == {str(secret)}
     assert {s["controller.quorum.voters"] for s in settings} == {
         "1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194"}
     assert [s["node.id"] for s in settings] == ["1", "2", "3"]
@@ -49,6 +53,9 @@ def test_every_broker_gets_the_same_voters_and_its_own_id_listener_and_dir():
     for s in settings:  # the broker's own parser accepts every one
         config = config_module.build(s)
         assert config.listener[1] in (9092, 9093, 9094)
+    without_secret = broker_settings(layout, layout[0], {})
+    with pytest.raises(config_module.ConfigError, match="controller.quorum.password"):
+        config_module.build(without_secret)  # why dev always passes a secret file
 
 
 def test_voters_n_makes_the_other_brokers_observers():

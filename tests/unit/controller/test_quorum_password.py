@@ -64,31 +64,38 @@ def test_describe_configs_shows_ordinary_settings():
     assert _entry("num.partitions", "3", 4, 1).value == "3"
 
 
-# -- a quorum reachable beyond loopback needs the secret ---------------------------------
+# -- every quorum needs the secret, loopback or not ----------------------------------------
 
-@pytest.mark.parametrize("voters", ["1@127.0.0.1:9093,2@127.0.0.2:9094",
-                                    "1@localhost:9093", "1@[::1]:9093"])
-def test_a_loopback_quorum_may_run_without_secret(voters):
-    assert quorum_password(build(controller_quorum_voters=voters)) is None
+def test_a_lone_broker_without_voters_needs_no_secret():
+    assert quorum_password(build()) is None
+    assert quorum_password(build(controller_quorum_voters="")) is None
 
 
-@pytest.mark.parametrize("voters", ["1@127.0.0.1:9093,2@10.0.0.2:9093",
+@pytest.mark.parametrize("voters", ["1@127.0.0.1:9093,2@127.0.0.2:9094", "1@localhost:9093",
+                                    "1@[::1]:9093", "1@127.0.0.1:9093,2@10.0.0.2:9093",
                                     "1@broker1:9093", "1@0.0.0.0:9093", "1@[2001:db8::1]:9093"])
-def test_a_quorum_beyond_loopback_without_secret_is_refused_naming_the_setting(voters):
+def test_a_quorum_without_secret_is_refused_in_one_line_saying_how_to_make_one(voters):
     with pytest.raises(ConfigError) as refused:
         build(controller_quorum_voters=voters)
     text = str(refused.value)
     assert "\n" not in text
     assert text.startswith("controller.quorum.password (or controller.quorum.password.file) "
                            "is required")
-    assert "controller.quorum.allow.unauthenticated" in text
+    assert "secrets.token_urlsafe" in text
+    assert "--set controller.quorum.password.file=quorum.secret" in text
+    assert "controller.quorum.allow.unauthenticated=true" in text
 
 
-def test_a_quorum_beyond_loopback_runs_with_a_secret_or_the_opt_out(tmp_path):
+@pytest.mark.parametrize("voters", ["1@127.0.0.1:9093,2@127.0.0.1:9094",
+                                    "1@10.0.0.1:9093,2@10.0.0.2:9093"])
+def test_a_quorum_runs_with_a_secret_or_the_opt_out(tmp_path, voters):
     pytest.importorskip("cryptography")
-    voters = "1@10.0.0.1:9093,2@10.0.0.2:9093"
     assert quorum_password(build(controller_quorum_voters=voters,
                                  controller_quorum_password="s")) == "s"
+    secret = tmp_path / "quorum.secret"
+    secret.write_text("from-file\n")
+    assert quorum_password(build(controller_quorum_voters=voters,
+                                 controller_quorum_password_file=str(secret))) == "from-file"
     opted_out = build(controller_quorum_voters=voters,
                       controller_quorum_allow_unauthenticated="true")
     assert quorum_password(opted_out) is None
