@@ -59,7 +59,8 @@ What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
   wildcard (``raft_conf``); whatever arrives is unpickled by ``raft_codec``'s
   restricted unpickler (the metadata log's own types only), and pysyncobj's utility
   messages (membership changes from ``syncobj_admin``) and malformed messages drop
-  their connection (``raft_transport``).
+  their connection (``raft_transport``).  A frame is bounded before it is unpickled
+  (``raft_frames``: its announced length, its decompressed size, no node in it).
 * **A follower never truncates entries it holds with the leader's term**
   (``raft_append``): pysyncobj 0.3.17 deleted and re-added identical, applied entries
   whenever the leader resent them, logging CRITICAL "truncating already-applied log
@@ -88,7 +89,7 @@ from pysyncobj.monotonic import monotonic
 from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
-from . import raft_codec
+from . import raft_codec, raft_frames
 from .commands import decode
 from .raft_transport import install_incoming_guard, install_message_guard
 from .state import ApplyError, ClusterState
@@ -172,6 +173,7 @@ _install_commit_index_fix()
 _install_connect_timeout_fix()
 _install_dump_fix()
 raft_codec.install()
+raft_frames.install()
 install_incoming_guard()
 install_message_guard()  # outermost: wraps the commit index fix
 
