@@ -31,9 +31,8 @@ The sizes: log entries and snapshots travel in chunks of
 ``appendEntriesBatchSizeBytes`` and ``logCompactionBatchSize`` (64 KiB each by
 default), so a replication frame holds a few hundred KiB at most.  The one frame that
 is not chunked is a command an observer or follower forwards to the leader whole
-(``apply_command``); the biggest metadata command, a CreateTopics of 10,000 partitions
-(the per-request cap), pickles to a few MiB.  64 MiB leaves room for an order of
-magnitude more.
+(``apply_command``); a topic of 10,000 partitions (the per-request cap) with 3 replicas
+each pickles to about 170 KiB.  64 MiB leaves more than two orders of magnitude.
 """
 from __future__ import annotations
 
