@@ -57,6 +57,7 @@ class BatchFactory:
                         [("h", b"v")] if rng.random() < 0.3 else [])
                        for i in range(count)]
             self.valid.append(build_batch(records, compression=index % 5))
+        self.plain = self.valid[::5]  # compression 0 (index % 5 == 0)
         self.lies = [getattr(self, name) for name in sorted(vars(BatchFactory))
                      if name.startswith("_lie_")]
         #: Lies Kafka refuses whatever else the request says (CORRUPT_MESSAGE,
@@ -86,6 +87,8 @@ class BatchFactory:
 
     def _lie_codec(self, rng, batch):
         """Claims a codec (1-7) the bytes are not in, or the reverse; CRC valid."""
+        if rng.random() < 0.7:  # most often: plain records that claim a codec
+            batch = bytearray(rng.choice(self.plain))
         attributes = _I16.unpack_from(batch, ATTRIBUTES_AT)[0]
         codec = rng.choice([c for c in range(8) if c != attributes & CODECS])
         _I16.pack_into(batch, ATTRIBUTES_AT, (attributes & ~CODECS) | codec)
@@ -101,9 +104,10 @@ class BatchFactory:
     def _lie_count(self, rng, batch):
         """A records count the batch does not hold; CRC valid."""
         held = _I32.unpack_from(batch, COUNT_AT)[0]
-        count = rng.choice([c for c in ((1 << 31) - 1, -1, 0, 2, 1000, -(1 << 31)) if c != held])
+        count = rng.choice([c for c in ((1 << 31) - 1, (1 << 31) - 1, -1, 0, 2, 1000, -(1 << 31))
+                            if c != held])
         _I32.pack_into(batch, COUNT_AT, count)
-        if rng.random() < 0.5:  # and a last_offset_delta that agrees with it
+        if rng.random() < 0.75:  # and a last_offset_delta that agrees with it
             _I32.pack_into(batch, 23, count - 1 if count > -(1 << 31) else count)
         return with_crc(batch)
 

@@ -41,7 +41,12 @@ from .mutate import Mutator
 from .requests import RequestFactory, Vocabulary
 
 FUZZ_TOPICS = {"fz-a": 3, "fz-b": 3}  # never deleted (Vocabulary.doomed_topics are)
-CLUSTER_SETTINGS = {"auto.create.topics.enable": "false"}
+# Each broker in a rack of its own, with Kafka's rack-aware selector: consumers' fetches on
+# followers (KIP-392) are served, so the fuzzer reaches that path too.
+CLUSTER_SETTINGS = {"auto.create.topics.enable": "false",
+                    "replica.selector.class":
+                        "org.apache.kafka.common.replica.RackAwareReplicaSelector"}
+RACKS = {n: {"broker.rack": f"r{n}"} for n in (1, 2, 3)}
 # Valid requests clean connections do not send: none now (a refused SaslAuthenticate is
 # answered and then closed, which the engine allows).
 CLEAN_EXCLUDED: frozenset[int] = frozenset()
@@ -62,7 +67,8 @@ def run(options, say=print) -> dict:
             brokers = _attached_brokers(bootstrap)
         else:
             say(f"starting 3 brokers in {home}")
-            cluster = ClusterProcess(home, 3, settings=dict(CLUSTER_SETTINGS))
+            cluster = ClusterProcess(home, 3, settings=dict(CLUSTER_SETTINGS),
+                                     broker_settings=RACKS)
             cluster.start_all()
             bootstrap = cluster.bootstrap
             brokers = {b.node_id: ("127.0.0.1", b.port) for b in cluster.brokers}

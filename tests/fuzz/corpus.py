@@ -23,6 +23,12 @@ CLIENT_ID = "fz"
 SLOTS = 6
 REFRESH_EVERY = 100  # one slot rebuilt per this many picks, on average
 BUILD_ATTEMPTS = 20
+# Produce, Fetch and ListOffsets carry the data: a third of the picks go to them (by the
+# served versions alone they would get one in ten).
+DATA_PATH_APIS = (0, 1, 2)
+DATA_PATH_SHARE = 0.33
+PRODUCE, PRODUCE_REFRESH_EVERY = 0, 2  # Produce: its batches vary the most; cheap to build
+NULLS_SHARE = 0.3  # of picks for fuzz connections: requests with forbidden nulls
 
 
 @dataclass(frozen=True)
@@ -57,21 +63,25 @@ class Corpus:
         # Clean connections send what Kafka must answer; see campaign.CLEAN_EXCLUDED.
         self.clean_keys = [k for k in self.keys if (k[0], k[1], False) in self.slots
                            and k[0] not in skip_clean]
-        self.all_keys = [k for k in self.slots]
+        self.all_keys = sorted({k[:2] for k in self.slots})
+        self.data_path_clean = [k for k in self.clean_keys if k[0] in DATA_PATH_APIS]
+        self.data_path_all = [k for k in self.all_keys if k[0] in DATA_PATH_APIS]
 
     def covered(self) -> set[tuple[int, int]]:
         return {(k[0], k[1]) for k in self.slots}
 
     def pick(self, clean: bool) -> Encoded:
         rng = self.rng
-        if clean:
-            api_key, version = rng.choice(self.clean_keys)
-            key = (api_key, version, False)
-        else:
-            key = rng.choice(self.all_keys)
+        keys = self.clean_keys if clean else self.all_keys
+        if rng.random() < DATA_PATH_SHARE:
+            keys = self.data_path_clean if clean else self.data_path_all
+        api_key, version = rng.choice(keys)[:2]
+        key = (api_key, version, False if clean else rng.random() < NULLS_SHARE)
+        if key not in self.slots:
+            key = (api_key, version, not key[2])
         slots = self.slots[key]
         index = rng.randrange(len(slots))
-        if rng.randrange(REFRESH_EVERY) == 0:
+        if rng.randrange(REFRESH_EVERY if api_key != PRODUCE else PRODUCE_REFRESH_EVERY) == 0:
             fresh = self._build(*key)
             if fresh is not None:
                 slots[index] = fresh

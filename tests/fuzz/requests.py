@@ -107,7 +107,8 @@ class RequestFactory:
 
     def _value(self, f, version: int):
         rng = self.rng
-        if f.nullable_for_version_q(version) and rng.random() < 0.08:
+        if f.nullable_for_version_q(version) and rng.random() < (
+                0.8 if self.api_key == PRODUCE and f.name == "transactional_id" else 0.08):
             return None
         if self.nulls and rng.random() < 0.15 and (
                 f.type_str in NULLABLE_TYPES or f.is_array() or f.is_struct()):
@@ -162,6 +163,8 @@ class RequestFactory:
             return rng.choice(vocab.config_names + vocab.topics + ["1", "2"])
         if name == "value":
             return rng.choice(vocab.config_values)
+        if name == "rack_id":
+            return rng.choice(("", "r1", "r2", "r3"))
         if name == "mechanism":
             return rng.choice(("PLAIN", "SCRAM-SHA-256", "GSSAPI", ""))
         return rng.choice(("", "fz", "fuzz-member", "x" * rng.choice((1, 17, 300))))
@@ -171,6 +174,12 @@ class RequestFactory:
         low, high = INT_LIMITS[kind]
         if entity == "brokerId" or name in ("broker_id", "leader_id", "node_id"):
             return rng.choice(self.vocab.broker_ids)
+        if name == "session_id":  # mostly sessionless, or a fetch session would refuse
+            return rng.choice((0, 0, 0, 0, 1, -1))
+        if name == "session_epoch":
+            return rng.choice((-1, -1, -1, 0, 1))
+        if name in ("current_leader_epoch", "leader_epoch", "committed_leader_epoch"):
+            return rng.choice((-1, -1, 0, 1, 5))
         if name == "replica_id":
             return rng.choice((-1, -1, -1, -2, 7))
         if name == "voter_id":
@@ -188,8 +197,8 @@ class RequestFactory:
         if name == "timestamp":
             return rng.choice((-1, -2, -3, -4, -5, 0, self.now_ms, self.now_ms - 3_600_000,
                                self.now_ms + 1000, high))
-        if name in ("num_partitions", "count"):
-            return rng.choice((-1, 1, 2, 3, 4, 0, 1000, high))
+        if name in ("num_partitions", "count"):  # 10,001: just past Kafka's per-request cap
+            return rng.choice((-1, 1, 2, 3, 4, 0, 10_001, high))
         if name == "replication_factor":
             return rng.choice((-1, 1, 2, 3, 4, 0, high))
         if "offset" in name:
