@@ -197,8 +197,8 @@ class RequestFactory:
         if name == "timestamp":
             return rng.choice((-1, -2, -3, -4, -5, 0, self.now_ms, self.now_ms - 3_600_000,
                                self.now_ms + 1000, high))
-        if name in ("num_partitions", "count"):  # 10,001: just past Kafka's per-request cap
-            return rng.choice((-1, 1, 2, 3, 4, 0, 10_001, high))
+        if name in ("num_partitions", "count"):  # 20,000: past Kafka's 10,000 per request
+            return rng.choice((-1, 1, 2, 3, 4, 0, 20_000, high))
         if name == "replication_factor":
             return rng.choice((-1, 1, 2, 3, 4, 0, high))
         if "offset" in name:
