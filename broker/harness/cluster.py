@@ -122,7 +122,9 @@ class ClusterProcess:
     killed and started again is the same broker with the same data.  Settings, later
     winning: ``FAST_CLUSTER_SETTINGS`` (unless ``fast=False``), ``settings`` (every
     broker), ``broker_settings[node_id]`` (one broker).  A cluster of one runs without
-    voters (the broker's local metadata store).
+    voters (the broker's local metadata store).  A quorum is authenticated: every broker
+    gets ``home/quorum.secret`` (0600) as ``controller.quorum.password.file`` unless its
+    settings give a secret of their own or ``controller.quorum.allow.unauthenticated``.
 
     A broker counts as started when it answers ApiVersions *and* every running broker's
     status shows it registered in this run (a broker epoch newer than any seen before),

@@ -147,8 +147,10 @@ if pytest is not None:
     def raftwood_cluster_factory(tmp_path):
         """``factory(size=3, *, broker_settings=None, fast=True, start=True, voters=None,
         **settings) -> ClusterProcess``, started unless ``start=False`` (``voters``: only
-        the first brokers vote in the metadata quorum, the others are observers); every broker of every cluster
-        is stopped at teardown (SIGTERM at once, SIGKILL after a bound).  Teardown fails
+        the first brokers vote in the metadata quorum, the others are observers); its
+        quorum shares a generated secret file (``controller_quorum_allow_unauthenticated=True``
+        runs one without); every broker of every cluster is stopped at teardown
+        (SIGTERM at once, SIGKILL after a bound).  Teardown fails
         when a broker had to be SIGKILLed or exited non-zero after SIGTERM; a broker that
         was killed on purpose (not running at teardown) is not checked."""
         clusters: list[ClusterProcess] = []
