@@ -119,6 +119,13 @@ def _entry(name: str, value: str, source: int, version: int):
 
 
 async def handle_incremental_alter_configs(ctx, request):
+    """Every resource of the request is altered even if the client leaves meanwhile
+    (its own task: a lost connection drops the answer, never the rest of the loop)."""
+    return await ctx.replica_manager.tasks.outlive(
+        "IncrementalAlterConfigs", _incremental_alter_configs(ctx, request))
+
+
+async def _incremental_alter_configs(ctx, request):
     body = request.body
     responses = []
     for resource in body.resources:
@@ -170,7 +177,12 @@ def _list_change(ctx, resource, changes: dict, change) -> str:
 
 
 async def handle_alter_configs(ctx, request):
-    """The legacy AlterConfigs: the given set replaces every topic override."""
+    """The legacy AlterConfigs: the given set replaces every topic override (its own
+    task, as IncrementalAlterConfigs)."""
+    return await ctx.replica_manager.tasks.outlive("AlterConfigs", _alter_configs(ctx, request))
+
+
+async def _alter_configs(ctx, request):
     body = request.body
     responses = []
     for resource in body.resources:

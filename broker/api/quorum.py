@@ -106,6 +106,13 @@ async def handle_add_raft_voter(ctx, request):
 
 
 async def handle_remove_raft_voter(ctx, request):
+    """Its own task: a client that leaves cannot stop it between handing over the
+    leadership and removing the voter."""
+    return await ctx.replica_manager.tasks.outlive("RemoveRaftVoter",
+                                                   _remove_raft_voter(ctx, request))
+
+
+async def _remove_raft_voter(ctx, request):
     body = request.body
     refused = _refusal(ctx, request, body)
     if refused is not None:
