@@ -184,7 +184,10 @@ class _Cursor:
         return text
 
     def required_array_length(self, compact: bool) -> int:
-        return self.required_count_of(self._length(compact, _I32))
+        n = self._length(compact, _I32)
+        if n == -1:
+            raise HotDecodeError("null where the schema requires an array")
+        return self.count_of(n)
 
     def required_count_of(self, n: int) -> int:
         if n == -1:
@@ -271,7 +274,9 @@ def decode_produce(frame, version: int) -> tuple[ProduceRequestBody, int]:
         topic_count = cursor.required_array_length(True)
     else:
         body.acks, body.timeout_ms, topic_count = cursor.run(_ACKS_TIMEOUT_COUNT)
-        topic_count = cursor.required_count_of(topic_count)
+        if topic_count == -1:
+            raise HotDecodeError("null where the schema requires an array")
+        topic_count = cursor.count_of(topic_count)
     topics = []
     for _ in range(topic_count):
         name = cursor.required_string(flexible)
