@@ -9,7 +9,6 @@ passes silently; every value is parsed to its type here, once.
 from __future__ import annotations
 
 import functools
-import ipaddress
 import os
 import tomllib
 from dataclasses import dataclass
@@ -434,17 +433,6 @@ def quorum_password(config: BrokerConfig) -> str | None:
         raise ConfigError(f"controller.quorum.password.file: {path} holds no password "
                           f"on its first line")
     return password
-
-
-def is_loopback_host(host: str) -> bool:
-    """``localhost`` or a loopback IP (127.0.0.0/8, ::1); any other name is not."""
-    host = host.strip("[]")
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 QUORUM_SECRET_HOWTO = (
