@@ -1,7 +1,8 @@
 """Keeping some records of a stored batch: the log cleaner's record-level rewrite.
 
 Kafka's ``MemoryRecords.filterTo`` for RecordBatch v2, as bytes in and bytes out (no
-I/O).  ``decode_records`` opens a stored batch (decompressing it); ``rebuild_batch``
+I/O).  ``decode_records`` opens a stored batch (decompressing it, within
+``record_validation``'s bound; RecordDecodeError if it does not decode); ``rebuild_batch``
 writes a batch holding only the records kept, with the original batch's identity:
 
 * baseOffset, partitionLeaderEpoch, lastOffsetDelta, producerId, producerEpoch and
@@ -25,18 +26,22 @@ from typing import NamedTuple
 
 import crc32c
 from kafka import codec
-from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.util import encode_varint
 
+from .errors import ErrorCode
+from .record_validation import RecordDecodeError, read_records
 from .records import (BATCH_HEADER, COMPRESSION_MASK, CRC_START, HEADER_SIZE, LOG_OVERHEAD,
-                      TIMESTAMP_TYPE_FLAG, BatchHeader)
+                      TIMESTAMP_TYPE_FLAG, BatchHeader, parse_header)
 
 _CRC = struct.Struct(">I")
 _CRC_AT = 17
 
+#: the name callers knew; decoding failures are ``RecordDecodeError`` everywhere
+RecordFilterError = RecordDecodeError
+
 
 class Record(NamedTuple):
-    """One record of a stored batch, with its absolute offset."""
+    """One record of a stored batch, with its absolute offset; header keys as bytes."""
 
     offset: int
     timestamp: int
@@ -45,17 +50,23 @@ class Record(NamedTuple):
     headers: tuple
 
 
-class RecordFilterError(ValueError):
-    """A stored batch that does not decode (the cleaner leaves its segment alone)."""
+def decode_records(batch) -> list[Record]:
+    """Every record of one whole stored batch (decompressed), in offset order.
 
-
-def decode_records(batch: bytes) -> list[Record]:
-    """Every record of one whole stored batch (decompressed), in offset order."""
-    try:
-        return [Record(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
-                for r in DefaultRecordBatch(bytes(batch))]
-    except Exception as exc:  # kafka-python raises assorted errors on bad bytes
-        raise RecordFilterError(f"batch does not decode: {exc}") from exc
+    RecordDecodeError when it does not decode (``record_validation``'s rules, offset
+    deltas aside).  A record's timestamp is the batch's maxTimestamp under LogAppendTime.
+    """
+    header = parse_header(batch)
+    if header is None:
+        raise RecordDecodeError(ErrorCode.CORRUPT_MESSAGE, "stored batch is cut short")
+    log_append_time = header.attributes & TIMESTAMP_TYPE_FLAG
+    return [Record(header.base_offset + offset_delta,
+                   header.max_timestamp if log_append_time
+                   else header.base_timestamp + timestamp_delta,
+                   key, value, tuple(headers))
+            for offset_delta, timestamp_delta, key, value, headers
+            in read_records(batch, HEADER_SIZE, header.size, header.compression,
+                            header.records_count)]
 
 
 def _encode_record(record: Record, base_offset: int, base_timestamp: int) -> bytes:

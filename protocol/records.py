@@ -13,8 +13,10 @@ Layout of a batch (all big-endian), byte offsets from the batch start::
 ``batchLength`` counts the bytes after itself, so a batch occupies ``12 + batchLength``.
 The CRC-32C covers ``attributes`` to the end: ``baseOffset`` and ``partitionLeaderEpoch``
 are outside it, which is what lets a leader assign both in place while storing the batch
-exactly as the client sent it, compressed or not.  Records are never decoded here on the
-produce or fetch path; only ListOffsets-by-timestamp (a cold path) opens a batch.
+exactly as the client sent it, compressed or not.  A client's batch has its records
+walked once on produce (``protocol.record_validation``: Kafka's LogValidator checks) and
+is never opened on fetch; only ListOffsets-by-timestamp (a cold path) decodes a stored
+batch, and a stored batch that does not decode raises ``RecordDecodeError``.
 """
 from __future__ import annotations
 
@@ -25,6 +27,10 @@ from typing import Iterator, NamedTuple
 import crc32c
 
 from .errors import ErrorCode, RecordError
+from .record_validation import DEFAULT_MAX_DECOMPRESSED_BYTES, RecordDecodeError, \
+    check_batch_records, read_records
+
+__all__ = ["RecordDecodeError", "RecordError"]  # re-exported: storage/ catches them here
 
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = BATCH_HEADER.size  # 61
@@ -169,12 +175,15 @@ def valid_prefix(buf, *, check_crc: bool = True) -> tuple[list[BatchHeader], int
     return headers, position
 
 
-def validate_produce_records(records) -> tuple[bytearray, BatchHeader]:
+def validate_produce_records(records, max_decompressed_bytes: int =
+                             DEFAULT_MAX_DECOMPRESSED_BYTES) -> tuple[bytearray, BatchHeader]:
     """Check a client's records for one partition; return a writable copy and its header.
 
     Kafka's rules for Produce v3+: exactly one batch filling the field, magic 2, a
     matching CRC (CORRUPT_MESSAGE otherwise), baseOffset 0, lastOffsetDelta + 1 equal to
-    the record count, and no control batch (INVALID_RECORD for each of those).
+    the record count, and no control batch (INVALID_RECORD for each of those); then the
+    records themselves (``record_validation.check_batch_records``: decompressed, at most
+    ``max_decompressed_bytes``, and walked), so nothing is stored that does not decode.
     """
     if records is None or len(records) == 0:
         raise RecordError(ErrorCode.INVALID_RECORD, "produce carries no record batch")
@@ -207,6 +216,8 @@ def validate_produce_records(records) -> tuple[bytearray, BatchHeader]:
     if header.compression not in COMPRESSION_NAMES:
         raise RecordError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                           f"compression type {header.compression}")
+    check_batch_records(buf, HEADER_SIZE, len(buf), header.compression, header.records_count,
+                        max_decompressed_bytes)
     return buf, header
 
 
@@ -217,15 +228,23 @@ def assign_offset_and_epoch(buf: bytearray, position: int, base_offset: int,
     _EPOCH.pack_into(buf, position + LOG_OVERHEAD, partition_leader_epoch)
 
 
-def first_offset_at_or_after(batch: bytes, target_timestamp: int) -> tuple[int, int] | None:
-    """(offset, timestamp) of the first record with timestamp >= target in one batch.
+def first_offset_at_or_after(batch, target_timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record with timestamp >= target in one whole
+    stored batch, or None when no record of it qualifies.
 
-    Cold path (ListOffsets by timestamp): decodes the batch, decompressing if needed.
-    Returns None when no record of the batch qualifies.
+    Cold path (ListOffsets by timestamp): decodes the batch, decompressing if needed; a
+    record's timestamp is the batch's maxTimestamp under LogAppendTime (Kafka's rule).
+    RecordDecodeError when the batch does not decode.
     """
-    from kafka.record.default_records import DefaultRecordBatch
-
-    for record in DefaultRecordBatch(bytes(batch)):
-        if record.timestamp >= target_timestamp:
-            return record.offset, record.timestamp
+    header = parse_header(batch)
+    if header is None:
+        raise RecordDecodeError(ErrorCode.CORRUPT_MESSAGE, "stored batch is cut short")
+    records = read_records(batch, HEADER_SIZE, header.size, header.compression,
+                           header.records_count)
+    log_append_time = header.attributes & TIMESTAMP_TYPE_FLAG
+    for offset_delta, timestamp_delta, *_ in records:
+        timestamp = header.max_timestamp if log_append_time \
+            else header.base_timestamp + timestamp_delta
+        if timestamp >= target_timestamp:
+            return header.base_offset + offset_delta, timestamp
     return None

@@ -60,7 +60,7 @@ import time
 from dataclasses import dataclass, field
 
 from protocol.records import LOG_OVERHEAD, parse_header, valid_prefix
-from protocol.record_filter import decode_records, empty_batch, rebuild_batch
+from protocol.record_filter import RecordDecodeError, decode_records, empty_batch, rebuild_batch
 
 from .errors import StorageError
 from .index import INT32_MAX
@@ -86,7 +86,18 @@ def crash_point(step: str) -> None:
 
 
 class CleaningAborted(StorageError):
-    """The pass cannot go on (a segment vanished, a batch does not decode)."""
+    """The pass cannot go on (a segment vanished, a batch does not decode); nothing of
+    it is swapped in, so every segment stays as it was."""
+
+
+def _records_of(header, data, where: str) -> list:
+    """``decode_records``; a batch that does not decode ends the pass (CleaningAborted):
+    its content is bad, not the disk, and the segment holding it is left alone."""
+    try:
+        return decode_records(data)
+    except RecordDecodeError as exc:
+        raise CleaningAborted(f"{where}: the batch at offset {header.base_offset} does not "
+                              f"decode: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -274,7 +285,7 @@ def build_offset_map(plan: CleaningPlan, stats: CleanerStats,
         for header, data in _batches(source.log_path, source.size_bytes):
             if header.is_control or plan.is_aborted(header):
                 continue
-            for record in decode_records(data):
+            for record in _records_of(header, data, source.log_path):
                 if record.key is not None:
                     offsets[record.key] = record.offset
         end = _next_source_base(plan, source)
@@ -361,7 +372,7 @@ def _filter_batch(plan: CleaningPlan, header, data, offsets: dict[bytes, int],
     """(the batch to write or None, whether a tombstone was kept)."""
     if header.is_control:
         return bytes(data), False
-    records = decode_records(data)
+    records = _records_of(header, data, plan.directory)
     kept = []
     kept_tombstone = False
     aborted = plan.is_aborted(header)

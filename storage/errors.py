@@ -11,7 +11,11 @@ to Kafka error codes at one boundary (``OffsetOutOfRange`` → OFFSET_OUT_OF_RAN
 * the disk misbehaved: ``CorruptIndex`` (recovery handles it by rebuilding),
   ``CorruptLog`` (a segment no longer holds what was written to it, found after
   startup) and ``StorageIOError`` (an OSError while writing); for the last two the
-  partition's directory should go offline.
+  partition's directory should go offline;
+* a stored batch's content does not decode (``UndecodableBatch``): its CRC holds, so the
+  disk returned what was written; the data itself is bad (a batch stored by an older
+  version, or copied from a leader that had it).  Only the request that needed those
+  records fails (CORRUPT_MESSAGE); nothing goes offline.
 """
 from __future__ import annotations
 
@@ -57,6 +61,11 @@ class CorruptLog(StorageError):
 
 class StorageIOError(StorageError):
     """An OSError while writing the log; the partition's directory should go offline."""
+
+
+class UndecodableBatch(StorageError):
+    """A stored batch whose records do not decode (bad compression or record structure,
+    CRC intact): a per-request error, never a reason to take a directory offline."""
 
 
 class LogClosed(StorageError):

@@ -29,7 +29,8 @@ from . import checkpoint
 from .checkpoint import PartitionOffsets
 from .config import LONG_MAX, LogConfig
 from .epoch_cache import LeaderEpochCache
-from .errors import InvalidAppend, InvalidOffset, LogClosed, OffsetOutOfRange, StorageIOError
+from .errors import InvalidAppend, InvalidOffset, LogClosed, OffsetOutOfRange, StorageIOError, \
+    UndecodableBatch
 from .file_records import ZERO_COPY_MIN_BYTES, FileRecords
 from .index import INT32_MAX
 from .producer_state import ProducerStateManager
@@ -45,7 +46,9 @@ def _wall_clock_ms() -> int:
 
 def _converts_os_errors(method):
     """An OSError inside ``method`` (ENOSPC, EIO, ...) leaves as StorageIOError, so every
-    failure that leaves storage/ is a StorageError (errors.py's contract)."""
+    failure that leaves storage/ is a StorageError (errors.py's contract).  Decoding
+    records never raises OSError (protocol/ turns codec failures into RecordDecodeError),
+    so a bad batch cannot pass for a disk failure here; see ``_decoding``."""
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
@@ -53,6 +56,23 @@ def _converts_os_errors(method):
             return method(self, *args, **kwargs)
         except OSError as exc:
             raise StorageIOError(f"{self._prefix} {method.__name__} failed: {exc}") from exc
+
+    return wrapper
+
+
+def _decoding(method):
+    """Around the cold paths that decode a stored batch: RecordError (a batch whose
+    records do not decode) leaves as UndecodableBatch, a per-request error, never a disk
+    failure.  The one place storage/ converts decoding errors."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except RecordError as exc:
+            logger.warning("%s %s: a stored batch does not decode: %s", self._prefix,
+                           method.__name__, exc)
+            raise UndecodableBatch(f"{self._prefix} {method.__name__}: {exc}") from exc
 
     return wrapper
 
@@ -424,13 +444,15 @@ class PartitionLog:
             return records.read() if regions else b""
         return records
 
+    @_decoding
     @_converts_os_errors
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp >= ``timestamp_ms``.
 
         Segments whose largest timestamp is smaller are skipped; in the first other one,
         the time index gives a starting batch, headers find the first batch reaching
-        the target, and only that batch is decoded.  None if no record qualifies.
+        the target, and only that batch is decoded.  None if no record qualifies;
+        UndecodableBatch if that batch does not decode.
         """
         self._check_open()
         for segment in self._segments:
@@ -443,13 +465,15 @@ class PartitionLog:
                     return found
         return None
 
+    @_decoding
     @_converts_os_errors
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with the largest timestamp in the log.
 
         Kafka's ListOffsets MAX_TIMESTAMP.  The segment with the largest timestamp knows
         the batch that first reached it; that one batch is decoded for the exact record.
-        None for an empty log (or one without timestamps).
+        None for an empty log (or one without timestamps); UndecodableBatch if that batch
+        does not decode.
         """
         self._check_open()
         best = None

@@ -3,13 +3,20 @@
 Authorization (Kafka's): ListOffsets needs Describe on each topic; OffsetForLeaderEpoch
 ClusterAction on the cluster (followers) or else Describe on each topic (consumers
 checking for truncation, KIP-320).  Refused topics: TOPIC_AUTHORIZATION_FAILED.
+
+A lookup by timestamp or max timestamp decodes one stored batch; when that batch does
+not decode (``UndecodableBatch``) the partition answers CORRUPT_MESSAGE and the rest of
+the request, the partition and its directory go on.  Kafka's own answer depends on which
+exception its record iterator throws (UNKNOWN_SERVER_ERROR for a codec failure,
+INVALID_RECORD for a malformed record, CORRUPT_MESSAGE for a failed CRC); we give the
+one code that names the cause, stored data that is corrupt, for all of them.
 """
 from __future__ import annotations
 
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 
 from protocol.errors import ErrorCode
-from storage.errors import StorageError
+from storage.errors import StorageError, UndecodableBatch
 
 from ..replication.partition import PartitionError
 from ..replication.replica_manager import storage_error_code
@@ -44,12 +51,20 @@ async def handle_list_offsets(ctx, request):
                                              error_code=ErrorCode.NONE, timestamp=timestamp,
                                              offset=offset, leader_epoch=epoch))
             except (PartitionError, StorageError) as exc:
-                code = exc.code if isinstance(exc, PartitionError) else storage_error_code(exc)
+                code = _error_code(exc)
                 answers.append(ListPartition(partition_index=p.partition_index,
                                              error_code=code, timestamp=-1, offset=-1,
                                              leader_epoch=-1))
         topics.append(ListTopic(name=topic.name, partitions=answers))
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _error_code(exc: PartitionError | StorageError) -> ErrorCode:
+    if isinstance(exc, PartitionError):
+        return exc.code
+    if isinstance(exc, UndecodableBatch):
+        return ErrorCode.CORRUPT_MESSAGE
+    return storage_error_code(exc)
 
 
 async def handle_offset_for_leader_epoch(ctx, request):

@@ -15,8 +15,8 @@ recovery).
 
 Failures: a disk error (OSError in the thread, StorageIOError in the swap) takes the log
 directory offline, as every storage failure does; a log whose batches do not decode
-(``CleaningAborted``) is marked uncleanable and skipped until the broker restarts
-(Kafka's uncleanable partitions).  Event-loop only, except ``clean`` in the thread.
+(``CleaningAborted``: bad content, not a bad disk) is marked uncleanable, with a
+WARNING, and skipped until the broker restarts (Kafka's uncleanable partitions).  Event-loop only, except ``clean`` in the thread.
 """
 from __future__ import annotations
 
@@ -99,9 +99,11 @@ class LogCleanerManager:
                 log.info("%s %s: the log changed under the pass (%s); trying again later",
                          self._prefix, partition.name, exc)
             elif isinstance(exc, cleaner.CleaningAborted):
+                # Kafka's uncleanable partition: its segments stay as they are, the
+                # directory stays online, the partition goes on serving.
                 self.uncleanable.add(partition.key)
-                log.error("%s %s is uncleanable until restart: %s", self._prefix,
-                          partition.name, exc)
+                log.warning("%s %s is uncleanable until restart: %s", self._prefix,
+                            partition.name, exc)
             else:
                 self.replica_manager.take_log_dir_offline(f"cleaning {partition.name}: {exc}")
             return False
