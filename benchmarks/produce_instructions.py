@@ -1,7 +1,8 @@
 """Machine instructions one Produce request costs a broker: a figure a noisy machine
 does not move.
 
-usage: python benchmarks/produce_instructions.py [--acks 1] [--records N1,N2] SRC_DIR [SRC_DIR ...]
+usage: python benchmarks/produce_instructions.py [--acks 1] [--records N1,N2]
+       [--compression none|gzip|snappy|lz4|zstd] [--batch K --value-bytes B] SRC_DIR [SRC_DIR ...]
 
 CPU time per request moves by a third from run to run on a shared machine (other
 tenants, frequency scaling); the instructions a request executes do not.  For each
@@ -15,7 +16,9 @@ own code, CPython, uvloop and libc in user space; the kernel is not counted).  A
 broker executes next to nothing (measured: under 0.1 M instructions a second), so the
 longer run's extra wall time adds no noise.  Trees run one after the other; the
 figure repeats to within about 1 % between runs.  Under valgrind the broker runs about
-fifty times slower: 1,200 requests take a few minutes.
+fifty times slower: 1,200 requests take a few minutes.  ``--batch K`` sends K records
+of ``--value-bytes`` each per request (one batch; compressed with ``--compression``), so
+the cost of a per-record walk of the batch shows.
 """
 import argparse
 import os
@@ -34,8 +37,10 @@ START_TIMEOUT_S = 240.0
 VALUE = os.urandom(1024)
 
 
-def instructions(src: str, records: int, acks: str) -> int:
-    """callgrind's instruction total of one broker that served ``records`` produces."""
+def instructions(src: str, records: int, acks: str, compression: str = "none",
+                 batch: int = 1, value: bytes = VALUE) -> int:
+    """callgrind's instruction total of one broker that served ``records`` produces
+    (each one batch of ``batch`` records of ``value``)."""
     port = free_port()
     data = tempfile.mkdtemp(prefix="produce-instructions-")
     out = os.path.join(data, "callgrind.out")
@@ -47,7 +52,8 @@ def instructions(src: str, records: int, acks: str) -> int:
         cwd=src, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "linger.ms": 0,
-                             "acks": acks, "log_level": 0})
+                             "acks": acks, "log_level": 0,
+                             "compression.type": compression})
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
             try:
@@ -58,7 +64,8 @@ def instructions(src: str, records: int, acks: str) -> int:
                     raise RuntimeError(f"the broker from {src} did not start under valgrind")
                 time.sleep(1)
         for i in range(records):
-            producer.produce("instructions", VALUE)
+            for _ in range(batch):
+                producer.produce("instructions", value)
             if producer.flush(60) > 0:
                 raise RuntimeError(f"produce {i} was not answered within 60 s")
             if (i + 1) % 200 == 0:
@@ -82,6 +89,11 @@ def main() -> int:
                         help="acks of the produces (a lone broker: acks=all is acks=1)")
     parser.add_argument("--records", default="200,1200",
                         help="N1,N2: produces of the short and the long run")
+    parser.add_argument("--compression", default="none",
+                        choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    parser.add_argument("--batch", type=int, default=1, help="records per produce")
+    parser.add_argument("--value-bytes", type=int, default=len(VALUE),
+                        help="bytes per record value (half random, half zeros)")
     parser.add_argument("src", nargs="+", help="source trees to measure")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
@@ -91,11 +103,14 @@ def main() -> int:
     if long <= short:
         parser.error("--records: N2 must be larger than N1")
     rows = []
+    value = VALUE if args.value_bytes == len(VALUE) else \
+        os.urandom(args.value_bytes // 2) + bytes(args.value_bytes - args.value_bytes // 2)
+    shape = (args.compression, args.batch, value)
     for src in args.src:
         print(f"{src}: {short:,} then {long:,} produces under callgrind", file=sys.stderr,
               flush=True)
-        per_request = (instructions(src, long, args.acks)
-                       - instructions(src, short, args.acks)) / (long - short)
+        per_request = (instructions(src, long, args.acks, *shape)
+                       - instructions(src, short, args.acks, *shape)) / (long - short)
         rows.append((src, per_request))
         print(f"{src}: {per_request / 1000:,.1f} k instructions per produce", flush=True)
     print(f"\n{'tree':<50} {'k instructions per acks=' + args.acks + ' produce':>36}")
