@@ -50,8 +50,9 @@ def add_commands(commands) -> None:
 
 
 def describe_rows(status: dict, leader_status: dict | None) -> tuple[list[list], list[str]]:
-    """Table rows (node, role, Raft address, state, log position) and the
-    ``controller.quorum.voters`` line a new broker should start with."""
+    """Table rows (node, role, Raft address, state, log position) and the lines a new
+    broker should start with: ``controller.quorum.voters`` and a reminder of the secret
+    (a quorum refuses a broker without it; the status never carries the secret)."""
     quorum = status.get("quorum")
     if not quorum:
         raise CommandFailure("this broker runs alone: its metadata is not in a Raft quorum")
@@ -74,7 +75,9 @@ def describe_rows(status: dict, leader_status: dict | None) -> tuple[list[list],
             rows.append([broker["id"], "observer", "", "fenced" if broker["fenced"] else
                          "registered", "", ""])
     voters_line = ",".join(f"{v['id']}@{v['address']}" for v in quorum["voters"])
-    return rows, [f"controller.quorum.voters={voters_line}"]
+    return rows, [f"controller.quorum.voters={voters_line}",
+                  "controller.quorum.password.file=<the cluster's secret file: a copy of "
+                  "the file every broker of this cluster names>"]
 
 
 @guarded
