@@ -420,6 +420,15 @@ def test_metrics_settings_parse():
     assert (default["metrics.port"], default["metrics.host"]) == (0, "127.0.0.1")
 
 
+def spin_cpu_seconds(seconds: float, wall_limit_s: float = 30.0) -> None:
+    """Spin until this thread has used ``seconds`` of CPU (not of wall time: on a busy
+    machine a wall-clock spin may get a fraction of a core), for at most ``wall_limit_s``."""
+    cpu_until = time.thread_time() + seconds
+    wall_until = time.monotonic() + wall_limit_s
+    while time.thread_time() < cpu_until and time.monotonic() < wall_until:
+        pass
+
+
 def test_loop_probe_records_how_late_a_blocked_loop_ran_its_timer_and_the_loops_cpu():
     """The probe's timer is due every 10 ms; one callback holds the loop for 150 ms (the
     way a burst of requests does), so one sample lands above 100 ms and the rest low.
@@ -435,9 +444,7 @@ def test_loop_probe_records_how_late_a_blocked_loop_ran_its_timer_and_the_loops_
         cpu_before = probe.cpu_seconds()
         await asyncio.to_thread(time.sleep, 0.1)  # another thread waits: no loop CPU
         cpu_idle = probe.cpu_seconds() - cpu_before
-        spin_until = time.monotonic() + 0.1
-        while time.monotonic() < spin_until:
-            pass
+        spin_cpu_seconds(0.1)
         cpu_busy = probe.cpu_seconds() - cpu_before - cpu_idle
         probe.stop()
         count = probe.count
@@ -528,9 +535,7 @@ def test_loop_cpu_keeps_its_last_reading_once_the_loop_thread_is_gone(monkeypatc
 
         async def main():
             probe.start()
-            spin_until = time.monotonic() + 0.05
-            while time.monotonic() < spin_until:
-                pass
+            spin_cpu_seconds(0.05)
             readings.append(probe.cpu_seconds())
             probe.stop()
 
