@@ -28,6 +28,7 @@ import uuid
 from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka.protocol.admin import CreateTopicsRequest
 
 from broker.harness import ClusterProcess, KafkaConnection
 from protocol.messages import SERVED
@@ -72,7 +73,7 @@ def run(options, say=print) -> dict:
             cluster.start_all()
             bootstrap = cluster.bootstrap
             brokers = {b.node_id: ("127.0.0.1", b.port) for b in cluster.brokers}
-        _create_topics(cluster, bootstrap)
+        _create_topics(cluster, bootstrap, brokers)
         report["bootstrap"] = bootstrap
         load = AckedLoad(bootstrap, options.seed, options.load_rate).start()
         engine = _engine(options, brokers, say)
@@ -110,15 +111,27 @@ def _attached_brokers(bootstrap: str) -> dict[int, tuple[str, int]]:
     return {b.node_id: (b.host, b.port) for b in metadata.brokers}
 
 
-def _create_topics(cluster, bootstrap: str) -> None:
+def _create_topics(cluster, bootstrap: str, brokers: dict) -> None:
+    """The fuzz topics and the load topic, replicated on up to three brokers (an attached
+    cluster's topics of these names are used as they are)."""
+    replication = min(3, len(brokers))
     topics = {**FUZZ_TOPICS, LOAD_TOPIC: LOAD_PARTITIONS}
     for name, partitions in topics.items():
-        configs = LOAD_TOPIC_CONFIGS if name == LOAD_TOPIC else {}
+        configs = dict(LOAD_TOPIC_CONFIGS) if name == LOAD_TOPIC else {}
+        if configs:
+            configs["min.insync.replicas"] = str(min(2, replication))
         if cluster is not None:
-            cluster.create_topic(name, partitions, 3, configs)
+            cluster.create_topic(name, partitions, replication, configs)
             continue
+        topic_class = CreateTopicsRequest.CreatableTopic
+        topic = topic_class(name=name, num_partitions=partitions,
+                            replication_factor=replication, assignments=[],
+                            configs=[topic_class.CreatableTopicConfig(name=k, value=v)
+                                     for k, v in configs.items()])
         with KafkaConnection(bootstrap.split(",")[0], timeout_s=30.0) as conn:
-            code = conn.create_topic(name, partitions, configs)
+            answer = conn.request(CreateTopicsRequest[4](topics=[topic], timeout_ms=30_000,
+                                                         validate_only=False))
+        code = answer.topics[0].error_code
         if code not in (0, 36):  # 36: TOPIC_ALREADY_EXISTS
             raise RuntimeError(f"CreateTopics {name}: error {code}")
 
@@ -311,6 +324,8 @@ def _failures(report: dict) -> list[str]:
     if report.get("violation_count"):
         failures.append(f"{report['violation_count']} protocol violations")
     load = report.get("load", {})
+    if load.get("produced") and not load.get("acked"):
+        failures.append(f"the acks=all load was never acknowledged: {load.get('failed')}")
     if load.get("lost_count") or load.get("changed_count"):
         failures.append(f"acknowledged records lost {load['lost_count']}, "
                         f"changed {load['changed_count']}")
