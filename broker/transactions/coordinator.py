@@ -291,9 +291,9 @@ class TransactionCoordinator:
         error, metadata = self.manager.lookup(transactional_id)
         if error != ErrorCode.NONE:
             return error
-        self.maybe_unstick(metadata)
         if metadata is None or metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        self.maybe_unstick(metadata)
         if metadata.producer_epoch != producer_epoch:
             return ErrorCode.PRODUCER_FENCED
         if metadata.pending_transition_in_progress \

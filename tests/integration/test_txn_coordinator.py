@@ -21,6 +21,7 @@ from broker.testing import KafkaConnection
 
 NONE = 0
 INVALID_PRODUCER_EPOCH = 47
+INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TRANSACTION_TIMEOUT = 50
 CONCURRENT_TRANSACTIONS = 51
 PRODUCER_FENCED = 90
@@ -133,3 +134,20 @@ def test_ongoing_transaction_is_described_listed_and_ended(conn):
         transactional_id="txn-ongoing", transaction_timeout_ms=60_000, producer_id=-1,
         producer_epoch=-1))
     assert again.error_code in (NONE, CONCURRENT_TRANSACTIONS)
+
+
+def test_a_transactional_id_the_coordinator_never_saw_is_an_invalid_mapping(conn):
+    """AddPartitionsToTxn and AddOffsetsToTxn for an id with no state at its coordinator
+    are answered INVALID_PRODUCER_ID_MAPPING (as Kafka does) on a connection that stays
+    open, not a handler failure that closes it (found by the fuzzer)."""
+    from kafka.protocol.producer import AddOffsetsToTxnRequest
+
+    create_topic(conn, "txn-never-seen")
+    assert find_coordinator(conn, "never-initialised").error_code == NONE
+    assert add_partitions(conn, "never-initialised", 4242, 0, "txn-never-seen") == \
+        INVALID_PRODUCER_ID_MAPPING
+    response = conn.request(AddOffsetsToTxnRequest[2](
+        transactional_id="never-initialised", producer_id=4242, producer_epoch=0,
+        group_id="g-never"))
+    assert response.error_code == INVALID_PRODUCER_ID_MAPPING
+    assert find_coordinator(conn, "never-initialised").error_code == NONE  # still open
