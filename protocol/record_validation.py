@@ -33,12 +33,13 @@ What is refused, with Kafka's code for it:
 
 ``check_records`` is the produce hot path: it walks each record's length and offset
 delta in place, with no object per record, and never reads a key, value or header (a
-full parse costs a Python loop about three times as long; Kafka's produce path skips
-keys and values too).  ``read_records`` is for cold paths (ListOffsets by timestamp, the
-log cleaner): it parses every field and does not check offset deltas, since a cleaned
-batch keeps the offsets of the records that survived.  Both decompress through
-``decompress``, which never produces more than the bound.  The codec libraries are
-kafka-python's (``kafka.codec`` imports them): the codecs it reads are the ones we read.
+full parse costs a Python loop about twice as long; Kafka's in-place path for
+compressed batches skips keys and values too).  ``read_records`` is for cold paths
+(ListOffsets by timestamp, the log cleaner): it parses every field and does not check
+offset deltas, since a cleaned batch keeps the offsets of the records that survived.
+Both decompress through ``decompress``, which never produces more than the bound.  The
+codec libraries are kafka-python's (``kafka.codec`` imports them): the codecs it reads
+are the ones we read.
 """
 from __future__ import annotations
 
