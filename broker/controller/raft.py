@@ -81,8 +81,10 @@ What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
 """
 from __future__ import annotations
 
+import _socket
 import logging
 import os
+import socket
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.monotonic import monotonic
@@ -95,6 +97,11 @@ from .raft_transport import install_incoming_guard, install_message_guard
 from .state import ApplyError, ClusterState
 
 log = logging.getLogger(__name__)
+
+# pysyncobj's tcp_connection imports its win_inet_pton, which replaces socket.inet_ntop
+# with a Windows-only version on every OS (on Linux it raises TypeError): put the C
+# function back for everything else in the process.
+socket.inet_ntop = _socket.inet_ntop
 
 RAFT_MIN_TIMEOUT_S = 0.4
 RAFT_MAX_TIMEOUT_S = 1.2

@@ -310,3 +310,14 @@ def test_a_connection_attempt_whose_syn_was_dropped_is_abandoned_and_retried(
     finally:
         TCPTransport._connectIfNecessarySingle = current
         node.destroy()
+
+
+def test_importing_the_raft_node_leaves_socket_inet_ntop_working():
+    """pysyncobj replaces socket.inet_ntop with a Windows-only function on every OS; the
+    Raft module puts the real one back, so the rest of the broker (and tests) can use it."""
+    import socket
+
+    import broker.controller.raft  # noqa: F401  (imports pysyncobj's transport)
+
+    assert socket.inet_ntop(socket.AF_INET, b"\x7f\x00\x00\x01") == "127.0.0.1"
+    assert socket.inet_ntop(socket.AF_INET6, bytes(15) + b"\x01") == "::1"
