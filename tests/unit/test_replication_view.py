@@ -398,10 +398,12 @@ def test_without_a_feed_the_replication_routes_are_404():
 
 # -- raftwood dev --ui ---------------------------------------------------------------------------
 
-def test_dev_ui_gives_each_broker_a_metrics_port_300_above_its_kafka_port():
+def test_dev_ui_gives_each_broker_a_metrics_port_300_above_its_kafka_port(tmp_path):
     layout = plan_cluster(3, 9092, "d")
     base = plan_ui(layout, 9092)
-    settings = [broker_settings(layout, b, {}, None, base) for b in layout]
+    secret = tmp_path / "quorum.secret"  # every dev quorum has one
+    secret.write_text("s3cret-for-the-test\n")
+    settings = [broker_settings(layout, b, {}, None, base, secret_file=secret) for b in layout]
     assert [s["metrics.port"] for s in settings] == ["9392", "9393", "9394"]
     assert ui_url(layout[0], base) == "http://127.0.0.1:9392/replication"
     for s in settings:

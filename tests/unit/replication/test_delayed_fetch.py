@@ -28,7 +28,7 @@ class LeaderPartition:
         self.queries += 1
         return self.log_end_offset
 
-    def read(self, offset, max_bytes, replica_id, isolation_level=0):
+    def read(self, offset, max_bytes, replica_id, isolation_level=0, follower_read=False):
         return Records(100 * (self.log_end_offset - offset))
 
 
