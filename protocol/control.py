@@ -19,6 +19,7 @@ import struct
 
 import crc32c
 
+from .primitives import varint
 from .records import BATCH_HEADER, CONTROL_FLAG, CRC_START, HEADER_SIZE, LOG_OVERHEAD, \
     MAGIC_V2, NO_PARTITION_LEADER_EPOCH, TRANSACTIONAL_FLAG, BatchHeader
 
@@ -31,16 +32,6 @@ _MARKER_VALUE = struct.Struct(">hi")     # version, coordinator_epoch
 
 class ControlRecordError(ValueError):
     """A control batch whose record does not decode."""
-
-
-def _zigzag_varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _read_varint(buf, position: int) -> tuple[int, int]:
@@ -62,9 +53,9 @@ def build_marker_batch(producer_id: int, producer_epoch: int, coordinator_epoch:
     """One COMMIT or ABORT marker batch for ``producer_id``'s transaction."""
     key = _CONTROL_KEY.pack(0, COMMIT if commit else ABORT)
     value = _MARKER_VALUE.pack(0, coordinator_epoch)
-    body = (b"\x00" + _zigzag_varint(0) + _zigzag_varint(0) + _zigzag_varint(len(key)) + key
-            + _zigzag_varint(len(value)) + value + _zigzag_varint(0))
-    record = _zigzag_varint(len(body)) + body
+    body = (b"\x00" + varint(0) + varint(0) + varint(len(key)) + key
+            + varint(len(value)) + value + varint(0))
+    record = varint(len(body)) + body
     batch = bytearray(HEADER_SIZE + len(record))
     BATCH_HEADER.pack_into(
         batch, 0, 0, len(batch) - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC_V2, 0,

@@ -108,3 +108,15 @@ def uvarint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+def varint(value: int) -> bytes:
+    """VARINT as records use it (signed, zigzag: 0, -1, 1, -2 ... become 0, 1, 2, 3 ...),
+    then 7 bits a byte, low first."""
+    out = bytearray()
+    value = (value << 1) ^ (value >> 63)
+    while value & ~0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

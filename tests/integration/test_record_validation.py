@@ -30,6 +30,7 @@ from kafka.protocol.consumer import ListOffsetsResponse
 from kafka.protocol.producer import ProduceResponse
 
 from broker.testing import BrokerProcess, KafkaConnection, build_batch
+from protocol.primitives import varint as zigzag
 
 CORRUPT_MESSAGE = 2
 INVALID_RECORD = 87
@@ -59,16 +60,6 @@ FUZZ_TIMESTAMP = 0x18bcfe56418
 
 
 # -- batches as a misbehaving client builds them ---------------------------------------------
-
-def zigzag(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
 
 def record(offset_delta: int, value: bytes = b"v", key: bytes | None = b"k") -> bytes:
     """One record of a RecordBatch v2, length prefix included (timestamp delta 0)."""

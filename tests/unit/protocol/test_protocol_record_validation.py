@@ -17,6 +17,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from broker.harness.wire import build_batch
 from protocol.errors import ErrorCode
+from protocol.primitives import varint as zigzag
 from protocol.record_filter import RecordFilterError, decode_records
 from protocol.record_validation import RecordDecodeError, check_records, decompress, \
     read_records
@@ -28,16 +29,6 @@ ENCODE = {1: codec.gzip_encode, 2: codec.snappy_encode, 3: codec.lz4_encode,
 HEADER = struct.Struct(">qiibIhiqqqhii")
 TS = 1_700_000_000_000
 REFUSED = (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD)
-
-
-def zigzag(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def record(offset_delta: int, value: bytes = b"v", key: bytes | None = b"k",
