@@ -30,6 +30,9 @@ from .state import ClusterState
 
 log = logging.getLogger(__name__)
 
+UNFENCE_CHECK_INTERVAL_S = 3.0   # between preferred-leader checks after a broker returns
+UNFENCE_CHECK_WINDOW_S = 60.0    # how long after the return they go on
+
 
 class Controller:
     """Event-loop only.  ``metadata``: a MetadataClient (or a store, wrapped in one)."""
@@ -46,6 +49,9 @@ class Controller:
         self.leo_hints: dict[str, dict[int, int]] = {}
         self.active = False
         self._last_rebalance = 0.0
+        self._live_epochs: dict[int, int] = {}   # live broker -> broker epoch, last tick
+        self._returns_until = 0.0                # end of the window of quick checks
+        self._next_quick_check = 0.0
         self.metadata.add_membership_observer(self.on_membership)
 
     def on_membership(self, command: RegisterBroker | Heartbeat) -> None:
@@ -78,6 +84,8 @@ class Controller:
             self.active = True
             self._last_rebalance = now
             self.last_seen = {b: now for b in image.brokers}
+            self._live_epochs = {}  # every live broker counts as returning
+            self.maybe_open_return_window(image, now)
             log.info("[Controller %d] became the controller (metadata version %d)",
                      self.node_id, image.version)
             return
@@ -88,9 +96,34 @@ class Controller:
             elections = await self.metadata.fence_brokers(
                 expired, self.leo_hints, self.unclean_default, controller_term=term)
             self._log_elections(elections)
-        if self.auto_rebalance and now - self._last_rebalance >= self.rebalance_interval_s:
-            self._last_rebalance = now
+        self.maybe_open_return_window(self.metadata.image, now)
+        if self.auto_rebalance and self.rebalance_due(now):
             await self.restore_preferred_leaders(self.metadata.image, term)
+
+    def maybe_open_return_window(self, image: ClusterState, now: float) -> None:
+        """A live broker with a broker epoch not seen live at the last tick (it
+        registered, or a heartbeat unfenced it) opens the window of quick checks."""
+        live = {b: image.brokers[b].broker_epoch for b in image.live_brokers()}
+        returned = sorted(b for b, epoch in live.items() if self._live_epochs.get(b) != epoch)
+        self._live_epochs = live
+        if returned:
+            log.debug("[Controller %d] brokers %s (re)joined: preferred leaders checked "
+                      "every %.0fs for %.0fs", self.node_id, returned,
+                      UNFENCE_CHECK_INTERVAL_S, UNFENCE_CHECK_WINDOW_S)
+            if now > self._returns_until:   # no window open: the first check soon
+                self._next_quick_check = now + UNFENCE_CHECK_INTERVAL_S
+            self._returns_until = now + UNFENCE_CHECK_WINDOW_S
+
+    def rebalance_due(self, now: float) -> bool:
+        """The periodic check (``leader.imbalance.check.interval.seconds``), or a quick
+        one inside the window after a broker returned; marks it done."""
+        quick = now <= self._returns_until and now >= self._next_quick_check
+        periodic = now - self._last_rebalance >= self.rebalance_interval_s
+        if quick:
+            self._next_quick_check = now + UNFENCE_CHECK_INTERVAL_S
+        if periodic:
+            self._last_rebalance = now
+        return quick or periodic
 
     def expired_brokers(self, image: ClusterState, now: float) -> list[int]:
         """Live brokers silent for longer than the session timeout; none while our own
