@@ -137,6 +137,26 @@ def page_state(driver) -> dict:
     return driver.execute_script(PAGE_STATE, f"{TOPIC}-0")
 
 
+def line_segments(driver, replica: int) -> int:
+    """How many pieces the chart of TOPIC-0 draws ``replica``'s LEO line in."""
+    return driver.execute_script(
+        "const row = document.querySelector('tr[data-partition=\"' + arguments[0] + '\"]');"
+        "return row ? row.querySelectorAll('svg polyline[data-replica=\"' + arguments[1] +"
+        " '\"]').length : 0;", f"{TOPIC}-0", replica)
+
+
+# An event of an internal topic, logged by the page's own function as if the feed had
+# sent it; then whether it is shown.
+INTERNAL_EVENT = """
+logEvents([{ts: Date.now(), kind: "leader_change", topic: "__consumer_offsets",
+            partition: 7, text: "leader 1 → 2 (epoch 9)"}]);
+"""
+INTERNAL_EVENT_SHOWN = """
+const li = document.querySelector('#events li[data-partition="__consumer_offsets-7"]');
+return li === null ? null : !li.hidden;
+"""
+
+
 def test_the_page_shows_the_cluster_and_an_isr_shrink_after_a_follower_is_killed(
         browser, raftwood_cluster_factory, tmp_path):
     ports = dict(zip((1, 2, 3), free_ports(3)))
@@ -199,6 +219,18 @@ def test_the_page_shows_the_cluster_and_an_isr_shrink_after_a_follower_is_killed
         wait_for(browser, lambda d: page_state(d)["brokers"] == {"1": "alive", "2": "alive",
                                                                  "3": "alive"},
                  "the three brokers alive again", cluster)
+
+        # The outage is a gap in the follower's LEO line, not a line drawn across it.
+        wait_for(browser, lambda d: line_segments(d, follower) >= 2,
+                 f"broker {follower}'s LEO line broken by its outage", cluster)
+
+        # Internal topics' events follow the "internal topics" box, as their rows do.
+        browser.execute_script(INTERNAL_EVENT)
+        assert browser.execute_script(INTERNAL_EVENT_SHOWN) is False
+        browser.find_element("id", "show-internal").click()
+        assert browser.execute_script(INTERNAL_EVENT_SHOWN) is True
+        browser.find_element("id", "show-internal").click()
+        assert browser.execute_script(INTERNAL_EVENT_SHOWN) is False
 
         # Let the charts show the catching up, then the picture for the README.
         time.sleep(3)
