@@ -91,14 +91,26 @@ def test_every_service_has_the_same_voters_naming_every_service_with_its_node_id
             f"{name} has node.id {config.node_id}; the voters give it {voters[config.node_id]}"
 
 
-def test_advertised_listener_host_is_the_service_name_and_the_raft_port_differs():
+def test_brokers_replicate_over_internal_advertised_as_the_service_name():
+    """Kafka's INTERNAL/EXTERNAL pattern: the inter-broker listener is INTERNAL, bound on
+    every interface and advertised as brokerN, the name the compose network resolves."""
     configs = broker_configs()
     for name, config in configs.items():
+        plan = config.listener_plan
+        assert plan.inter_broker_name == "INTERNAL"
         host, port = config.advertised_listener
         assert host == name
-        assert config.listener == ("0.0.0.0", port), "listen on all interfaces, same port"
+        assert plan.bound("INTERNAL").host == "0.0.0.0"
+        assert plan.bound("INTERNAL").port == port, "listen on the port advertised"
         raft_port = parse_voters(config["controller.quorum.voters"])[config.node_id][1]
-        assert raft_port != port
+        assert raft_port not in [listener.port for listener in plan.listeners]
+
+
+def test_every_listener_is_plaintext_and_internal_and_external_both_advertised():
+    for name, config in broker_configs().items():
+        plan = config.listener_plan
+        assert sorted(a.name for a in plan.advertised) == ["EXTERNAL", "INTERNAL"], name
+        assert {a.security_protocol for a in plan.advertised} == {"PLAINTEXT"}
 
 
 def test_service_hostnames_match_service_names():
@@ -134,15 +146,33 @@ def test_log_dirs_live_on_a_named_volume_of_their_own():
     assert len(set(sources)) == len(sources), "brokers must not share a data volume"
 
 
-def test_each_broker_is_reachable_from_the_host_on_19092_to_19094():
+def published_ports(service: dict) -> dict[int, int]:
+    """Container port → host port of a service's ``ports`` ("host:container")."""
+    result = {}
+    for mapping in service.get("ports") or []:
+        published, _, target = str(mapping).rpartition(":")
+        result[int(target)] = int(published.rpartition(":")[2])
+    return result
+
+
+def test_each_broker_is_reachable_from_the_host_on_the_port_it_advertises():
+    """A host client is told localhost:<p> for the EXTERNAL listener, so <p> must be the
+    published host port of the container port EXTERNAL binds; nothing else is published
+    (INTERNAL and Raft stay on the compose network)."""
     host_ports = {}
     for name, config in broker_configs().items():
-        service = load_compose()["services"][name]
-        for mapping in service.get("ports") or []:
-            published, _, target = str(mapping).rpartition(":")
-            assert int(target) == config.listener[1]
-            host_ports[name] = int(published)
-    assert sorted(host_ports.values()) == [19092, 19093, 19094]
+        plan = config.listener_plan
+        external = next(a for a in plan.advertised if a.name == "EXTERNAL")
+        bound = plan.bound("EXTERNAL")
+        assert external.host == "localhost"
+        assert bound.host == "0.0.0.0"
+        published = published_ports(load_compose()["services"][name])
+        assert published == {bound.port: external.port}, \
+            f"{name} publishes {published}; EXTERNAL binds {bound.port} and advertises " \
+            f"localhost:{external.port}"
+        host_ports[name] = external.port
+    assert host_ports == {"broker1": 19092, "broker2": 19093, "broker3": 19094}
+    assert "localhost:19092" in COMPOSE.read_text(), "the header tells host clients"
 
 
 def test_a_quorum_without_secret_opts_out_explicitly_and_publishes_no_raft_port():
@@ -154,9 +184,7 @@ def test_a_quorum_without_secret_opts_out_explicitly_and_publishes_no_raft_port(
             continue
         assert config["controller.quorum.allow.unauthenticated"] is True
         raft_port = parse_voters(config["controller.quorum.voters"])[config.node_id][1]
-        targets = [int(str(m).rpartition(":")[2])
-                   for m in load_compose()["services"][name].get("ports") or []]
-        assert raft_port not in targets, f"{name} publishes its Raft port"
+        assert raft_port not in published_ports(load_compose()["services"][name]), f"{name} publishes its Raft port"
         assert "What that trusts" in COMPOSE.read_text(), "the file says whom it trusts"
 
 
