@@ -2,4 +2,4 @@
 connections), ``api`` (request handlers), ``replication`` (partitions, fetchers,
 purgatory), ``controller`` (cluster metadata on Raft), ``groups`` (consumer groups) —
 and the tools beside it: ``cli``, ``testing`` (the pytest plugin), ``verify``.
-See the README's Layout section."""
+See docs/layout.md."""

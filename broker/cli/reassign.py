@@ -12,7 +12,7 @@ The plan (``reassign_plan.py``) keeps each partition's replica count, evens the 
 the brokers named and moves as little as it can (rack-aware when brokers have
 ``broker.rack``).  ``--execute`` sends AlterPartitionReassignments to the controller; the
 controller adds the new replicas, waits until they are in sync, then drops the old ones
-(see the README's "Reassigning partitions").  ``--status`` lists the partitions still
+(see docs/reassignment.md).  ``--status`` lists the partitions still
 moving (ListPartitionReassignments) with their ISR.  ``--throttle`` (with ``--execute``)
 first writes the topics' throttled-replica lists as kafka-reassign-partitions --throttle
 does: the leader list names the current replicas of each moving partition, the follower

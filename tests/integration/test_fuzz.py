@@ -3,7 +3,7 @@ acks=all load takes ~30,000 generated and mutated requests of every served API a
 version, and stays up, serving, intact and quiet.
 
 The long run (a million requests and more) is the same command with other bounds; its
-figures are in the README (Security, Fuzzing).
+figures are in docs/fuzzing.md.
 """
 from __future__ import annotations
 

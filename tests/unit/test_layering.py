@@ -1,4 +1,4 @@
-"""Imports point one way (the README's Layout section).
+"""Imports point one way (docs/layout.md).
 
     protocol/  stdlib, crc32c, kafka (kafka-python's message and record classes), itself
     storage/   stdlib, crc32c, itself, protocol.records (the batch header view),
