@@ -8,6 +8,7 @@ passes silently; every value is parsed to its type here, once.
 """
 from __future__ import annotations
 
+import difflib
 import functools
 import os
 import tomllib
@@ -75,10 +76,15 @@ def _replica_selector(text: str) -> str:
 
 @dataclass(frozen=True)
 class Setting:
+    """One broker setting.  ``kafka`` is True when Kafka 4.x has a broker setting of the
+    same name and meaning (its default may differ), False for Raftwood's own settings.
+    docs/configuration.md is generated from this table (broker/config_doc.py)."""
+
     name: str
     parse: Callable[[str], Any]
     default: Any
     doc: str
+    kafka: bool = True
 
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in (
@@ -98,11 +104,13 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     # Raftwood's own (Kafka's KRaft secures its controller listener instead): the secret
     # that encrypts and authenticates Raft traffic (pysyncobj's password option).
     Setting("controller.quorum.password", _str, "",
-            "Secret shared by the Raft voters; encrypts their traffic (empty: none)"),
+            "Secret shared by the Raft voters; encrypts their traffic (empty: none)",
+            kafka=False),
     Setting("controller.quorum.password.file", _str, "",
-            "File whose first line is controller.quorum.password"),
+            "File whose first line is controller.quorum.password", kafka=False),
     Setting("controller.quorum.allow.unauthenticated", _bool, False,
-            "Run a metadata quorum without controller.quorum.password (unsafe)"),
+            "Run a metadata quorum without controller.quorum.password (unsafe)",
+            kafka=False),
     Setting("num.partitions", int, 1, "Partitions of auto-created topics"),
     Setting("default.replication.factor", int, 1, "Replication factor of auto-created topics"),
     Setting("min.insync.replicas", int, 1, "Least ISR size for acks=all writes"),
@@ -144,16 +152,19 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("log.flush.offset.checkpoint.interval.ms", int, 60_000,
             "How often HW, recovery point and log start offset are checkpointed"),
     Setting("log.flush.on.acks.all", _bool, False,
-            "fsync the log before answering an acks=all produce (Raftwood option)"),
+            "fsync the log before answering an acks=all produce (Raftwood option)",
+            kafka=False),
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame"),
     Setting("message.max.bytes", int, 1024 * 1024 + 12, "Largest record batch"),
     # Raftwood's own: Kafka has no such setting (it always sends fetched records with
     # FileChannel.transferTo, i.e. sendfile, on plaintext listeners).
     Setting("socket.sendfile.enable", _bool, True,
             "Send Fetch records from the segment files with sendfile on plaintext "
-            "listeners; false: pread them and write the copy (Raftwood option)"),
+            "listeners; false: pread them and write the copy (Raftwood option)",
+            kafka=False),
     Setting("queued.max.requests.per.connection", int, 100,
-            "In-flight requests per connection before reading pauses (Raftwood option)"),
+            "In-flight requests per connection before reading pauses (Raftwood option)",
+            kafka=False),
     # Hostile clients (broker/network/limits.py): Kafka's names and defaults.
     Setting("max.connections", _positive_int, 2 ** 31 - 1,
             "Open connections on the Kafka listeners, the inter-broker listener's "
@@ -227,12 +238,16 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "How often the coordinator aborts transactions past their timeout"),
     Setting("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3_600_000,
             "How often the coordinator forgets expired transactional ids"),
-    Setting("cluster.id", _str, "", "Cluster id (generated and stored on first start if empty)"),
+    # Kafka takes the cluster id from `kafka-storage.sh format --cluster-id` instead.
+    Setting("cluster.id", _str, "", "Cluster id (generated and stored on first start if empty)",
+            kafka=False),
     Setting("log.format", _log_format, "text",
-            "Broker log lines: text, or json (one object a line, state changes with fields)"),
+            "Broker log lines: text, or json (one object a line, state changes with fields)",
+            kafka=False),
     # Raftwood's own (Kafka exports through JMX): Prometheus text on GET /metrics.
-    Setting("metrics.port", int, 0, "Port serving Prometheus metrics (0: none served)"),
-    Setting("metrics.host", _str, "127.0.0.1", "Address the metrics port binds"),
+    Setting("metrics.port", int, 0, "Port serving Prometheus metrics (0: none served)",
+            kafka=False),
+    Setting("metrics.host", _str, "127.0.0.1", "Address the metrics port binds", kafka=False),
     *(Setting(name, _str, default, "TLS (PEM only); per listener as listener.name.<l>." + name)
       for name, default in tls.TLS_SETTINGS.items()),
     *(Setting(name, _str, default, "SASL; per listener as listener.name.<l>." + name)
@@ -394,12 +409,24 @@ def load(config_file: str | None = None, overrides: list[str] | None = None,
     return build(raw)
 
 
+def unknown_setting_message(key: str) -> str:
+    """One line naming the unknown ``key``, the closest known name if one is close, and
+    where the list of settings is."""
+    prefix, names = "", list(SETTINGS)
+    if key.startswith("listener.name.") and key.count(".") >= 3:
+        listener = key[len("listener.name."):].partition(".")[0]
+        prefix, names = f"listener.name.{listener}.", sorted(LISTENER_SETTINGS)
+    close = difflib.get_close_matches(key[len(prefix):], names, n=1, cutoff=0.75)
+    hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+    return f"unknown setting {key!r}{hint}; see `raftwood start --help`"
+
+
 def build(raw: Mapping[str, str]) -> BrokerConfig:
     values = {name: setting.default for name, setting in SETTINGS.items()}
     for key, text in raw.items():
         setting = SETTINGS.get(key) or _listener_setting(key)
         if setting is None:
-            raise ConfigError(f"unknown setting {key!r}")
+            raise ConfigError(unknown_setting_message(key))
         try:
             values[key] = setting.parse(text)
         except (TypeError, ValueError) as exc:

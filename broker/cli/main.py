@@ -25,6 +25,7 @@ import sys
 
 from . import acls, admin, dev, groups, quorum, reassign, users, verify
 from .. import config as config_module
+from .. import config_doc
 from .. import logs
 
 
@@ -81,10 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--log-level", default="INFO")
     commands = parser.add_subparsers(dest="command", required=True)
-    start = commands.add_parser("start", help="run one broker in the foreground")
+    start = commands.add_parser(
+        "start", help="run one broker in the foreground",
+        description="Run one broker in the foreground (SIGTERM or Ctrl-C stops it cleanly).",
+        epilog=config_doc.help_listing(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     start.add_argument("--config", help="properties or TOML file with Kafka's config names")
     start.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override one setting (repeatable)")
+                       help="override one setting (repeatable); settings are listed below")
     start.set_defaults(func=cmd_start)
     dev.add_command(commands)
     admin.add_commands(commands)
