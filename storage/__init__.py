@@ -20,9 +20,15 @@ are the log's parts, one on-disk concept each:
 ``recovery``           startup recovery as named steps (a cleaner swap included),
                        RecoveryReport
 ``cleaner``            the log cleaner: plan, clean (a thread), commit (the swap)
-``log``                PartitionLog (keeps all of the above in step), AppendInfo
+``local_log``          LocalLog: the segments of one directory (roll, append bytes,
+                       read, flush, delete, the cleaner's swap)
+``append_checks``      what an append must satisfy before a byte is written
+``log``                PartitionLog over a LocalLog: offsets, leader epochs, producer
+                       state, high watermark, last stable offset, retention,
+                       truncation; keeps all of the above in step; AppendInfo
 ``file_records``       FileRecords: a zero-copy read, regions of segment files
-``errors``             StorageError and its subclasses
+``errors``             StorageError and its subclasses; the OSError and RecordError
+                       converters around PartitionLog's methods
 """
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache

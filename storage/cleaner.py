@@ -32,7 +32,7 @@ One pass over one partition log, in three parts:
        the cleaner's own, so retention deleting one meanwhile cannot pull a file away.
 
 ``commit(log, result)`` (event loop)
-    ``PartitionLog.replace_segments`` for each group: validated against what the log
+    ``PartitionLog.replace_segments`` (``LocalLog``'s swap) for each group: validated against what the log
     holds now (retention or a truncation meanwhile discards the group), then the
     ``.cleaned`` → ``.swap`` → final renames, with the in-memory swap in one call that
     does not await.  Recovery (``recovery.complete_swaps``) finishes or drops a swap a
@@ -49,7 +49,7 @@ tombstone stays at least ``delete.retention.ms`` after the pass that first clean
 
 ``RAFTWOOD_TEST_CLEANER_CRASH_AT=<step>`` (tests only) ends the process with
 ``os._exit`` at a named step: ``cleaned`` (the ``.cleaned`` files are written),
-``swap``, ``deleted``, ``renamed`` (see ``PartitionLog.replace_segments``).
+``swap``, ``deleted``, ``renamed`` (see ``LocalLog.replace_segments``).
 """
 from __future__ import annotations
 

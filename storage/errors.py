@@ -16,8 +16,18 @@ to Kafka error codes at one boundary (``OffsetOutOfRange`` → OFFSET_OUT_OF_RAN
   disk returned what was written; the data itself is bad (a batch stored by an older
   version, or copied from a leader that had it).  Only the request that needed those
   records fails (CORRUPT_MESSAGE); nothing goes offline.
+
+The two decorators at the end are the one place storage/ converts foreign errors
+(OSError, protocol's RecordError) into these, around ``PartitionLog``'s methods.
 """
 from __future__ import annotations
+
+import functools
+import logging
+
+from protocol.records import RecordError
+
+logger = logging.getLogger(__name__)
 
 
 class StorageError(Exception):
@@ -77,3 +87,37 @@ class StaleRegion(StorageError):
     truncated or closed (retention, DeleteRecords, the cleaner's swap, a follower's
     truncation) before the bytes were sent.  The only safe answer is to send nothing
     more of that response: the connection closes and the client fetches again."""
+
+
+def converts_os_errors(method):
+    """An OSError inside ``method`` (ENOSPC, EIO, ...) leaves as StorageIOError, so every
+    failure that leaves storage/ is a StorageError.  Decoding records never raises
+    OSError (protocol/ turns codec failures into RecordDecodeError), so a bad batch
+    cannot pass for a disk failure here; see ``converts_record_errors``.  ``method``'s
+    object has a ``_prefix`` (its log's name) for the message."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            raise StorageIOError(f"{self._prefix} {method.__name__} failed: {exc}") from exc
+
+    return wrapper
+
+
+def converts_record_errors(method):
+    """Around the cold paths that decode a stored batch: RecordError (a batch whose
+    records do not decode) leaves as UndecodableBatch, a per-request error, never a disk
+    failure.  The one place storage/ converts decoding errors."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except RecordError as exc:
+            logger.warning("%s %s: a stored batch does not decode: %s", self._prefix,
+                           method.__name__, exc)
+            raise UndecodableBatch(f"{self._prefix} {method.__name__}: {exc}") from exc
+
+    return wrapper

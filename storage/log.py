@@ -1,4 +1,12 @@
-"""``PartitionLog``: the on-disk log of one partition, the facade the broker uses.
+"""``PartitionLog``: the on-disk log of one partition, the facade the broker uses (the
+half Kafka calls UnifiedLog).
+
+It keeps what is about offsets rather than files: the log start offset, the high
+watermark, the last stable offset, the leader-epoch cache, the producer state (with its
+snapshots), the log cleaner's first dirty offset, the offsets checkpoint; it validates
+appends, decides retention and truncation, and converts every OSError to
+StorageIOError.  The segments themselves (roll, write, read, flush, delete, the
+cleaner's swap) are ``storage/local_log.py``'s ``LocalLog``, which only this class calls.
 
 Hot paths (``append_as_leader``, ``append_as_follower``, ``read``) touch only batch
 headers: an append is one ``os.write`` of the batch bytes to the active segment plus
@@ -11,28 +19,25 @@ is a cold path.
 """
 from __future__ import annotations
 
-import bisect
-import functools
 import logging
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from protocol.control import marker_of
-from protocol.records import CONTROL_FLAG, LOG_OVERHEAD, BatchHeader, RecordError, \
-    assign_offset_and_epoch, first_offset_at_or_after, parse_header, valid_prefix, \
-    with_offset_and_epoch
+from protocol.records import CONTROL_FLAG, LOG_OVERHEAD, BatchHeader, \
+    assign_offset_and_epoch, valid_prefix, with_offset_and_epoch
 
 from . import checkpoint
+from .append_checks import check_follower_batches, check_leader_batch
 from .checkpoint import PartitionOffsets
 from .config import LONG_MAX, LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import InvalidAppend, InvalidOffset, LogClosed, OffsetOutOfRange, StorageIOError, \
-    UndecodableBatch
-from .file_records import ZERO_COPY_MIN_BYTES, FileRecords
-from .index import INT32_MAX
+    converts_os_errors, converts_record_errors
+from .file_records import FileRecords
+from .local_log import LocalLog
 from .producer_state import ProducerStateManager
 from .recovery import RecoveredLog, RecoveryReport, recover_log, reload_producer_state
 from .segment import LogSegment
@@ -42,39 +47,6 @@ logger = logging.getLogger(__name__)
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def _converts_os_errors(method):
-    """An OSError inside ``method`` (ENOSPC, EIO, ...) leaves as StorageIOError, so every
-    failure that leaves storage/ is a StorageError (errors.py's contract).  Decoding
-    records never raises OSError (protocol/ turns codec failures into RecordDecodeError),
-    so a bad batch cannot pass for a disk failure here; see ``_decoding``."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except OSError as exc:
-            raise StorageIOError(f"{self._prefix} {method.__name__} failed: {exc}") from exc
-
-    return wrapper
-
-
-def _decoding(method):
-    """Around the cold paths that decode a stored batch: RecordError (a batch whose
-    records do not decode) leaves as UndecodableBatch, a per-request error, never a disk
-    failure.  The one place storage/ converts decoding errors."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        try:
-            return method(self, *args, **kwargs)
-        except RecordError as exc:
-            logger.warning("%s %s: a stored batch does not decode: %s", self._prefix,
-                           method.__name__, exc)
-            raise UndecodableBatch(f"{self._prefix} {method.__name__}: {exc}") from exc
-
-    return wrapper
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +61,8 @@ class AppendInfo:
 
 
 class PartitionLog:
-    """Segments, indexes, checkpoints, the leader-epoch cache and the producer state
-    (with its snapshots) of one partition.
+    """The offsets, leader-epoch cache, producer state and checkpoints of one
+    partition, over its segments (``LocalLog``).
 
     Invariants (checked with explicit raises where a caller could break them):
 
@@ -104,7 +76,10 @@ class PartitionLog:
     * ``producer_state`` is at ``log_end_offset``: every append, truncation, retention
       and reset updates it in the same call, and its snapshots lie within
       [log_start_offset, log_end_offset];
-    * only the last segment (the active one) is ever appended to.
+    * only the last segment (the active one) is ever appended to, and only after the
+      batch passed this class's checks (offsets, epochs) and the roll decision;
+    * once closed (``close``, ``close_handlers``, ``delete``), every call that reads
+      or writes raises LogClosed, so no file of ``LocalLog``'s is touched after that.
 
     Who may call: the broker's event loop only (no locks, no threads, nothing awaits
     inside a call).  Calls are synchronous and do blocking file I/O; the hot paths
@@ -124,18 +99,14 @@ class PartitionLog:
         self._config = config
         self._clock_ms = clock_ms
         self._prefix = f"[Log {os.path.basename(os.path.normpath(directory))}]"
-        self._segments: list[LogSegment] = recovered.segments
-        self._bases: list[int] = [segment.base_offset for segment in self._segments]
+        self._local = LocalLog(directory, config, recovered.segments,
+                               recovered.offsets.recovery_point, clock_ms, self._prefix)
         self._log_start_offset = recovered.offsets.log_start_offset
         self._high_watermark = recovered.offsets.high_watermark
-        self._recovery_point = recovered.offsets.recovery_point
         self.epoch_cache: LeaderEpochCache = recovered.epoch_cache
         #: read it (``check``) freely; only this log changes it
         self.producer_state: ProducerStateManager = recovered.producer_state
         self.recovery_report: RecoveryReport = recovered.report
-        self._unflushed_messages = 0
-        self._last_flush_ms = clock_ms()
-        self._directory_dirty = False
         self._checkpointed: PartitionOffsets | None = None
         self._closed = False
         #: the log cleaner's: everything below it was cleaned at least once
@@ -166,8 +137,7 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         """New settings apply to the next roll / retention / flush decision."""
         self._config = config
-        for segment in self._segments:
-            segment.index_interval_bytes = config.index_interval_bytes
+        self._local.update_config(config)
 
     @property
     def log_start_offset(self) -> int:
@@ -176,7 +146,7 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         """The next offset to assign (exclusive end of the log)."""
-        return self._segments[-1].next_offset
+        return self._local.log_end_offset
 
     @property
     def high_watermark(self) -> int:
@@ -185,15 +155,15 @@ class PartitionLog:
     @property
     def recovery_point(self) -> int:
         """Everything below this offset has been fsynced."""
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return tuple(self._segments)
+        return tuple(self._local.segments)
 
     @property
     def size_bytes(self) -> int:
-        return sum(segment.size_bytes for segment in self._segments)
+        return self._local.size_bytes
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.directory!r}, log_start_offset={self._log_start_offset}, "
@@ -205,7 +175,7 @@ class PartitionLog:
 
     # -- appends ---------------------------------------------------------------------
 
-    @_converts_os_errors
+    @converts_os_errors
     def append_as_leader(self, batch: bytearray, leader_epoch: int,
                          header: BatchHeader | None = None) -> AppendInfo:
         """Append one client batch (baseOffset 0, already validated by protocol.records).
@@ -220,32 +190,18 @@ class PartitionLog:
         the cache's latest.
         """
         self._check_open()
-        if not isinstance(batch, bytearray):
-            raise InvalidAppend(f"{self._prefix} append_as_leader needs a bytearray to "
-                                f"assign offsets in place, got {type(batch).__name__}")
-        if header is None:
-            try:
-                header = parse_header(batch)
-            except RecordError as exc:
-                raise InvalidAppend(f"{self._prefix} {exc}") from exc
+        header = check_leader_batch(batch, header, leader_epoch, self.epoch_cache.latest_epoch,
+                                    self._prefix)
         size = len(batch)
-        if header is None or header.batch_length + LOG_OVERHEAD != size \
-                or header.last_offset_delta < 0:
-            raise InvalidAppend(f"{self._prefix} expected exactly one complete batch, "
-                                f"got {size} bytes")
-        latest = self.epoch_cache.latest_epoch
-        if leader_epoch < 0 or (latest is not None and leader_epoch < latest):
-            raise InvalidAppend(f"{self._prefix} leader epoch {leader_epoch} is older than "
-                                f"the log's latest epoch {latest}")
-        base_offset = self._segments[-1].next_offset
+        local = self._local
+        base_offset = local.log_end_offset
         header = with_offset_and_epoch(header, base_offset, leader_epoch)
         now_ms = self._clock_ms()
         self._maybe_roll(size, base_offset + header.last_offset_delta, now_ms)
         assign_offset_and_epoch(batch, 0, base_offset, leader_epoch)
         self.epoch_cache.assign(leader_epoch, base_offset)
-        self._segments[-1].append(batch, [header], now_ms)
+        local.append(batch, [header], now_ms, header.records_count)
         self.producer_state.update(header, marker_of(batch, header))
-        self._unflushed_messages += header.records_count
         return AppendInfo(base_offset, base_offset + header.last_offset_delta,
                           header.max_timestamp, -1, size)
 
@@ -259,7 +215,7 @@ class PartitionLog:
         its first batch; the producer state records every batch.  Empty input → None.
 
         A follower calls this once per fetch that brings records, so it reads each
-        header once per pass and keeps ``_converts_os_errors``'s conversion inline (an
+        header once per pass and keeps ``converts_os_errors``'s conversion inline (an
         OSError still leaves as StorageIOError) rather than through the wrapper.
         """
         if self._closed:
@@ -271,8 +227,10 @@ class PartitionLog:
             if valid_bytes != len(batches):
                 raise InvalidAppend(f"{self._prefix} torn, malformed or CRC-failing batch at "
                                     f"byte {valid_bytes} of {len(batches)}")
-            max_timestamp = self._check_follower_batches(headers)
+            max_timestamp = check_follower_batches(headers, self.log_end_offset,
+                                                   self.epoch_cache.latest_epoch, self._prefix)
             now_ms = self._clock_ms()
+            local = self._local
             epoch_cache = self.epoch_cache
             producer_state = self.producer_state
             count = len(headers)
@@ -282,7 +240,7 @@ class PartitionLog:
                 self._maybe_roll(LOG_OVERHEAD + first.batch_length,
                                  first.base_offset + first.last_offset_delta, now_ms)
                 end = start + 1 if start + 1 == count else \
-                    self._run_fitting_active_segment(headers, start)
+                    local.run_fitting_active_segment(headers, start)
                 if end - start == count:
                     run, data = headers, batches  # the usual case: one write of all
                 else:
@@ -298,11 +256,10 @@ class PartitionLog:
                         epoch_cache.assign(epoch, header.base_offset)
                         latest = epoch
                     records += header.records_count
-                self._segments[-1].append(data, run, now_ms)
+                local.append(data, run, now_ms, records)
                 for header in run:
                     producer_state.update(header, marker_of(batches, header)
                                           if header.attributes & CONTROL_FLAG else None)
-                self._unflushed_messages += records
                 start = end
             last = headers[-1]
             return AppendInfo(headers[0].base_offset, last.base_offset + last.last_offset_delta,
@@ -310,76 +267,21 @@ class PartitionLog:
         except OSError as exc:
             raise StorageIOError(f"{self._prefix} append_as_follower failed: {exc}") from exc
 
-    def _check_follower_batches(self, headers) -> int:
-        """InvalidAppend unless ``headers`` start at or after log_end_offset, each past the
-        one before, with leader epochs that never go back; returns their largest
-        max_timestamp (the AppendInfo's, read in the same pass)."""
-        expected = self._segments[-1].next_offset
-        epoch = self.epoch_cache.latest_epoch
-        max_timestamp = headers[0].max_timestamp
-        for header in headers:
-            base_offset = header.base_offset
-            # >=, not ==: below a leader's compacted range a fetch returns gaps.
-            if base_offset < expected:
-                raise InvalidAppend(f"{self._prefix} batch base offset {base_offset} "
-                                    f"< expected {expected} (log_end_offset "
-                                    f"{self.log_end_offset})")
-            if header.partition_leader_epoch >= 0:
-                if epoch is not None and header.partition_leader_epoch < epoch:
-                    raise InvalidAppend(f"{self._prefix} batch at {base_offset} has "
-                                        f"leader epoch {header.partition_leader_epoch} < {epoch}")
-                epoch = header.partition_leader_epoch
-            if header.max_timestamp > max_timestamp:
-                max_timestamp = header.max_timestamp
-            expected = base_offset + header.last_offset_delta + 1
-        return max_timestamp
-
-    def _run_fitting_active_segment(self, headers, start: int) -> int:
-        """End (exclusive) of the run of batches from ``start`` the active segment takes."""
-        active = self._segments[-1]
-        size = active.size_bytes + headers[start].size
-        end = start + 1
-        while end < len(headers):
-            size += headers[end].size
-            if size > self._config.segment_bytes or not active.can_hold(headers[end].last_offset):
-                break
-            end += 1
-        return end
-
     def _maybe_roll(self, batch_size: int, last_offset: int, now_ms: int) -> None:
-        """Roll before an append if segment.bytes, segment.ms, the index size or the
-        int32 relative-offset range would be exceeded.  An empty segment never rolls."""
-        active = self._segments[-1]
-        if not active.size_bytes:
-            return
-        config = self._config
-        if active.size_bytes + batch_size > config.segment_bytes:
-            reason = f"segment.bytes {config.segment_bytes} reached"
-        elif active.rolling_base_ms is not None \
-                and now_ms - active.rolling_base_ms > config.segment_ms:
-            reason = f"segment.ms {config.segment_ms} elapsed"
-        elif active.index_full(config.max_index_entries_offset, config.max_index_entries_time):
-            reason = "index full"
-        elif last_offset - active.base_offset > INT32_MAX:  # LogSegment.can_hold, inline
-            reason = "relative offsets would overflow int32"
-        else:
-            return
-        self._roll(reason)
+        """Roll before an append when ``LocalLog.roll_reason`` names a reason."""
+        reason = self._local.roll_reason(batch_size, last_offset, now_ms)
+        if reason is not None:
+            self._roll(reason)
 
     def _roll(self, reason: str) -> None:
-        old = self._segments[-1]
-        old.on_become_inactive()
-        new = LogSegment.create(self.directory, old.next_offset, self._config.index_interval_bytes)
-        self._segments.append(new)
-        self._bases.append(new.base_offset)
-        self._directory_dirty = True
+        """A new active segment, and a producer snapshot at its base offset (recovery
+        replays producer state from the newest snapshot, not from the log start)."""
+        new = self._local.roll(reason)
         self.producer_state.take_snapshot(new.base_offset)
-        logger.info("%s rolled segment %d (%d bytes) → new segment %d: %s", self._prefix,
-                    old.base_offset, old.size_bytes, new.base_offset, reason)
 
     # -- reads -----------------------------------------------------------------------
 
-    @_converts_os_errors
+    @converts_os_errors
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_batch: bool = True, zero_copy: bool = False
              ) -> bytes | memoryview | FileRecords:
@@ -402,50 +304,10 @@ class PartitionLog:
         upper = log_end_offset if max_offset is None else min(max_offset, log_end_offset)
         if offset >= upper:
             return b""
-        index = bisect.bisect_right(self._bases, offset) - 1
-        if zero_copy:
-            return self._locate(index, offset, max_bytes, upper, log_end_offset, min_one_batch)
-        chunks: list[bytes] = []
-        remaining = max_bytes
-        while True:
-            data, exhausted = self._segments[index].read(
-                offset, remaining, upper if upper < log_end_offset else None,
-                min_one_batch and not chunks)
-            if data:
-                chunks.append(data)
-                remaining -= len(data)
-            index += 1
-            if not exhausted or index == len(self._segments) or remaining <= 0 \
-                    or self._bases[index] >= upper:
-                break
-            offset = self._bases[index]
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return self._local.read(offset, max_bytes, upper, min_one_batch, zero_copy)
 
-    def _locate(self, index: int, offset: int, max_bytes: int, upper: int,
-                log_end_offset: int, min_one_batch: bool) -> bytes | FileRecords:
-        """``read``'s segment walk with ``LogSegment.locate``: regions, not bytes."""
-        regions = []
-        remaining = max_bytes
-        while True:
-            segment = self._segments[index]
-            position, length, exhausted = segment.locate(
-                offset, remaining, upper if upper < log_end_offset else None,
-                min_one_batch and not regions)
-            if length:
-                regions.append((segment, segment.generation, position, length))
-                remaining -= length
-            index += 1
-            if not exhausted or index == len(self._segments) or remaining <= 0 \
-                    or self._bases[index] >= upper:
-                break
-            offset = self._bases[index]
-        records = FileRecords(regions)
-        if len(records) < ZERO_COPY_MIN_BYTES:
-            return records.read() if regions else b""
-        return records
-
-    @_decoding
-    @_converts_os_errors
+    @converts_record_errors
+    @converts_os_errors
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp >= ``timestamp_ms``.
 
@@ -455,18 +317,10 @@ class PartitionLog:
         UndecodableBatch if that batch does not decode.
         """
         self._check_open()
-        for segment in self._segments:
-            if segment.largest_timestamp < timestamp_ms \
-                    or segment.next_offset <= self._log_start_offset:
-                continue
-            for header in segment.batches_reaching_timestamp(timestamp_ms):
-                found = first_offset_at_or_after(segment.batch_at(header.position), timestamp_ms)
-                if found is not None:
-                    return found
-        return None
+        return self._local.offset_for_timestamp(timestamp_ms, self._log_start_offset)
 
-    @_decoding
-    @_converts_os_errors
+    @converts_record_errors
+    @converts_os_errors
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with the largest timestamp in the log.
 
@@ -476,18 +330,7 @@ class PartitionLog:
         does not decode.
         """
         self._check_open()
-        best = None
-        for segment in self._segments:
-            if segment.size_bytes and segment.largest_timestamp >= 0 and (
-                    best is None or segment.largest_timestamp > best.largest_timestamp):
-                best = segment
-        if best is None:
-            return None
-        timestamp = best.largest_timestamp
-        batch = best.batch_at(best.find_position(best.offset_of_max_timestamp))
-        found = first_offset_at_or_after(batch, timestamp)
-        offset = found[0] if found is not None else best.offset_of_max_timestamp
-        return timestamp, offset
+        return self._local.max_timestamp_and_offset()
 
     # -- high watermark, truncation --------------------------------------------------
 
@@ -514,7 +357,7 @@ class PartitionLog:
         """The aborted transactions with records in [start_offset, end_offset)."""
         return self.producer_state.aborted_between(start_offset, end_offset)
 
-    @_converts_os_errors
+    @converts_os_errors
     def truncate_to(self, offset: int) -> None:
         """Remove everything at and after ``offset``; no-op if offset >= log_end_offset.
 
@@ -530,26 +373,24 @@ class PartitionLog:
             raise InvalidOffset(f"{self._prefix} cannot truncate to {offset}")
         if offset >= self.log_end_offset:
             return
-        if offset < self._bases[0]:
+        if offset < self._local.bases[0]:
             self.truncate_fully_and_start_at(offset)
             return
         old_log_end_offset = self.log_end_offset
-        keep = bisect.bisect_right(self._bases, offset)
-        removed = self._delete_segments_from(keep)
-        removed += self._segments[-1].truncate_to(offset)
+        removed = self._local.truncate_to(offset)
         log_end_offset = self.log_end_offset
         self._log_start_offset = min(self._log_start_offset, log_end_offset)
         self._high_watermark = min(self._high_watermark, log_end_offset)
-        self._recovery_point = min(self._recovery_point, log_end_offset)
         self.epoch_cache.truncate_from_end(log_end_offset)
         self.first_dirty_offset = min(self.first_dirty_offset, log_end_offset)
-        reload_producer_state(self.producer_state, self._segments, self._log_start_offset)
+        reload_producer_state(self.producer_state, self._local.segments,
+                              self._log_start_offset)
         checkpoint.fsync_directory(self.directory)
         self.checkpoint()
         logger.info("%s truncated to offset %d: log_end_offset %d → %d, %d bytes removed",
                     self._prefix, offset, old_log_end_offset, log_end_offset, removed)
 
-    @_converts_os_errors
+    @converts_os_errors
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset``: log_start_offset =
         log_end_offset = high_watermark = recovery_point = ``offset``; epoch cache,
@@ -557,13 +398,9 @@ class PartitionLog:
         self._check_open()
         if offset < 0:
             raise InvalidOffset(f"{self._prefix} cannot start at {offset}")
-        removed = self._delete_segments_from(0)
-        self._segments = [LogSegment.create(self.directory, offset,
-                                            self._config.index_interval_bytes)]
-        self._bases = [offset]
-        self._log_start_offset = self._high_watermark = self._recovery_point = offset
+        removed = self._local.truncate_fully_and_start_at(offset)
+        self._log_start_offset = self._high_watermark = offset
         self.first_dirty_offset = offset
-        self._unflushed_messages = 0
         self.epoch_cache.clear()
         self.producer_state.reset(offset)
         checkpoint.fsync_directory(self.directory)
@@ -571,18 +408,9 @@ class PartitionLog:
         logger.info("%s truncated fully (%d bytes removed), now starts at offset %d",
                     self._prefix, removed, offset)
 
-    def _delete_segments_from(self, start: int) -> int:
-        """Delete ``segments[start:]``, newest first; return the bytes removed."""
-        doomed = self._segments[start:]
-        del self._segments[start:]
-        del self._bases[start:]
-        for segment in reversed(doomed):
-            segment.delete()
-        return sum(segment.size_bytes for segment in doomed)
-
     # -- retention -------------------------------------------------------------------
 
-    @_converts_os_errors
+    @converts_os_errors
     def enforce_retention(self, now_ms: int | None = None) -> int:
         """Delete the oldest whole segments breaching retention.ms or retention.bytes
         (only when cleanup.policy includes ``delete``).
@@ -619,36 +447,33 @@ class PartitionLog:
         return deleted
 
     def _delete_old_segments(self, breached: Callable[[LogSegment], bool], reason: str) -> int:
-        doomed = []
-        for segment in self._segments:
+        """Delete the oldest segments while ``breached`` holds and they lie wholly below
+        the high watermark; the log start offset and what hangs on it follow."""
+        local = self._local
+        segments = local.segments
+        doomed = 0
+        for segment in segments:
             # An empty segment stops retention only when it is the active one: the
             # cleaner may leave an emptied segment anywhere below it.
-            if (not segment.size_bytes and segment is self._segments[-1]) \
+            if (not segment.size_bytes and segment is segments[-1]) \
                     or segment.next_offset > self._high_watermark or not breached(segment):
                 break
-            doomed.append(segment)
+            doomed += 1
         if not doomed:
             return 0
-        if len(doomed) == len(self._segments):
+        if doomed == len(segments):
             self._roll(f"active segment breaches {reason}")
-        del self._segments[:len(doomed)]
-        del self._bases[:len(doomed)]
-        for segment in doomed:
-            segment.delete()
-            logger.info("%s deleted segment %d (offsets %d..%d, %d bytes, largest timestamp "
-                        "%d): %s", self._prefix, segment.base_offset, segment.base_offset,
-                        segment.next_offset - 1, segment.size_bytes,
-                        segment.largest_timestamp, reason)
-        self._log_start_offset = max(self._log_start_offset, self._bases[0])
-        self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        local.remove_and_delete_segments(doomed, reason)
+        self._log_start_offset = max(self._log_start_offset, local.bases[0])
+        local.maybe_increment_recovery_point(self._log_start_offset)
         self._high_watermark = max(self._high_watermark, self._log_start_offset)
         self.epoch_cache.truncate_from_start(self._log_start_offset)
         self.producer_state.truncate_before(self._log_start_offset)
         checkpoint.fsync_directory(self.directory)
         self.checkpoint()
-        return len(doomed)
+        return doomed
 
-    @_converts_os_errors
+    @converts_os_errors
     def maybe_increment_log_start_offset(self, offset: int, reason: str) -> bool:
         """Move log_start_offset up to ``offset`` (Kafka's maybeIncrementLogStartOffset:
         DeleteRecords on a leader, a follower taking its leader's log_start_offset).
@@ -671,7 +496,7 @@ class PartitionLog:
         if not self._delete_old_segments(lambda segment: segment.next_offset <= offset,
                                          reason):
             # Nothing deleted: what _delete_old_segments does after a deletion, here.
-            self._recovery_point = max(self._recovery_point, offset)
+            self._local.maybe_increment_recovery_point(offset)
             self.epoch_cache.truncate_from_start(offset)
             self.producer_state.truncate_before(offset)
             self.checkpoint()
@@ -680,52 +505,18 @@ class PartitionLog:
 
     # -- the log cleaner's swap --------------------------------------------------------
 
-    @_converts_os_errors
+    @converts_os_errors
     def replace_segments(self, old: list[LogSegment], old_sizes: list[int], new: LogSegment,
                          step: Callable[[str], None] = lambda name: None) -> bool:
-        """Swap the cleaner's ``new`` segment in for ``old`` (Kafka's replaceSegments).
-
-        ``old`` must still be consecutive segments of this log, below the active one, with
-        the sizes the cleaner read (``old_sizes``); otherwise (retention or a truncation changed them
-        meanwhile) ``new`` is deleted and False returned.  ``new`` is written and
-        fsynced, its files named ``.cleaned``, its offsets within ``old``'s.  Steps, each
-        made durable by a directory fsync before the next (``step(name)`` is called after
-        each; tests crash there):
-
-        1. ``swap``: new's files ``.cleaned`` → ``.swap``.  From here recovery completes
-           the swap (it deletes the segments a ``.swap`` covers and renames it);
-        2. in memory: the segment list holds ``new`` instead of ``old``.  Reads see one
-           list or the other, never a mix: nothing here awaits;
-        3. ``deleted``: old's files renamed ``.deleted``, then removed;
-        4. ``renamed``: new's files ``.swap`` → their final names.
-        """
+        """Swap the cleaner's ``new`` segment in for ``old``, or discard ``new`` and
+        return False if the log changed meanwhile: ``LocalLog.replace_segments`` says
+        how, step by step.  Offsets, epochs and producer state do not move (the
+        cleaner keeps every offset it does not drop, and the last batch of every
+        producer)."""
         self._check_open()
-        first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
-        if first is None or self._segments[first:first + len(old)] != old \
-                or first + len(old) >= len(self._segments) \
-                or [s.size_bytes for s in old] != old_sizes:
-            new.delete()
-            logger.info("%s cleaned segment %d discarded: the log changed while cleaning",
-                        self._prefix, new.base_offset)
-            return False
-        new.change_file_suffix(".swap")
-        checkpoint.fsync_directory(self.directory)
-        step("swap")
-        self._segments[first:first + len(old)] = [new]
-        self._bases[first:first + len(old)] = [new.base_offset]
-        for segment in old:
-            segment.close()
-            segment.change_file_suffix(".deleted")
-        checkpoint.fsync_directory(self.directory)
-        step("deleted")
-        for segment in old:
-            segment.delete()
-        new.change_file_suffix("")
-        checkpoint.fsync_directory(self.directory)
-        step("renamed")
-        return True
+        return self._local.replace_segments(old, old_sizes, new, step)
 
-    @_converts_os_errors
+    @converts_os_errors
     def advance_first_dirty_offset(self, offset: int) -> None:
         """The cleaner cleaned everything below ``offset``: persist it (never backwards;
         never past log_end_offset)."""
@@ -743,15 +534,16 @@ class PartitionLog:
         Cheap when nothing is due (two comparisons, one clock read only when flush.ms
         is set).  Call after appends, and on a timer if flush.ms matters for idle logs.
         """
-        if self.log_end_offset <= self._recovery_point:
+        local = self._local
+        if local.log_end_offset <= local.recovery_point:
             return
         config = self._config
-        if self._unflushed_messages >= config.flush_messages or (
+        if local.unflushed_messages >= config.flush_messages or (
                 config.flush_ms != LONG_MAX
-                and self._clock_ms() - self._last_flush_ms >= config.flush_ms):
+                and self._clock_ms() - local.last_flush_ms >= config.flush_ms):
             self.flush()
 
-    @_converts_os_errors
+    @converts_os_errors
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync the segments holding [recovery_point, up_to_offset) (default: all)
         and their indexes; recovery_point := up_to_offset (clamped to log_end_offset).
@@ -761,34 +553,24 @@ class PartitionLog:
         self._check_open()
         log_end_offset = self.log_end_offset
         target = log_end_offset if up_to_offset is None else min(up_to_offset, log_end_offset)
-        if target > self._recovery_point:
-            for segment in self._segments:
-                if segment.next_offset > self._recovery_point and segment.base_offset < target:
-                    segment.flush()
+        self._local.flush(target)
         # Before the recovery point moves: recovery no longer re-reads the epochs of the
         # batches below it, so the assignments there must be on disk.
         self.epoch_cache.flush()
-        if target > self._recovery_point:
-            self._recovery_point = target
-        if self._directory_dirty:
-            checkpoint.fsync_directory(self.directory)
-            self._directory_dirty = False
-        if target == log_end_offset:
-            self._unflushed_messages = 0
-        self._last_flush_ms = self._clock_ms()
+        self._local.mark_flushed(target)
 
-    @_converts_os_errors
+    @converts_os_errors
     def checkpoint(self) -> None:
         """Atomically write offsets.checkpoint (high watermark, recovery point, log start
         offset) if they changed since the last write.  Costs two fsyncs when it writes."""
         self._check_open()
-        offsets = PartitionOffsets(self._high_watermark, self._recovery_point,
+        offsets = PartitionOffsets(self._high_watermark, self._local.recovery_point,
                                    self._log_start_offset)
         if offsets != self._checkpointed:
             checkpoint.write_offsets(self.directory, offsets)
             self._checkpointed = offsets
 
-    @_converts_os_errors
+    @converts_os_errors
     def close(self) -> None:
         """Flush, checkpoint, snapshot the producer state at log_end_offset, close the
         files, then mark a clean shutdown.  Idempotent."""
@@ -798,8 +580,7 @@ class PartitionLog:
         self.checkpoint()
         if self.log_end_offset > self._log_start_offset:  # an empty log replays nothing
             self.producer_state.take_snapshot(self.log_end_offset)
-        for segment in self._segments:
-            segment.close()
+        self._local.close()
         self._closed = True
         checkpoint.write_clean_shutdown_marker(self.directory)
         logger.info("%s closed at log_end_offset %d", self._prefix, self.log_end_offset)
@@ -812,18 +593,13 @@ class PartitionLog:
         if self._closed:
             return
         self._closed = True
-        for segment in self._segments:
-            try:
-                segment.close()
-            except OSError:
-                pass  # nothing was to be written anyway
+        self._local.close_handlers()
         logger.warning("%s closed without flushing at log_end_offset %d (recovery point %d)",
-                       self._prefix, self.log_end_offset, self._recovery_point)
+                       self._prefix, self.log_end_offset, self._local.recovery_point)
 
     def delete(self) -> None:
         """Close the files and remove the whole directory (topic deletion)."""
-        for segment in self._segments:
-            segment.close()
+        self._local.close()
         self._closed = True
-        shutil.rmtree(self.directory, ignore_errors=True)
+        self._local.delete_directory()
         logger.info("%s deleted", self._prefix)

@@ -73,8 +73,9 @@ class LogSegment:
     dense, and the log cleaner leaves gaps where it dropped whole batches, never moving
     an offset; ``size_bytes`` is the file
     length; ``next_offset`` is one past the last offset stored (``base_offset`` when
-    empty); every index entry points at a batch boundary.  Only the owning
-    ``PartitionLog`` calls it, on the event loop; only the last segment is appended to.
+    empty); every index entry points at a batch boundary.  Only the owning ``LocalLog``
+    (recovery, before there is one) changes it, on the event loop; only the last
+    segment is appended to.
     """
 
     def __init__(self, directory: str, base_offset: int, index_interval_bytes: int,
