@@ -14,7 +14,11 @@ would provide something:
 
 A host client then bootstraps from localhost:19092 as the compose header says, and must
 be told only localhost:1909N addresses (Kafka answers each connection with the endpoints
-of the listener it came in on) while a client on INTERNAL is told 127.0.1.N:9092.
+of the listener it came in on) while a client on INTERNAL is told 127.0.1.N:9092.  The
+host here could reach 127.0.1.N directly, which a Docker host could not by the name
+brokerN, so the clients' round trips must also have gone through every published port.
+With the earlier compose file (one PLAINTEXT listener advertised as brokerN:9092) every
+host-client test here fails.
 """
 from __future__ import annotations
 
@@ -93,7 +97,9 @@ class PublishedPorts:
     127.0.0.1:<host port> is piped, both ways, to <container address>:<container port>.
 
     Invariants: ``start`` returns only once every host port is bound (or raises OSError);
-    after ``stop`` no socket of this object is open and its thread has ended."""
+    after ``stop`` no socket of this object is open and its thread has ended.
+    ``accepted[host port]`` counts the connections made to it (written by the
+    forwarder's thread only)."""
 
     def __init__(self, routes: list[tuple[int, str, int]]):
         self.routes = routes
@@ -102,6 +108,7 @@ class PublishedPorts:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._servers: list[asyncio.Server] = []
+        self.accepted = {host_port: 0 for host_port, _, _ in routes}
 
     def start(self) -> "PublishedPorts":
         self._thread.start()
@@ -121,7 +128,8 @@ class PublishedPorts:
         asyncio.set_event_loop(self._loop)
         try:
             for host_port, address, port in self.routes:
-                handler = functools.partial(self._forward, target=(address, port))
+                handler = functools.partial(self._forward, host_port=host_port,
+                                            target=(address, port))
                 self._servers.append(self._loop.run_until_complete(
                     asyncio.start_server(handler, "127.0.0.1", host_port)))
         except OSError as exc:
@@ -137,7 +145,8 @@ class PublishedPorts:
         self._loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
         self._loop.close()
 
-    async def _forward(self, client_reader, client_writer, *, target) -> None:
+    async def _forward(self, client_reader, client_writer, *, host_port, target) -> None:
+        self.accepted[host_port] += 1
         try:
             upstream_reader, upstream_writer = await asyncio.open_connection(*target)
         except OSError:
@@ -172,9 +181,27 @@ class ContainerBroker(BrokerProcess):
         return broker_command(self.settings, self.python)
 
 
+class ComposeCluster:
+    """The running broker services (by service name) and the host's published ports."""
+
+    def __init__(self, brokers: dict[str, ContainerBroker], published_ports: PublishedPorts):
+        self.brokers = brokers
+        self.published_ports = published_ports
+
+    @contextlib.contextmanager
+    def every_published_port_used(self):
+        """Asserts that the code run inside reached every broker through its published
+        port: a host client that was told anything but localhost:1909N would not have."""
+        before = dict(self.published_ports.accepted)
+        yield
+        unused = [port for port, count in self.published_ports.accepted.items()
+                  if count == before[port]]
+        assert not unused, f"no connection through published ports {unused}"
+
+
 @pytest.fixture(scope="module")
 def compose_cluster(tmp_path_factory):
-    """The three broker services with their published ports; yields {service: broker}."""
+    """The three broker services with their published ports (a ComposeCluster)."""
     services = broker_services()
     addresses = {name: f"127.0.1.{index}" for index, name in enumerate(sorted(services), 1)}
     home = tmp_path_factory.mktemp("compose")
@@ -202,7 +229,7 @@ def compose_cluster(tmp_path_factory):
         for broker in brokers.values():
             broker.wait_ready(WAIT_S)
         wait_for_brokers(HOST_BOOTSTRAP, len(brokers))
-        yield brokers
+        yield ComposeCluster(brokers, forwarder)
     finally:
         for broker in brokers.values():
             broker.terminate()
@@ -240,7 +267,7 @@ def test_a_host_client_is_told_only_the_published_localhost_addresses(compose_cl
 
 def test_a_client_on_the_compose_network_is_told_the_internal_addresses(compose_cluster):
     expected = {1: "127.0.1.1:9092", 2: "127.0.1.2:9092", 3: "127.0.1.3:9092"}
-    for broker in compose_cluster.values():
+    for broker in compose_cluster.brokers.values():
         assert advertised(broker.bootstrap) == expected
 
 
@@ -267,27 +294,43 @@ def create_topic_led_by_every_broker(name: str) -> None:
     raise AssertionError(f"{name}: leaders {leaders}, expected partition i led by i + 1")
 
 
+def expected_records() -> dict[int, list[bytes]]:
+    return {p: [f"{p}-{i}".encode() for i in range(RECORDS_PER_PARTITION)] for p in range(3)}
+
+
 def test_kafka_python_from_the_host_produces_and_consumes_through_every_broker(
         compose_cluster, topic_name):
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-
     name = topic_name("compose")
     create_topic_led_by_every_broker(name)
+    with compose_cluster.every_published_port_used():
+        offsets = kafka_python_produce(name)
+        got = kafka_python_consume(name)
+    assert offsets == list(range(RECORDS_PER_PARTITION)) * 3
+    assert got == expected_records()
+
+
+def kafka_python_produce(name: str) -> list[int]:
+    from kafka import KafkaProducer
+
     producer = KafkaProducer(bootstrap_servers=HOST_BOOTSTRAP, acks="all",
                              request_timeout_ms=30_000)
     try:
-        futures = [producer.send(name, value=f"{p}-{i}".encode(), partition=p)
-                   for p in range(3) for i in range(RECORDS_PER_PARTITION)]
+        futures = [producer.send(name, value=value, partition=p)
+                   for p, values in expected_records().items() for value in values]
         producer.flush(timeout=WAIT_S)
-        offsets = [f.get(timeout=WAIT_S).offset for f in futures]
+        return [f.get(timeout=WAIT_S).offset for f in futures]
     finally:
         producer.close(timeout=10)
-    assert offsets == list(range(RECORDS_PER_PARTITION)) * 3
+
+
+def kafka_python_consume(name: str) -> dict[int, list[bytes]]:
+    from kafka import KafkaConsumer, TopicPartition
+
     consumer = KafkaConsumer(bootstrap_servers=HOST_BOOTSTRAP, enable_auto_commit=False,
-                             auto_offset_reset="earliest", consumer_timeout_ms=2_000)
+                             auto_offset_reset="earliest")
+    got: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
     try:
         consumer.assign([TopicPartition(name, p) for p in range(3)])
-        got: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
         deadline = time.monotonic() + WAIT_S
         while sum(map(len, got.values())) < 3 * RECORDS_PER_PARTITION \
                 and time.monotonic() < deadline:
@@ -296,8 +339,7 @@ def test_kafka_python_from_the_host_produces_and_consumes_through_every_broker(
                     got[record.partition].append(record.value)
     finally:
         consumer.close()
-    assert got == {p: [f"{p}-{i}".encode() for i in range(RECORDS_PER_PARTITION)]
-                   for p in range(3)}
+    return got
 
 
 def test_confluent_kafka_from_the_host_produces_and_consumes_through_every_broker(
@@ -306,27 +348,42 @@ def test_confluent_kafka_from_the_host_produces_and_consumes_through_every_broke
 
     name = topic_name("compose")
     create_topic_led_by_every_broker(name)
+    with compose_cluster.every_published_port_used():
+        reports = confluent_produce(confluent_kafka, name)
+        got = confluent_consume(confluent_kafka, name)
+    assert sorted(reports) == [(p, i) for p in range(3) for i in range(RECORDS_PER_PARTITION)]
+    assert got == expected_records()
+
+
+def confluent_produce(confluent_kafka, name: str) -> list[tuple[int, int]]:
+    """(partition, offset) of every record acknowledged."""
     producer = confluent_kafka.Producer({"bootstrap.servers": HOST_BOOTSTRAP, "acks": "all",
                                          "message.timeout.ms": 30_000})
     reports: list[tuple[int, int]] = []
+    errors: list = []
 
     def delivered(err, msg):
-        assert err is None, err
-        reports.append((msg.partition(), msg.offset()))
+        if err is not None:
+            errors.append(err)
+        else:
+            reports.append((msg.partition(), msg.offset()))
 
-    for p in range(3):
-        for i in range(RECORDS_PER_PARTITION):
-            producer.produce(name, value=f"{p}-{i}".encode(), partition=p,
-                             on_delivery=delivered)
+    for p, values in expected_records().items():
+        for value in values:
+            producer.produce(name, value=value, partition=p, on_delivery=delivered)
     assert producer.flush(WAIT_S) == 0, "records left undelivered"
-    assert sorted(reports) == [(p, i) for p in range(3) for i in range(RECORDS_PER_PARTITION)]
+    assert not errors, errors
+    return reports
+
+
+def confluent_consume(confluent_kafka, name: str) -> dict[int, list[bytes]]:
     consumer = confluent_kafka.Consumer({"bootstrap.servers": HOST_BOOTSTRAP,
                                          "group.id": f"{name}-reader",
                                          "enable.auto.commit": False,
                                          "fetch.wait.max.ms": 100})
+    got: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
     try:
         consumer.assign([confluent_kafka.TopicPartition(name, p, 0) for p in range(3)])
-        got: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
         deadline = time.monotonic() + WAIT_S
         while sum(map(len, got.values())) < 3 * RECORDS_PER_PARTITION \
                 and time.monotonic() < deadline:
@@ -337,5 +394,4 @@ def test_confluent_kafka_from_the_host_produces_and_consumes_through_every_broke
             got[message.partition()].append(message.value())
     finally:
         consumer.close()
-    assert got == {p: [f"{p}-{i}".encode() for i in range(RECORDS_PER_PARTITION)]
-                   for p in range(3)}
+    return got
