@@ -5,7 +5,8 @@ Copy this file.  It shows the three things a Spark job does with Kafka:
 * a structured-streaming query that reads a topic (``readStream.format("kafka")``,
   ``subscribe``, ``startingOffsets=earliest``), counts records by key, and writes the
   counts to another topic with Spark's Kafka sink (``writeStream.format("kafka")``);
-* a batch read (``spark.read.format("kafka")``) between explicit offsets;
+* a batch read (``spark.read.format("kafka")``) between explicit offsets, and a batch
+  write (``df.write.format("kafka")``);
 * a check that every partition's offsets are dense (no gap, no duplicate).
 
 Raftwood needs nothing special: the connector's Java client (kafka-clients 3.9 in
@@ -17,12 +18,16 @@ What you need: ``pip install pyspark==4.0.*`` (or ``pip install raftwood[spark]`
 17+, and the connector ``org.apache.spark:spark-sql-kafka-0-10_2.13:<pyspark version>``,
 which is published on Maven Central only (not on PyPI).  ``connector_conf()`` picks:
 
-* ``RAFTWOOD_SPARK_JARS=/path/to/jars``: every ``*.jar`` in that folder goes to
-  ``spark.jars`` (offline use).  The folder needs the connector and what it depends on:
+* ``RAFTWOOD_SPARK_JARS=/path/to/jars`` (or ``--jars``): every ``*.jar`` in that folder
+  goes to ``spark.jars`` (offline use).  The folder needs the connector and what it depends on:
   ``spark-sql-kafka-0-10_2.13-<v>.jar``, ``spark-token-provider-kafka-0-10_2.13-<v>.jar``,
   ``kafka-clients-3.9.0.jar`` and ``commons-pool2-2.12.*.jar``;
 * otherwise ``spark.jars.packages`` with the coordinates above, which Spark resolves
   from Maven Central (or the mirror your ``spark.jars.ivySettings`` names).
+
+Security settings of the Java client (``security.protocol``, ``sasl.mechanism``,
+``sasl.jaas.config``, ``ssl.truststore.type=PEM``, ...) go to ``kafka_options``, which
+adds Spark's ``kafka.`` prefix.
 
 Run it against a broker (``raftwood start`` or ``make run``)::
 
@@ -60,15 +65,17 @@ def connector_conf(jars_dir: str | None = None, spark_version: str | None = None
 
 
 def make_session(app_name: str = "raftwood-pipeline", *, master: str = "local[2]",
-                 extra_conf: dict | None = None):
-    """A local SparkSession with the Kafka connector (small shuffles, no UI)."""
+                 connector: dict | None = None, extra_conf: dict | None = None):
+    """A local SparkSession (small shuffles, no UI) with the Kafka connector of
+    ``connector`` (default: ``connector_conf()``; ``{}``: none)."""
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.appName(app_name).master(master)
                .config("spark.sql.shuffle.partitions", "3")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true"))
-    for key, value in {**connector_conf(), **(extra_conf or {})}.items():
+    connector = connector_conf() if connector is None else connector
+    for key, value in {**connector, **(extra_conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -123,36 +130,57 @@ def latest_value_per_key(records) -> dict[str, str]:
 
 # -- Kafka in and out -------------------------------------------------------------------------
 
+def _with_options(reader_or_writer, bootstrap: str, kafka_options: dict | None):
+    """``kafka.bootstrap.servers`` and the Java client's settings (``security.protocol``,
+    ``sasl.jaas.config``, ...; the ``kafka.`` prefix is added) on a reader or writer."""
+    reader_or_writer = reader_or_writer.option("kafka.bootstrap.servers", bootstrap)
+    for key, value in (kafka_options or {}).items():
+        reader_or_writer = reader_or_writer.option(f"kafka.{key}", value)
+    return reader_or_writer
+
+
+def passthrough(records):
+    """Kafka records -> (key, value) rows as they are: a topic copied to another."""
+    return records.select("key", "value")
+
+
 def start_counts_query(spark, bootstrap: str, source: str, sink: str, checkpoint: str, *,
-                       available_now: bool = True):
-    """Stream ``source`` -> counts by key -> ``sink``.  With ``available_now`` the query
-    processes what the topic holds when it starts and stops (run it again later: it goes on
-    from the offsets in ``checkpoint``); otherwise it runs until stopped."""
-    records = (spark.readStream.format("kafka")
-               .option("kafka.bootstrap.servers", bootstrap)
+                       available_now: bool = True, transform=counts_by_key,
+                       kafka_options: dict | None = None):
+    """Stream ``source`` -> ``transform`` (counts by key) -> ``sink``.  With
+    ``available_now`` the query processes what the topic holds when it starts and stops
+    (run it again later: it goes on from the offsets in ``checkpoint``); otherwise it runs
+    a micro-batch every second until stopped.  ``kafka_options``: the Java client's
+    settings for both ends (security), without the ``kafka.`` prefix."""
+    records = (_with_options(spark.readStream.format("kafka"), bootstrap, kafka_options)
                .option("subscribe", source)
                .option("startingOffsets", "earliest")
                .load())
-    writer = (counts_by_key(records).writeStream.format("kafka")
-              .option("kafka.bootstrap.servers", bootstrap)
+    writer = (_with_options(transform(records).writeStream.format("kafka"), bootstrap,
+                            kafka_options)
               .option("topic", sink)
               .option("checkpointLocation", checkpoint)
               .outputMode("update"))
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime="2 seconds")
+        writer = writer.trigger(processingTime="1 second")
     return writer.start()
 
 
-def read_topic(spark, bootstrap: str, topic: str):
+def read_topic(spark, bootstrap: str, topic: str, *, kafka_options: dict | None = None):
     """Every record of ``topic`` as a batch DataFrame (earliest to latest offsets)."""
-    return (spark.read.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
+    return (_with_options(spark.read.format("kafka"), bootstrap, kafka_options)
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .option("endingOffsets", "latest")
             .load())
+
+
+def write_topic(records, bootstrap: str, topic: str, *, kafka_options: dict | None = None):
+    """Spark's batch sink: ``records`` (key, value columns) appended to ``topic``."""
+    _with_options(records.write.format("kafka"), bootstrap, kafka_options) \
+        .option("topic", topic).save()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,8 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint", default="/tmp/raftwood-event-counts-checkpoint")
     parser.add_argument("--continuous", action="store_true",
                         help="keep the query running (Ctrl-C stops it)")
+    parser.add_argument("--jars", default=os.environ.get(JARS_ENV),
+                        help=f"a folder of the connector's jars (default: ${JARS_ENV}; "
+                             "unset: spark.jars.packages from Maven Central)")
     args = parser.parse_args(argv)
-    spark = make_session()
+    try:
+        connector = connector_conf(args.jars)
+    except ConnectorMissing as exc:
+        parser.error(str(exc))
+    spark = make_session(connector=connector)
     try:
         query = start_counts_query(spark, args.bootstrap, args.source, args.sink,
                                    args.checkpoint, available_now=not args.continuous)

@@ -1,41 +1,64 @@
 """PySpark's Kafka source and sink against Raftwood (compat/spark/pipeline.py).
 
 Spark's Kafka connector (``spark-sql-kafka-0-10_2.13``) is published on Maven Central only.
-It is taken from the folder named by ``RAFTWOOD_SPARK_JARS`` or, when Maven Central answers
-within a few seconds, from ``spark.jars.packages``; otherwise the Kafka test is skipped
-with the reason.  pyspark itself (300+ MB) is not part of ``make test``: install it with
-``pip install 'raftwood[spark]'``.  Without pyspark both tests skip at once.
+It is taken from the folder named by ``RAFTWOOD_SPARK_JARS``; when that is unset, from
+``<checkout>/../shared/spark-connector/<pyspark version>`` when that folder exists (where
+CI keeps it); otherwise from ``spark.jars.packages`` when Maven Central answers within a
+few seconds.  Without any of them the Kafka tests skip with the reason.  ``make test``
+installs pyspark (the ``spark`` extra); Spark 4 needs Java 17+, and without it every test
+here skips with one line saying so.
 
-Invariants checked (with the connector):
-* a streaming query (subscribe, startingOffsets=earliest, counts by key, Kafka sink with
-  the Java client's idempotent producer) writes the exact count of every key, and a second
-  run from its checkpoint picks up only the new records;
-* Spark's batch read sees every partition's offsets dense from 0, each record once.
-Without the connector but with pyspark, the pipeline's transformation and its density
-check run on a DataFrame shaped like the Kafka source's.
+Cost: one SparkSession (local[2], no UI, 3 shuffle partitions) for the module, one
+broker shared by the single-broker tests (PLAINTEXT and SASL_SSL with SCRAM-SHA-512),
+and one 3-broker cluster for the failover test.
+
+Invariants checked:
+* the pipeline's transformation and density check, on rows shaped like the Kafka source's;
+* a streaming query (readStream, counts by key, Kafka sink with the Java client's
+  idempotent producer) writes the exact count of every key, and a second run from its
+  checkpoint picks up only the new records; Spark's batch read sees every partition's
+  offsets dense from 0, each record once;
+* a batch read of a compacted topic (failOnDataLoss=false) sees every surviving record;
+* read_committed sees exactly the committed transactions, read_uncommitted all of them;
+* over SASL_SSL (SCRAM-SHA-512, PEM truststore) the batch sink, a streaming query and a
+  batch read work as over PLAINTEXT;
+* on 3 brokers, a streaming copy keeps running while the source's leader is killed with
+  SIGKILL, and every record the broker acknowledged (acks=all) reaches the sink.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
+import subprocess
+import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from broker.testing import KafkaConnection, build_batch
+from broker.testing import BrokerProcess, KafkaConnection, build_batch, free_port
 from compat.spark.pipeline import (
     CONNECTOR_JAR_PREFIX, JARS_ENV, KAFKA_CONNECTOR, ConnectorMissing, connector_conf,
 )
+from tests.security_certs import make_pki, with_listeners
 
+ROOT = Path(__file__).resolve().parents[2]
+SHARED_CONNECTOR = ROOT.parent / "shared" / "spark-connector"
 MAVEN_CENTRAL = "https://repo1.maven.org/maven2/"
 PROBE_TIMEOUT_S = 3.0
 QUERY_TIMEOUT_S = 180
+WAIT_S = 120.0
 PARTITIONS = 3
+SCRAM_USER, SCRAM_PASSWORD = "spark", "spark-secret"
 
+
+# -- where the connector comes from -----------------------------------------------------------
 
 def _maven_central_answers(version: str) -> tuple[bool, str]:
     """HEAD the connector's pom on Maven Central, bounded to ``PROBE_TIMEOUT_S`` in all
@@ -59,48 +82,126 @@ def _maven_central_answers(version: str) -> tuple[bool, str]:
     return result[0], result[1]
 
 
-def _connector_reason_missing() -> str | None:
-    """None when the connector can be had, else why not."""
+def find_connector(spark_version: str) -> tuple[dict | None, str]:
+    """(Spark settings that load the connector, where it comes from), or (None, why not).
+
+    Order: ``RAFTWOOD_SPARK_JARS`` (an error there is not papered over by a fallback),
+    then the shared folder beside the checkout, then Maven Central."""
     jars_dir = os.environ.get(JARS_ENV)
     if jars_dir:
         try:
-            connector_conf(jars_dir)
-            return None
+            return connector_conf(jars_dir), f"{JARS_ENV}={jars_dir}"
         except ConnectorMissing as exc:
-            return f"{JARS_ENV}: {exc}"
-    import pyspark
-    reachable, why = _maven_central_answers(pyspark.__version__)
+            return None, f"{JARS_ENV}: {exc}"
+    shared = SHARED_CONNECTOR / spark_version
+    if shared.is_dir():
+        try:
+            return connector_conf(str(shared)), str(shared)
+        except ConnectorMissing as exc:
+            return None, str(exc)
+    reachable, why = _maven_central_answers(spark_version)
     if reachable:
-        return None
-    return (f"Spark's Kafka connector {KAFKA_CONNECTOR}:{pyspark.__version__} is not on "
-            f"PyPI; set {JARS_ENV} to a folder holding {CONNECTOR_JAR_PREFIX}*.jar and its "
-            f"dependencies, or make Maven Central reachable ({why})")
+        return connector_conf(None, spark_version), MAVEN_CENTRAL
+    return None, (f"Spark's Kafka connector {KAFKA_CONNECTOR}:{spark_version} is not on "
+                  f"PyPI; set {JARS_ENV} to a folder holding {CONNECTOR_JAR_PREFIX}*.jar and "
+                  f"its dependencies, put them in {shared}, or make Maven Central reachable "
+                  f"({why})")
 
+
+def java_problem() -> str | None:
+    """None when ``java`` is Java 17 or newer, else one line saying what is wrong."""
+    java = shutil.which("java")
+    if java is None:
+        return "no java on PATH: Spark 4 needs Java 17+ (Debian: apt-get install openjdk-17-jre-headless)"
+    try:
+        done = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{java} -version failed: {exc}"
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', done.stderr)
+    if not match:
+        return f"{java} -version printed no version: {done.stderr.strip()[:200]!r}"
+    major = int(match.group(2) if match.group(1) == "1" else match.group(1))
+    return None if major >= 17 else f"{java} is Java {major}: Spark 4 needs Java 17+"
+
+
+# -- fixtures ----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def spark_env():
-    """(SparkSession, connector available?); skips when pyspark or Java is missing."""
+    """(SparkSession, None) with the connector, or (SparkSession, why it is missing)."""
     if importlib.util.find_spec("pyspark") is None:
-        pytest.skip("pyspark is not installed (pip install 'raftwood[spark]', 300+ MB); "
-                    f"Spark's Kafka connector also needs {JARS_ENV} or Maven Central")
-    if shutil.which("java") is None:
-        pytest.skip("no java on PATH (Spark 4 needs Java 17+)")
-    missing = _connector_reason_missing()
-    from pyspark.sql import SparkSession
+        pytest.skip("pyspark is not installed (make test installs it; or pip install "
+                    "'raftwood[spark]')")
+    problem = java_problem()
+    if problem:
+        pytest.skip(problem)
+    import pyspark
 
     from compat.spark.pipeline import make_session
 
-    if missing is None:
-        spark = make_session("raftwood-test-spark")
-    else:
-        spark = (SparkSession.builder.appName("raftwood-test-spark-local").master("local[2]")
-                 .config("spark.sql.shuffle.partitions", "3")
-                 .config("spark.ui.enabled", "false").getOrCreate())
+    connector, where = find_connector(pyspark.__version__)
+    spark = make_session("raftwood-test-spark", connector=connector or {}, extra_conf={
+        "spark.driver.memory": "1g", "spark.kafka.producer.cache.timeout": "5s"})
+    spark.sparkContext.setLogLevel("ERROR")
     try:
-        yield spark, missing
+        yield spark, (None if connector else where)
     finally:
         spark.stop()
 
+
+@pytest.fixture
+def spark(spark_env):
+    """The module's SparkSession with the Kafka connector; skips (with the reason) without."""
+    session, missing = spark_env
+    if missing is not None:
+        pytest.skip(missing)
+    return session
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """One broker for the single-broker tests: PLAINTEXT and SASL_SSL (SCRAM-SHA-512, the
+    user added with ``raftwood users``), the cleaner quick to run.  Yields (broker, the
+    SASL_SSL port, the CA certificate)."""
+    home = tmp_path_factory.mktemp("spark-broker")
+    pki = make_pki(home / "pki")
+    sasl_ssl_port = free_port()
+    broker = with_listeners(BrokerProcess(home / "data", log_path=home / "broker.log",
+                                          extra_settings={
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "ssl.keystore.location": str(pki.broker_keystore),
+        "log.cleaner.backoff.ms": "100"}), f"SASL_SSL://127.0.0.1:{sasl_ssl_port}")
+    broker.start()
+    try:
+        added = subprocess.run([sys.executable, "-m", "broker.cli", "users", "add", SCRAM_USER,
+                                "--password", SCRAM_PASSWORD, "--mechanism", "SCRAM-SHA-512",
+                                "--bootstrap-server", broker.bootstrap],
+                               capture_output=True, text=True, timeout=60,
+                               stdin=subprocess.DEVNULL)
+        assert added.returncode == 0, added.stderr
+        yield broker, sasl_ssl_port, pki.ca
+    finally:
+        code = broker.stop()
+    assert code == 0, broker.log_tail()
+
+
+def _produce(bootstrap: str, topic: str, keys: list[str]) -> Counter:
+    """One raw batch per partition (keys spread round robin); the count per key."""
+    with KafkaConnection(bootstrap) as conn:
+        for partition in range(PARTITIONS):
+            records = [(key.encode(), f"{key}-{n}".encode(), None, [])
+                       for n, key in enumerate(keys) if n % PARTITIONS == partition]
+            if records:
+                answer = conn.produce(topic, partition, build_batch(records, compression=4))
+                assert answer.error_code == 0
+    return Counter(keys)
+
+
+def _values(rows) -> list[bytes]:
+    return [bytes(r["value"]) for r in rows]
+
+
+# -- without Kafka -----------------------------------------------------------------------------
 
 def test_pipeline_transformation_and_density_check_without_kafka(spark_env):
     """The pipeline's own code on rows shaped like the Kafka source's."""
@@ -120,28 +221,14 @@ def test_pipeline_transformation_and_density_check_without_kafka(spark_env):
         offset_ranges(records.union(records.limit(1)))
 
 
-def _produce(bootstrap: str, topic: str, keys: list[str]) -> Counter:
-    """One raw batch per partition (keys spread round robin); the count per key."""
-    with KafkaConnection(bootstrap) as conn:
-        for partition in range(PARTITIONS):
-            records = [(key.encode(), f"{key}-{n}".encode(), None, [])
-                       for n, key in enumerate(keys) if n % PARTITIONS == partition]
-            if records:
-                answer = conn.produce(topic, partition, build_batch(records, compression=4))
-                assert answer.error_code == 0
-    return Counter(keys)
+# -- one broker --------------------------------------------------------------------------------
 
-
-def test_streaming_counts_and_batch_read_through_the_kafka_connector(
-        spark_env, raftwood_broker, tmp_path):
-    spark, missing = spark_env
-    if missing is not None:
-        pytest.skip(missing)
+def test_streaming_counts_and_batch_read_through_the_kafka_connector(spark, broker, tmp_path):
     from compat.spark.pipeline import (
         check_dense, latest_value_per_key, read_topic, start_counts_query,
     )
 
-    bootstrap = raftwood_broker.bootstrap
+    bootstrap = broker[0].bootstrap
     with KafkaConnection(bootstrap) as conn:
         assert conn.create_topic("events", PARTITIONS) == 0
         assert conn.create_topic("event-counts", PARTITIONS) == 0
@@ -162,19 +249,12 @@ def test_streaming_counts_and_batch_read_through_the_kafka_connector(
         {0: (0, 120), 1: (0, 120), 2: (0, 120)}
 
 
-def test_batch_read_of_a_compacted_topic_sees_every_surviving_record(
-        spark_env, raftwood_broker_factory):
+def test_batch_read_of_a_compacted_topic_sees_every_surviving_record(spark, broker):
     """Spark's batch read with failOnDataLoss=false over the gaps compaction leaves: every
     record still in the log, once, with the latest value of every key."""
-    spark, missing = spark_env
-    if missing is not None:
-        pytest.skip(missing)
-    import time
-
     from broker.testing import read_records
 
-    broker = raftwood_broker_factory(**{"log.cleaner.backoff.ms": "100"})
-    bootstrap = broker.bootstrap
+    bootstrap = broker[0].bootstrap
     with KafkaConnection(bootstrap) as conn:
         assert conn.create_topic("compacted", 1, {
             "cleanup.policy": "compact", "segment.bytes": "4096",
@@ -205,18 +285,16 @@ def test_batch_read_of_a_compacted_topic_sees_every_surviving_record(
     assert seen == latest
 
 
-def test_batch_read_committed_counts_exactly_the_committed_transactions(
-        spark_env, raftwood_broker_factory):
+def test_batch_read_committed_counts_exactly_the_committed_transactions(spark, broker):
     """``kafka.isolation.level=read_committed``: Spark's batch read of a topic written by a
     transactional producer (committed and aborted transactions interleaved) sees exactly
-    the committed records; read_uncommitted sees the aborted ones too."""
-    spark, missing = spark_env
-    if missing is not None:
-        pytest.skip(missing)
+    the committed records; read_uncommitted sees the aborted ones too.  The producer
+    flushes before aborting: librdkafka drops records still queued at abort_transaction,
+    and the aborted records are to reach the log."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
+    from compat.spark.pipeline import read_topic
 
-    broker = raftwood_broker_factory()
-    bootstrap = broker.bootstrap
+    bootstrap = broker[0].bootstrap
     with KafkaConnection(bootstrap) as conn:
         assert conn.create_topic("txn", PARTITIONS) == 0
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap,
@@ -228,21 +306,152 @@ def test_batch_read_committed_counts_exactly_the_committed_transactions(
         for i in range(12):
             producer.produce("txn", f"t{n}-{i}".encode(), partition=i % PARTITIONS)
         if n % 3 == 2:
+            assert producer.flush(30) == 0, "records of the transaction still queued"
             producer.abort_transaction(30)
             aborted += 12
         else:
             producer.commit_transaction(30)
             committed += 12
+    del producer  # librdkafka's threads end here, not after the shared broker stops
 
     def read(isolation: str) -> list[bytes]:
-        rows = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", "txn").option("startingOffsets", "earliest")
-                .option("endingOffsets", "latest")
-                .option("kafka.isolation.level", isolation)
-                .load().select("value").collect())
-        return [bytes(r["value"]) for r in rows]
+        records = read_topic(spark, bootstrap, "txn",
+                             kafka_options={"isolation.level": isolation})
+        return _values(records.select("value").collect())
 
     seen = read("read_committed")
     assert len(seen) == len(set(seen)) == committed
     assert not any(v.startswith((b"t2-", b"t5-", b"t8-")) for v in seen)
-    assert len(read("read_uncommitted")) == committed + aborted
+    everything = read("read_uncommitted")
+    assert len(everything) == len(set(everything)) == committed + aborted
+
+
+def sasl_ssl_options(ca: Path, password: str = SCRAM_PASSWORD) -> dict:
+    """The Java client's settings for SASL_SSL with SCRAM-SHA-512 and a PEM truststore."""
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": ("org.apache.kafka.common.security.scram.ScramLoginModule "
+                                 f'required username="{SCRAM_USER}" password="{password}";'),
+            "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca)}
+
+
+def test_sink_stream_and_batch_read_over_sasl_ssl_with_scram(spark, broker, tmp_path):
+    """Over the SASL_SSL listener only: Spark's batch sink writes records, a streaming
+    query counts them into another topic, and a batch read sees both topics whole."""
+    from compat.spark.pipeline import (
+        latest_value_per_key, read_topic, start_counts_query, write_topic,
+    )
+
+    plain, port, ca = broker
+    bootstrap, options = f"127.0.0.1:{port}", sasl_ssl_options(ca)
+    with KafkaConnection(plain.bootstrap) as conn:
+        assert conn.create_topic("secure-events", PARTITIONS) == 0
+        assert conn.create_topic("secure-counts", 1) == 0
+    rows = [(f"k{n % 5}", f"v{n}") for n in range(50)]
+    write_topic(spark.createDataFrame(rows, "key string, value string"), bootstrap,
+                "secure-events", kafka_options=options)
+    written = read_topic(spark, bootstrap, "secure-events", kafka_options=options)
+    assert sorted(_values(written.collect())) == sorted(v.encode() for _, v in rows)
+
+    query = start_counts_query(spark, bootstrap, "secure-events", "secure-counts",
+                               str(tmp_path / "checkpoint"), kafka_options=options)
+    assert query.awaitTermination(QUERY_TIMEOUT_S), "query still running"
+    assert query.exception() is None, query.exception()
+    counts = latest_value_per_key(read_topic(spark, bootstrap, "secure-counts",
+                                             kafka_options=options))
+    assert counts == {f"k{k}": "10" for k in range(5)}
+
+
+# -- three brokers -----------------------------------------------------------------------------
+
+class AckedProducer:
+    """A confluent-kafka producer (acks=all, idempotent) writing ``r-<n>`` values; keeps the
+    values the cluster acknowledged and those it refused."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.sent = 0
+        self.acked: set[bytes] = set()
+        self.failed: list[str] = []
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 5,
+                                  "message.timeout.ms": 60_000})
+
+    def _delivered(self, error, message) -> None:
+        if error is None:
+            self.acked.add(message.value())
+        else:
+            self.failed.append(str(error))
+
+    def send(self, count: int, pause_s: float) -> None:
+        for _ in range(count):
+            self.producer.produce(self.topic, f"r-{self.sent}".encode(),
+                                  key=f"k{self.sent % 10}".encode(), on_delivery=self._delivered)
+            self.sent += 1
+            self.producer.poll(pause_s)
+
+    def flush(self, timeout_s: float) -> int:
+        return self.producer.flush(timeout_s)
+
+
+def _sink_values(bootstrap: str, topic: str, wanted: set[bytes], timeout_s: float) -> set[bytes]:
+    """Every value read from ``topic`` (all partitions, from the start) until ``wanted``
+    is among them or ``timeout_s`` passes."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "spark-sink-check",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    seen: set[bytes] = set()
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        deadline = time.monotonic() + timeout_s
+        while not wanted <= seen and time.monotonic() < deadline:
+            for message in consumer.consume(500, timeout=1.0):
+                if message.error() is None:
+                    seen.add(message.value())
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_every_acknowledged_record_reaches_the_sink_when_the_leader_is_killed(
+        spark, raftwood_cluster_factory, tmp_path):
+    """A streaming copy (source -> sink, a micro-batch a second) on 3 brokers
+    (replication factor 3, min.insync.replicas 2): SIGKILL the leader of the source's
+    partition 0 while records flow; the query keeps running and every record acknowledged
+    to the producer with acks=all reaches the sink (the sink is at least once: duplicates
+    are allowed, losses and records never sent are not)."""
+    from compat.spark.pipeline import check_dense, passthrough, read_topic, start_counts_query
+
+    cluster = raftwood_cluster_factory()
+    bootstrap = cluster.bootstrap
+    for topic in ("clicks", "clicks-copy"):
+        cluster.create_topic(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    query = start_counts_query(spark, bootstrap, "clicks", "clicks-copy",
+                               str(tmp_path / "checkpoint"), available_now=False,
+                               transform=passthrough)
+    producer = AckedProducer(bootstrap, "clicks")
+    try:
+        producer.send(150, 0.01)
+        assert producer.flush(60) == 0
+        assert len(_sink_values(bootstrap, "clicks-copy", {b"r-0"}, WAIT_S)) > 0, \
+            f"nothing reached the sink in {WAIT_S} s (query: {query.lastProgress})"
+        victim = cluster.leader_of("clicks", 0)
+        cluster.kill(victim)
+        producer.send(150, 0.02)
+        assert producer.flush(60) == 0, "records unacknowledged 60 s after the kill"
+        cluster.wait_for_leader("clicks", 0, not_in=[victim])
+        seen = _sink_values(bootstrap, "clicks-copy", producer.acked, WAIT_S)
+        assert query.exception() is None, query.exception()
+        assert query.isActive, "the query stopped"
+    finally:
+        query.stop()
+    sent = {f"r-{n}".encode() for n in range(producer.sent)}
+    assert len(producer.acked) >= 150, producer.failed[:5]
+    missing = producer.acked - seen
+    assert not missing, f"{len(missing)} acknowledged records never reached the sink: " \
+                        f"{sorted(missing)[:10]}"
+    assert seen <= sent, f"records never sent in the sink: {sorted(seen - sent)[:10]}"
+    ranges = check_dense(read_topic(spark, bootstrap, "clicks"))
+    assert sum(count for _, _, count in ranges.values()) >= len(producer.acked)
