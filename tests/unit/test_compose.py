@@ -175,6 +175,14 @@ def test_each_broker_is_reachable_from_the_host_on_the_port_it_advertises():
     assert "localhost:19092" in COMPOSE.read_text(), "the header tells host clients"
 
 
+def test_every_published_port_is_on_the_host_loopback_only():
+    """EXTERNAL is advertised as localhost and PLAINTEXT without authentication, Grafana
+    has admin/admin: none of it is published beyond this host."""
+    for name, service in load_compose()["services"].items():
+        for mapping in service.get("ports") or []:
+            assert str(mapping).startswith("127.0.0.1:"), f"{name} publishes {mapping}"
+
+
 def test_a_quorum_without_secret_opts_out_explicitly_and_publishes_no_raft_port():
     """The broker parser accepted every service (a quorum without secret and without the
     opt-out would not start); the opt-out is only acceptable while no Raft port is
