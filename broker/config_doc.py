@@ -51,7 +51,7 @@ AREAS: tuple[tuple[str, frozenset[str], tuple[str, ...]], ...] = (
     ("Transactions", frozenset(), ("transaction.", "transactional.")),
     ("Security: TLS, SASL and ACLs",
      frozenset({"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found"}),
-     ("ssl.", "sasl.")),
+     ("ssl.", "sasl.", "plain.sasl.", "scram-sha-")),
 )
 OTHER = "Other"
 
@@ -82,12 +82,11 @@ _TYPES = {int: "int", float: "float", config_module._bool: "boolean",
 
 def area_of(setting: Setting) -> str:
     """The reference section of ``setting`` (see AREAS)."""
-    sasl_jaas = setting.name.endswith(".sasl.jaas.config")
-    for title, names, prefixes in AREAS:
+    for title, names, _prefixes in AREAS:
         if setting.name in names:
             return title
-    for title, names, prefixes in AREAS:
-        if setting.name.startswith(prefixes) or (sasl_jaas and "sasl." in prefixes):
+    for title, _names, prefixes in AREAS:
+        if prefixes and setting.name.startswith(prefixes):
             return title
     return OTHER
 
@@ -105,11 +104,6 @@ def format_default(value: Any) -> str:
 
 def type_of(setting: Setting) -> str:
     return _TYPES.get(setting.parse, "string")
-
-
-def environment_name(name: str) -> str:
-    """``log.dirs`` → ``RAFTWOOD_LOG_DIRS`` (what ``broker.config.from_environment`` reads)."""
-    return "RAFTWOOD_" + name.upper().replace(".", "_")
 
 
 def by_area() -> dict[str, list[Setting]]:
