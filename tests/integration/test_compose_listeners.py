@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kafka.protocol.metadata import FindCoordinatorRequest
 
 from broker import config as config_module
 from broker.harness.process import BrokerProcess, broker_command
@@ -269,6 +270,31 @@ def test_a_client_on_the_compose_network_is_told_the_internal_addresses(compose_
     expected = {1: "127.0.1.1:9092", 2: "127.0.1.2:9092", 3: "127.0.1.3:9092"}
     for broker in compose_cluster.brokers.values():
         assert advertised(broker.bootstrap) == expected
+
+
+def find_coordinator(bootstrap: str, key: str, key_type: int) -> str:
+    """``host:port`` FindCoordinator v3 answers through ``bootstrap``, retried while the
+    coordinator's topic is being created."""
+    deadline = time.monotonic() + WAIT_S
+    answer = None
+    while time.monotonic() < deadline:
+        with KafkaConnection(bootstrap, timeout_s=10.0) as conn:
+            answer = conn.request(FindCoordinatorRequest[3](key=key, key_type=key_type))
+        if answer.error_code == 0:
+            return f"{answer.host}:{answer.port}"
+        time.sleep(0.2)
+    raise AssertionError(f"FindCoordinator {key!r} through {bootstrap}: {answer}")
+
+
+@pytest.mark.parametrize("key_type", [0, 1], ids=["group", "transaction"])
+def test_coordinators_are_found_on_the_listener_asked(compose_cluster, key_type):
+    """FindCoordinator, like Metadata, answers with the listener the request came in on."""
+    key = f"compose-coordinator-{key_type}"
+    external = find_coordinator(HOST_BOOTSTRAP, key, key_type)
+    assert external in {"localhost:19092", "localhost:19093", "localhost:19094"}
+    internal = find_coordinator(compose_cluster.brokers["broker1"].bootstrap, key, key_type)
+    node_id = int(external.rpartition(":")[2]) - 19091  # broker N publishes 1909(N+1)
+    assert internal == f"127.0.1.{node_id}:9092"
 
 
 def create_topic_led_by_every_broker(name: str) -> None:
