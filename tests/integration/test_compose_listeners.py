@@ -13,7 +13,7 @@ would provide something:
   127.0.0.1:<host port> to 127.0.1.N:<container port>, as Docker's proxy does.
 
 A host client then bootstraps from localhost:19092 as the compose header says, and must
-be told only localhost:1909N addresses (Kafka answers each connection with the endpoints
+be told only localhost:19092-19094 addresses (Kafka answers each connection with the endpoints
 of the listener it came in on) while a client on INTERNAL is told 127.0.1.N:9092.  The
 host here could reach 127.0.1.N directly, which a Docker host could not by the name
 brokerN, so the clients' round trips must also have gone through every published port.
@@ -192,7 +192,7 @@ class ComposeCluster:
     @contextlib.contextmanager
     def every_published_port_used(self):
         """Asserts that the code run inside reached every broker through its published
-        port: a host client that was told anything but localhost:1909N would not have."""
+        port: a host client told anything but localhost:19092-19094 would not have."""
         before = dict(self.published_ports.accepted)
         yield
         unused = [port for port, count in self.published_ports.accepted.items()
@@ -293,7 +293,7 @@ def test_coordinators_are_found_on_the_listener_asked(compose_cluster, key_type)
     external = find_coordinator(HOST_BOOTSTRAP, key, key_type)
     assert external in {"localhost:19092", "localhost:19093", "localhost:19094"}
     internal = find_coordinator(compose_cluster.brokers["broker1"].bootstrap, key, key_type)
-    node_id = int(external.rpartition(":")[2]) - 19091  # broker N publishes 1909(N+1)
+    node_id = int(external.rpartition(":")[2]) - 19091  # broker N publishes 19091 + N
     assert internal == f"127.0.1.{node_id}:9092"
 
 
