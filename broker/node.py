@@ -64,11 +64,14 @@ class Broker:
         self.controller = Controller(self.metadata, config)
         self.lifecycle = BrokerLifecycle(self.metadata, config, self.replica_manager)
         self.replica_manager.incarnation = self.lifecycle.incarnation
-        # Before the store starts: it listens for leadership of __consumer_offsets partitions.
-        self.groups = GroupCoordinator(self)
+        # Before the store starts: it listens for leadership of __consumer_offsets partitions
+        # (and creates the topic on first use through the metadata client).
+        self.groups = GroupCoordinator(
+            self, create_topic=self.metadata.create_topic_on_live_brokers)
         self.producer_ids = ProducerIdManager(self.metadata)
         # Before the store starts too: it listens for leadership of __transaction_state.
-        self.transactions = TransactionCoordinator(self, self.producer_ids)
+        self.transactions = TransactionCoordinator(
+            self, self.producer_ids, create_topic=self.metadata.create_topic_on_live_brokers)
         self.sasl = SaslMechanisms(config, scram_lookup(lambda: self.metadata.image))
         # What request handlers get instead of this Broker (broker/api/context.py).
         self.api_context = ApiContext(

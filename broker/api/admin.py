@@ -23,7 +23,7 @@ from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 
 from protocol.errors import ErrorCode
 
-from ..controller.metadata_client import ApplyError, MetadataUnavailable, assign_replicas
+from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from .partitions import (EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, Deadline,
                          unknown_after_wait)
 from ..security.acls import AclOperation, ResourceType
@@ -49,17 +49,11 @@ async def create_topic_now(ctx, name: str, partitions: int, replication: int,
                            assignment: list[list[int]] | None = None) -> str:
     """Commit a new topic to the metadata; returns its id (ApplyError if refused).
 
-    ``ctx`` is anything with ``image`` and ``metadata`` (a MetadataClient): an
-    ApiContext, or the Broker when the group coordinator creates __consumer_offsets."""
-    image = ctx.image
+    ``ctx`` is anything with ``metadata`` (a MetadataClient), e.g. an ApiContext; without
+    an ``assignment`` the replicas are spread over the live brokers."""
     if assignment is None:
-        live = image.live_brokers()
-        if replication > len(live):
-            raise ApplyError("INVALID_REPLICATION_FACTOR",
-                             f"replication factor {replication} exceeds the {len(live)} "
-                             f"live broker(s)")
-        assignment = assign_replicas(live, partitions, replication,
-                                     start=sum(name.encode()) % max(1, len(live)))
+        return await ctx.metadata.create_topic_on_live_brokers(name, partitions, replication,
+                                                               configs)
     return await ctx.metadata.create_topic(name, assignment, configs)
 
 

@@ -38,8 +38,10 @@ from protocol.consumer_group_messages import (
 )
 from protocol.errors import ErrorCode
 
-from ..groups.admin import CoordinatorAnswer
+from ..coordinator import CoordinatorAnswer
 
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 AUTHORIZED_OPERATIONS_OMITTED = None  # kafka-python encodes None as INT32_MIN ("not requested")
 
 CommitTopic = OffsetCommitResponse.OffsetCommitResponseTopic
@@ -62,18 +64,27 @@ async def handle_find_coordinator(ctx, request):
     if request.api_version >= 4:
         coordinators = []
         for key in body.coordinator_keys:
-            answer = _on_listener(ctx, request, await ctx.groups.find_coordinator(
-                key, body.key_type))
+            answer = _on_listener(ctx, request, await _find_coordinator(ctx, key, body.key_type))
             coordinators.append(FindCoordinatorResponse.Coordinator(
                 key=key, node_id=answer.node_id, host=answer.host, port=answer.port,
                 error_code=answer.error, error_message=answer.message))
         return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
     key_type = body.key_type if request.api_version >= 1 else 0
-    answer = _on_listener(ctx, request, await ctx.groups.find_coordinator(body.key,
-                                                                               key_type))
+    answer = _on_listener(ctx, request, await _find_coordinator(ctx, body.key, key_type))
     return FindCoordinatorResponse(throttle_time_ms=0, error_code=answer.error,
                                    error_message=answer.message, node_id=answer.node_id,
                                    host=answer.host, port=answer.port)
+
+
+async def _find_coordinator(ctx, key: str, key_type: int) -> CoordinatorAnswer:
+    """The coordinator of the key type answers (each on its internal topic, creating it
+    on first use); a key type not served is INVALID_REQUEST."""
+    if key_type == KEY_TYPE_GROUP:
+        return await ctx.groups.find_coordinator(key)
+    if key_type == KEY_TYPE_TRANSACTION:
+        return await ctx.transactions.find_coordinator(key)
+    return CoordinatorAnswer(ErrorCode.INVALID_REQUEST,
+                             f"key type {key_type}: not a group or transactional id")
 
 
 def _on_listener(ctx, request, answer):

@@ -21,7 +21,7 @@ from kafka.protocol.producer import (AddOffsetsToTxnResponse, AddPartitionsToTxn
 
 from protocol.errors import ErrorCode
 
-from ..groups.placement import OFFSETS_TOPIC, partition_for
+from ..groups.placement import OFFSETS_TOPIC
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal
 
@@ -92,8 +92,7 @@ async def handle_add_offsets_to_txn(ctx, request):
     if not ctx.authorizer.allows(request, READ, ResourceType.GROUP, body.group_id or ""):
         return AddOffsetsToTxnResponse(throttle_time_ms=0,
                                        error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    offsets_partition = (OFFSETS_TOPIC,
-                         partition_for(body.group_id or "", ctx.groups.manager.num_partitions()))
+    offsets_partition = (OFFSETS_TOPIC, ctx.groups.manager.partition_for(body.group_id or ""))
     error = await ctx.transactions.add_partitions(body.transactional_id, body.producer_id,
                                                   body.producer_epoch, {offsets_partition})
     return AddOffsetsToTxnResponse(throttle_time_ms=0,

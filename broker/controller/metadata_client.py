@@ -218,6 +218,21 @@ class MetadataClient:
         topic_id = topic_id or str(uuid.uuid4())
         return await self.submit(CreateTopic(name, topic_id, assignment, configs))
 
+    async def create_topic_on_live_brokers(self, name: str, partitions: int, replication: int,
+                                           configs: dict[str, str]) -> str:
+        """Create a topic with its replicas spread over the live brokers, leaders balanced
+        (``assign_replicas``); returns its id.  ApplyError INVALID_REPLICATION_FACTOR when
+        fewer than ``replication`` brokers are live.  What CreateTopics without an
+        assignment, auto-creation and the coordinators' internal topics use."""
+        live = self.image.live_brokers()
+        if replication > len(live):
+            raise ApplyError("INVALID_REPLICATION_FACTOR",
+                             f"replication factor {replication} exceeds the {len(live)} "
+                             f"live broker(s)")
+        assignment = assign_replicas(live, partitions, replication,
+                                     start=sum(name.encode()) % max(1, len(live)))
+        return await self.create_topic(name, assignment, configs)
+
     async def create_partitions(self, name: str, topic_id: str, count: int,
                                 assignment: list[list[int]]) -> int:
         """Grow a topic to ``count`` partitions with these replica lists for the new

@@ -48,14 +48,18 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 from protocol.errors import ErrorCode
 
+from ..tasks import TaskSupervisor
 from . import records
 from .assignors import ASSIGNORS, assign
 from .consumer_group import (ConsumerGroupState, ConsumerMember, MemberState, TopicAssignment,
                              contains, copy_assignment, reconcile, same_assignment)
+from .manager import GroupMetadataManager
 from .state import GroupMetadata, GroupState
+from .waiters import call_later
 
 log = logging.getLogger(__name__)
 
@@ -109,10 +113,18 @@ def assignor_names(setting: str) -> list[str]:
     return names
 
 
-class ConsumerGroupsMixin:
-    """Part of GroupCoordinator (uses its manager, clock, tasks and ``_validate``)."""
+class ConsumerGroups:
+    """KIP-848 consumer groups in ``manager``'s cache (event-loop only); built by the group
+    coordinator, which hands it loaded and unloaded consumer groups (``group_loaded``,
+    ``group_unloaded``) and empty ones a classic member joins (``convert_to_classic``).
+    ValueError at construction for ``group.consumer.*`` settings it cannot serve."""
 
-    def _init_consumer_groups(self, config) -> None:
+    def __init__(self, config, manager: GroupMetadataManager, tasks: TaskSupervisor,
+                 image: Callable[[], object], prefix: str):
+        self.manager = manager
+        self.tasks = tasks
+        self._image = image
+        self._prefix = prefix
         self.consumer_heartbeat_interval_ms = config["group.consumer.heartbeat.interval.ms"]
         self.consumer_session_timeout_ms = config["group.consumer.session.timeout.ms"]
         low = config["group.consumer.min.session.timeout.ms"]
@@ -125,7 +137,7 @@ class ConsumerGroupsMixin:
 
     # -- ConsumerGroupHeartbeat -------------------------------------------------------------
 
-    async def consumer_group_heartbeat(
+    async def heartbeat(
             self, group_id: str, member_id: str, member_epoch: int, instance_id: str | None,
             rack_id: str | None, rebalance_timeout_ms: int,
             subscribed_topic_names: list[str] | None, subscribed_topic_regex: str | None,
@@ -135,7 +147,7 @@ class ConsumerGroupsMixin:
         """One ConsumerGroupHeartbeat; ``owned`` is the request's topic partitions (None
         when not sent).  ``client_makes_member_id``: v1+, where the member id is the
         client's (KIP-1082); a v0 join may leave it empty for the coordinator to make."""
-        error = self._validate(group_id)
+        error = self.manager.validate_group(group_id)
         if error != ErrorCode.NONE:
             return HeartbeatAnswer(error)
         refusal = self._refuse_heartbeat(member_id, member_epoch, rebalance_timeout_ms,
@@ -151,7 +163,7 @@ class ConsumerGroupsMixin:
                                        f"Group {group_id} not found.")
             group = self.manager.add_group(GroupMetadata(
                 group_id, self.manager.partition_for(group_id),
-                state_timestamp_ms=self.clock_ms(), protocol_type="consumer",
+                state_timestamp_ms=self.manager.clock_ms(), protocol_type="consumer",
                 consumer=ConsumerGroupState()))
         elif group.consumer is None:
             if member_epoch != 0 or not group.is_empty() or group.is_state(GroupState.DEAD):
@@ -336,7 +348,7 @@ class ConsumerGroupsMixin:
             and owned is not None and contains(member.assigned, owned)
 
     def _subscribed_metadata(self, consumer: ConsumerGroupState) -> dict[str, tuple[str, int]]:
-        topics = self.broker.image.topics
+        topics = self._image().topics
         return {name: (topics[name].topic_id, len(topics[name].partitions))
                 for name in sorted(consumer.subscribed_topics()) if name in topics}
 
@@ -379,7 +391,7 @@ class ConsumerGroupsMixin:
                   owned, lambda t, p: consumer.owner_of(t, p, member.member_id) is not None)
         if member.state is MemberState.UNREVOKED_PARTITIONS:
             if member.rebalance_timer is None:
-                member.rebalance_timer = self._call_later(
+                member.rebalance_timer = call_later(
                     max(member.rebalance_timeout_ms, 0), self._on_consumer_timeout, group,
                     member, "it did not revoke its partitions within its rebalance timeout")
         elif member.rebalance_timer is not None:
@@ -398,7 +410,7 @@ class ConsumerGroupsMixin:
         del consumer.members[member.member_id]
         consumer.target.pop(member.member_id, None)
         if not consumer.members:
-            group.state_timestamp_ms = self.clock_ms()  # offsets expire from here
+            group.state_timestamp_ms = self.manager.clock_ms()  # offsets expire from here
         log.info("%s member %s left consumer group %s: %s", self._prefix, member.member_id,
                  group.group_id, reason)
         entries = [(records.consumer_group_key(t, group.group_id, member.member_id), None)
@@ -412,7 +424,7 @@ class ConsumerGroupsMixin:
     def _schedule_consumer_session(self, group: GroupMetadata, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
-        member.session_timer = self._call_later(
+        member.session_timer = call_later(
             self.consumer_session_timeout_ms, self._on_consumer_timeout, group, member,
             "its session timed out")
 
@@ -425,7 +437,7 @@ class ConsumerGroupsMixin:
         self.tasks.spawn(f"fence-member {group.group_id}",
                          self.manager.write_now(group, entries))
 
-    def _consumer_group_loaded(self, group: GroupMetadata) -> None:
+    def group_loaded(self, group: GroupMetadata) -> None:
         """A loaded group: the subscribed topics as this broker's image has them, and every
         member's timers (as Kafka's coordinator arms them on load)."""
         consumer = group.consumer
@@ -433,15 +445,15 @@ class ConsumerGroupsMixin:
         for member in consumer.members.values():
             self._schedule_consumer_session(group, member)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
-                member.rebalance_timer = self._call_later(
+                member.rebalance_timer = call_later(
                     max(member.rebalance_timeout_ms, 0), self._on_consumer_timeout, group,
                     member, "it did not revoke its partitions within its rebalance timeout")
 
-    def _consumer_group_unloaded(self, group: GroupMetadata) -> None:
+    def group_unloaded(self, group: GroupMetadata) -> None:
         for member in group.consumer.members.values():
             _cancel_consumer_timers(member)
 
-    def _convert_to_classic(self, group: GroupMetadata) -> None:
+    def convert_to_classic(self, group: GroupMetadata) -> None:
         """An empty consumer group is joined by a classic member: it becomes classic; its
         consumer records are deleted (the classic group record follows with the join)."""
         log.info("%s empty consumer group %s becomes a classic group", self._prefix,
@@ -453,26 +465,10 @@ class ConsumerGroupsMixin:
         self.tasks.spawn(f"convert-group {group.group_id}",
                          self.manager.write_now(group, entries))
 
-    # -- offsets ----------------------------------------------------------------------------------
-
-    @staticmethod
-    def _check_consumer_commit(group: GroupMetadata, member_id: str, member_epoch: int,
-                               stale: ErrorCode) -> ErrorCode:
-        """Kafka's ConsumerGroup.validateOffsetCommit: anyone with a negative epoch while
-        the group has no members (admin tools), else a member at its current epoch
-        (``stale`` otherwise: STALE_MEMBER_EPOCH, ILLEGAL_GENERATION for transactions)."""
-        consumer = group.consumer
-        if member_epoch < 0 and not consumer.members:
-            return ErrorCode.NONE
-        member = consumer.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        return ErrorCode.NONE if member_epoch == member.member_epoch else stale
-
     # -- ConsumerGroupDescribe ----------------------------------------------------------------
 
-    def describe_consumer_group(self, group_id: str) -> DescribedConsumerGroup:
-        error = self._validate(group_id)
+    def describe(self, group_id: str) -> DescribedConsumerGroup:
+        error = self.manager.validate_group(group_id)
         if error != ErrorCode.NONE:
             return DescribedConsumerGroup(error, group_id)
         group = self.manager.get_group(group_id)
@@ -494,10 +490,24 @@ class ConsumerGroupsMixin:
     def _named(self, assignment: TopicAssignment) -> list[tuple[str, str, list[int]]]:
         result = []
         for topic_id, partitions in sorted(assignment.items()):
-            topic = self.broker.image.topic_by_id(topic_id)
+            topic = self._image().topic_by_id(topic_id)
             result.append((topic_id, topic.name if topic is not None else "",
                            sorted(partitions)))
         return result
+
+
+def check_consumer_commit(group: GroupMetadata, member_id: str, member_epoch: int,
+                           stale: ErrorCode) -> ErrorCode:
+    """Kafka's ConsumerGroup.validateOffsetCommit: anyone with a negative epoch while
+    the group has no members (admin tools), else a member at its current epoch
+    (``stale`` otherwise: STALE_MEMBER_EPOCH, ILLEGAL_GENERATION for transactions)."""
+    consumer = group.consumer
+    if member_epoch < 0 and not consumer.members:
+        return ErrorCode.NONE
+    member = consumer.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return ErrorCode.NONE if member_epoch == member.member_epoch else stale
 
 
 def _set_static_leave(member: ConsumerMember) -> None:

@@ -1,8 +1,11 @@
 """The group coordinator: Kafka's classic group protocol on one event loop.
 
 Membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) follows Kafka's
-``GroupCoordinator.scala`` case by case; offsets, FindCoordinator and the admin APIs are
-in ``offsets.py`` and ``admin.py`` of this package, on the same object.
+``GroupCoordinator.scala`` case by case.  The other group APIs are served by
+collaborators this coordinator builds and hands what they use: offsets (``offsets.py``),
+the admin APIs (``admin.py``), KIP-848 consumer groups (``consumer_coordinator.py``),
+static members (``static_members.py``); FindCoordinator by the coordinator core's lookup
+(``broker/coordinator/topic.py``).  The handlers call all of them on this object.
 
 Waiting requests are futures held by the member (``awaiting_join``/``awaiting_sync``);
 the handler awaits its future and a rebalance step resolves it.  A future cancelled by a
@@ -26,15 +29,15 @@ Timers and what they complete:
     session timeout if its second JoinGroup never comes.
 
 KIP-848 consumer groups (ConsumerGroupHeartbeat) are served by
-consumer_coordinator.py on the same object; a classic JoinGroup turns an empty one
+consumer_coordinator.py; a classic JoinGroup turns an empty one
 classic and is refused INCONSISTENT_GROUP_PROTOCOL by one with members.
 
 Static membership (KIP-345, ``group.instance.id``), as Kafka's coordinator: a static
 member joining with an empty member id whose instance id the group knows takes over
-that member under a new member id (``_replace_static_member``) — no rebalance while the
+that member under a new member id (``StaticMembers``) — no rebalance while the
 group is Stable and the chosen protocol stays, the same assignment on SyncGroup — and
 every request naming the instance id with an older member id gets FENCED_INSTANCE_ID
-(``_validate_member``); see static_members.py.  A static member that does not rejoin a
+(``validate_member``); see static_members.py.  A static member that does not rejoin a
 rebalance stays in the next generation; LeaveGroup, its session timeout or a missed
 SyncGroup deadline removes it.  Event-loop only.
 """
@@ -47,14 +50,17 @@ import uuid
 
 from protocol.errors import ErrorCode
 
+from ..coordinator import CoordinatorLookup, CreateTopic
 from ..tasks import TaskSupervisor
-from .admin import AdminMixin
-from .consumer_coordinator import ConsumerGroupsMixin
+from .admin import GroupAdmin
+from .consumer_coordinator import ConsumerGroups
 from .manager import GroupMetadataManager
-from .offsets import OffsetsMixin
+from .offsets import GroupOffsets
 from .results import JoinResult, SyncResult
 from .state import GroupMetadata, GroupState, MemberMetadata
-from .static_members import StaticMembersMixin
+from .static_members import StaticMembers
+from .waiters import (call_later, cancel_heartbeat, cancel_join_timer, cancel_sync_timer,
+                      invoke_join, invoke_sync)
 
 log = logging.getLogger(__name__)
 
@@ -65,25 +71,49 @@ def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, AdminMixin):
-    """Coordinates the groups whose offsets partitions this broker leads."""
+class GroupCoordinator:
+    """Coordinates the groups whose offsets partitions this broker leads.
 
-    def __init__(self, broker, clock_ms=_wall_clock_ms):
-        self.broker = broker
+    ``create_topic`` (wired by the broker) creates ``__consumer_offsets`` on first use;
+    without it the topic must exist already."""
+
+    def __init__(self, broker, clock_ms=_wall_clock_ms, create_topic: CreateTopic | None = None):
         config = broker.config
         self.node_id = config.node_id
         self.clock_ms = clock_ms
         self.min_session_timeout_ms = config["group.min.session.timeout.ms"]
         self.max_session_timeout_ms = config["group.max.session.timeout.ms"]
         self.initial_rebalance_delay_ms = config["group.initial.rebalance.delay.ms"]
-        self.offset_metadata_max_bytes = config["offset.metadata.max.bytes"]
-        self._init_consumer_groups(config)
-        self.manager = GroupMetadataManager(broker, self._on_group_loaded,
-                                            self._on_group_unloaded, clock_ms)
-        broker.replica_manager.add_leadership_listener(self.manager.on_leadership_changed)
-        self._creating_topic: asyncio.Task | None = None
         self._prefix = f"[GroupCoordinator broker={self.node_id}]"
         self.tasks = TaskSupervisor(self._prefix)
+
+        def image():
+            return broker.image
+        self.manager = GroupMetadataManager(config, broker.replica_manager, image,
+                                            self._on_group_loaded, self._on_group_unloaded,
+                                            clock_ms)
+        self.consumer = ConsumerGroups(config, self.manager, self.tasks, image, self._prefix)
+        self.static = StaticMembers(self.manager, self.tasks, self._prefix,
+                                    add_member=self._add_member_and_rebalance,
+                                    prepare_rebalance=self._prepare_rebalance,
+                                    schedule_heartbeat=self._schedule_heartbeat_expiry)
+        self.offsets = GroupOffsets(config, self.manager, self.tasks, image,
+                                    validate_member=self.static.validate_member,
+                                    schedule_heartbeat=self._schedule_heartbeat_expiry)
+        self.admin = GroupAdmin(self.manager, self._prefix)
+        self.lookup = CoordinatorLookup(self.manager.topic, image, create_topic, self.tasks,
+                                        self._prefix)
+        # The group APIs the handlers call (broker/api/groups.py), served by collaborators.
+        self.find_coordinator = self.lookup.find_coordinator
+        self.commit_offsets = self.offsets.commit_offsets
+        self.commit_txn_offsets = self.offsets.commit_txn_offsets
+        self.complete_txn_offsets = self.offsets.complete_txn_offsets
+        self.fetch_offsets = self.offsets.fetch_offsets
+        self.list_groups = self.admin.list_groups
+        self.describe_group = self.admin.describe_group
+        self.delete_groups = self.admin.delete_groups
+        self.consumer_group_heartbeat = self.consumer.heartbeat
+        self.describe_consumer_group = self.consumer.describe
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -97,16 +127,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
 
     async def shutdown(self) -> None:
         await self.tasks.shutdown()
-        self.manager.shutdown()
-
-    def _call_later(self, delay_ms: int, callback, *args) -> asyncio.TimerHandle:
-        return asyncio.get_running_loop().call_later(max(0, delay_ms) / 1000.0, callback, *args)
-
-    def _validate(self, group_id: str | None, allow_empty: bool = False) -> ErrorCode:
-        """Kafka's validateGroupStatus: a usable group id whose partition we lead, loaded."""
-        if group_id is None or (not group_id and not allow_empty):
-            return ErrorCode.INVALID_GROUP_ID
-        return self.manager.status_for(group_id)
+        self.manager.runtime.shutdown()
 
     # -- JoinGroup -------------------------------------------------------------------------------
 
@@ -115,7 +136,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
                          rebalance_timeout_ms: int, session_timeout_ms: int,
                          protocol_type: str, protocols: list[tuple[str, bytes]],
                          supports_skip_assignment: bool = False) -> JoinResult:
-        error = self._validate(group_id)
+        error = self.manager.validate_group(group_id)
         if error != ErrorCode.NONE:
             return JoinResult(error, member_id)
         if not self.min_session_timeout_ms <= session_timeout_ms <= self.max_session_timeout_ms:
@@ -133,14 +154,14 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
         if group.consumer is not None:
             if group.consumer.members:  # a consumer-protocol group with members
                 return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
-            self._convert_to_classic(group)
+            self.consumer.convert_to_classic(group)
         if not group.supports_protocols(protocol_type, [name for name, _ in protocols]):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         future = asyncio.get_running_loop().create_future()
         new_member = (group_instance_id, client_id, client_host, rebalance_timeout_ms,
                       session_timeout_ms, protocol_type, protocols, future)
         if unknown and group_instance_id is not None:
-            member_id = self._join_new_static_member(group, new_member, supports_skip_assignment)
+            member_id = self.static.join_new_static_member(group, new_member, supports_skip_assignment)
         elif unknown:
             member_id = f"{client_id}-{uuid.uuid4()}"
             if require_known_member_id:  # KIP-394: hand out the id, expect a second join
@@ -154,7 +175,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
                 # over with an empty member id, which the static path above serves.
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id)
             self._add_member_and_rebalance(group, member_id, *new_member)
-        elif (error := self._validate_member(group, member_id, group_instance_id,
+        elif (error := self.static.validate_member(group, member_id, group_instance_id,
                                              "join-group")) != ErrorCode.NONE:
             return JoinResult(error, member_id)  # unknown, or an older static incarnation
         else:
@@ -200,7 +221,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
 
     def _add_pending_member(self, group: GroupMetadata, member_id: str,
                             session_timeout_ms: int) -> None:
-        group.pending_members[member_id] = self._call_later(
+        group.pending_members[member_id] = call_later(
             session_timeout_ms, self._on_pending_member_expired, group, member_id)
 
     def _remove_pending_member(self, group: GroupMetadata, member_id: str) -> None:
@@ -238,7 +259,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         # A join still waiting from before is superseded by this one.
-        self._invoke_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+        invoke_join(member, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
         member.awaiting_join = future
         self._maybe_prepare_rebalance(group, f"updating metadata of member {member.member_id}")
 
@@ -251,20 +272,20 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
     def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.is_state(GroupState.COMPLETING_REBALANCE):
             self._propagate_assignment(group, ErrorCode.REBALANCE_IN_PROGRESS, reset=True)
-        self._cancel_sync_timer(group)
+        cancel_sync_timer(group)
         initial = group.is_state(GroupState.EMPTY)
         group.transition_to(GroupState.PREPARING_REBALANCE, self.clock_ms())
         log.info("%s preparing to rebalance group %s (generation %d): %s", self._prefix,
                  group.group_id, group.generation_id, reason)
-        self._cancel_join_timer(group)
+        cancel_join_timer(group)
         if initial:
             delay_ms = self.initial_rebalance_delay_ms
             remaining_ms = max(group.rebalance_timeout_ms() - delay_ms, 0)
             group.join_timer_initial = True
-            group.join_timer = self._call_later(delay_ms, self._on_initial_join_timer, group,
+            group.join_timer = call_later(delay_ms, self._on_initial_join_timer, group,
                                                 remaining_ms)
         else:
-            group.join_timer = self._call_later(group.rebalance_timeout_ms(),
+            group.join_timer = call_later(group.rebalance_timeout_ms(),
                                                 self._on_join_expired, group)
             self._maybe_complete_join(group)
 
@@ -277,7 +298,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
         if group.new_member_added and remaining_ms > 0:
             group.new_member_added = False
             delay_ms = min(self.initial_rebalance_delay_ms, remaining_ms)
-            group.join_timer = self._call_later(delay_ms, self._on_initial_join_timer, group,
+            group.join_timer = call_later(delay_ms, self._on_initial_join_timer, group,
                                                 max(remaining_ms - delay_ms, 0))
             return
         self._complete_join(group)
@@ -296,7 +317,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
     def _complete_join(self, group: GroupMetadata) -> None:
         """End of the join phase: drop members that did not rejoin, start the next
         generation and answer every JoinGroup (the leader gets the member list)."""
-        self._cancel_join_timer(group)
+        cancel_join_timer(group)
         if not group.is_state(GroupState.PREPARING_REBALANCE):
             return
         for member in group.not_yet_rejoined():
@@ -304,13 +325,13 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
                 continue  # a static member stays until its session expires (KIP-345)
             log.info("%s member %s of group %s did not rejoin in time: removed", self._prefix,
                      member.member_id, group.group_id)
-            self._cancel_heartbeat(member)
+            cancel_heartbeat(member)
             group.remove(member.member_id)
         if not group.maybe_elect_new_joined_leader():
             # Only absent static members: wait once more; their sessions expire meanwhile.
             log.info("%s group %s: no member rejoined; waiting another rebalance timeout",
                      self._prefix, group.group_id)
-            group.join_timer = self._call_later(group.rebalance_timeout_ms(),
+            group.join_timer = call_later(group.rebalance_timeout_ms(),
                                                 self._on_join_expired, group)
             return
         group.init_next_generation(self.clock_ms())
@@ -323,12 +344,12 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
                  self._prefix, group.group_id, group.generation_id, group.protocol_name,
                  len(group.members))
         for member in group.members.values():
-            self._invoke_join(member, self._current_generation(
+            invoke_join(member, self._current_generation(
                 group, member, with_members=group.is_leader(member.member_id)))
             member.is_new = False
             self._schedule_heartbeat_expiry(group, member)
         group.pending_sync_members = set(group.members)
-        group.sync_timer = self._call_later(group.rebalance_timeout_ms(), self._on_sync_expired,
+        group.sync_timer = call_later(group.rebalance_timeout_ms(), self._on_sync_expired,
                                             group, group.generation_id)
 
     def _on_sync_expired(self, group: GroupMetadata, generation_id: int) -> None:
@@ -343,7 +364,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
         for member_id in missing:
             member = group.members.get(member_id)
             if member is not None:
-                self._cancel_heartbeat(member)
+                cancel_heartbeat(member)
                 group.remove(member_id)
         self._prepare_rebalance(group, f"members {missing} did not sync in time")
 
@@ -354,15 +375,15 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
             if reset:
                 member.assignment = b""
             if member.awaiting_sync is not None:
-                self._invoke_sync(member, SyncResult(error, group.protocol_type,
+                invoke_sync(member, SyncResult(error, group.protocol_type,
                                                      group.protocol_name, member.assignment))
                 self._schedule_heartbeat_expiry(group, member)
 
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata,
                                         reason: str) -> None:
-        self._invoke_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
-        self._invoke_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
-        self._cancel_heartbeat(member)
+        invoke_join(member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member.member_id))
+        invoke_sync(member, SyncResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        cancel_heartbeat(member)
         group.remove(member.member_id)
         log.info("%s member %s left group %s: %s", self._prefix, member.member_id,
                  group.group_id, reason)
@@ -377,7 +398,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
                          protocol_type: str | None, protocol_name: str | None,
                          assignments: dict[str, bytes],
                          group_instance_id: str | None = None) -> SyncResult:
-        error = self._validate(group_id)
+        error = self.manager.validate_group(group_id)
         if error != ErrorCode.NONE:
             return SyncResult(error)
         group = self.manager.get_group(group_id)
@@ -385,7 +406,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
             return SyncResult(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.is_state(GroupState.DEAD):
             return SyncResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        error = self._validate_member(group, member_id, group_instance_id, "sync-group")
+        error = self.static.validate_member(group, member_id, group_instance_id, "sync-group")
         if error != ErrorCode.NONE:
             return SyncResult(error)
         if generation_id != group.generation_id:
@@ -404,7 +425,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
             return SyncResult(ErrorCode.NONE, group.protocol_type, group.protocol_name,
                               member.assignment)
         future = asyncio.get_running_loop().create_future()
-        self._invoke_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        invoke_sync(member, SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
         member.awaiting_sync = future
         if group.is_leader(member_id):
             full = {m: bytes(assignments.get(m, b"")) for m in group.members}
@@ -434,7 +455,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
 
     def heartbeat(self, group_id: str, member_id: str, generation_id: int,
                   group_instance_id: str | None = None) -> ErrorCode:
-        error = self._validate(group_id)
+        error = self.manager.validate_group(group_id)
         if error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return ErrorCode.NONE  # Kafka: answer blindly while loading
         if error != ErrorCode.NONE:
@@ -444,7 +465,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
             return ErrorCode.UNKNOWN_MEMBER_ID
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_member(group, member_id, group_instance_id, "heartbeat")
+        error = self.static.validate_member(group, member_id, group_instance_id, "heartbeat")
         if error != ErrorCode.NONE:
             return error
         if generation_id != group.generation_id:
@@ -463,7 +484,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
         is whichever member id the instance has now; a member id with an instance id must
         be that instance's current one (FENCED_INSTANCE_ID otherwise), as in Kafka's
         handleLeaveGroup."""
-        error = self._validate(group_id)
+        error = self.manager.validate_group(group_id)
         if error != ErrorCode.NONE:
             return error, []
         group = self.manager.get_group(group_id)
@@ -491,7 +512,7 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
             if group.is_state(GroupState.PREPARING_REBALANCE):
                 self._maybe_complete_join(group)
             return ErrorCode.NONE
-        error = self._validate_member(group, member_id, instance_id, "leave-group")
+        error = self.static.validate_member(group, member_id, instance_id, "leave-group")
         if error == ErrorCode.NONE:
             self._remove_member_and_update_group(group, group.members[member_id],
                                                  "the consumer left the group")
@@ -501,8 +522,8 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
 
     def _schedule_heartbeat_expiry(self, group: GroupMetadata, member: MemberMetadata,
                                    timeout_ms: int | None = None) -> None:
-        self._cancel_heartbeat(member)
-        member.heartbeat_timer = self._call_later(
+        cancel_heartbeat(member)
+        member.heartbeat_timer = call_later(
             member.session_timeout_ms if timeout_ms is None else timeout_ms,
             self._on_heartbeat_expired, group, member)
 
@@ -516,47 +537,13 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
             return
         self._remove_member_and_update_group(group, member, "session timeout expired")
 
-    @staticmethod
-    def _cancel_heartbeat(member: MemberMetadata) -> None:
-        if member.heartbeat_timer is not None:
-            member.heartbeat_timer.cancel()
-            member.heartbeat_timer = None
-
-    @staticmethod
-    def _cancel_join_timer(group: GroupMetadata) -> None:
-        if group.join_timer is not None:
-            group.join_timer.cancel()
-        group.join_timer = None
-        group.join_timer_initial = False
-
-    @staticmethod
-    def _cancel_sync_timer(group: GroupMetadata) -> None:
-        if group.sync_timer is not None:
-            group.sync_timer.cancel()
-        group.sync_timer = None
-        group.pending_sync_members.clear()
-
-    # -- answering waiters ------------------------------------------------------------------------
-
-    @staticmethod
-    def _invoke_join(member: MemberMetadata, result: JoinResult) -> None:
-        future, member.awaiting_join = member.awaiting_join, None
-        if future is not None and not future.done():
-            future.set_result(result)
-
-    @staticmethod
-    def _invoke_sync(member: MemberMetadata, result: SyncResult) -> None:
-        future, member.awaiting_sync = member.awaiting_sync, None
-        if future is not None and not future.done():
-            future.set_result(result)
-
     # -- loading and unloading --------------------------------------------------------------------
 
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         for member in group.members.values():
             self._schedule_heartbeat_expiry(group, member)
         if group.consumer is not None:
-            self._consumer_group_loaded(group)
+            self.consumer.group_loaded(group)
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
         """This broker stopped coordinating ``group``: answer its waiters NOT_COORDINATOR
@@ -564,14 +551,14 @@ class GroupCoordinator(StaticMembersMixin, ConsumerGroupsMixin, OffsetsMixin, Ad
         previous = group.state
         if previous is not GroupState.DEAD:
             group.transition_to(GroupState.DEAD, self.clock_ms())
-        self._cancel_join_timer(group)
-        self._cancel_sync_timer(group)
+        cancel_join_timer(group)
+        cancel_sync_timer(group)
         for timer in group.pending_members.values():
             timer.cancel()
         group.pending_members.clear()
         for member in group.members.values():
-            self._cancel_heartbeat(member)
-            self._invoke_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
-            self._invoke_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
+            cancel_heartbeat(member)
+            invoke_join(member, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+            invoke_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
         if group.consumer is not None:
-            self._consumer_group_unloaded(group)
+            self.consumer.group_unloaded(group)

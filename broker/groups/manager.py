@@ -4,17 +4,11 @@ Kafka's ``GroupMetadataManager``: the cache of groups, their loading when this b
 becomes leader of an offsets partition, their unloading when it stops, and every write
 to the topic (group metadata after a rebalance, offset commits, tombstones).
 
-Ownership of one offsets partition, driven by the replica manager's leadership listener:
-
-    not owned ──(became leader)──► LOADING ──(log read to its end)──► LOADED
-        ▲                            │                                  │
-        └────────(became follower, or the partition left this broker)───┘
-
-Requests for groups of a LOADING partition get COORDINATOR_LOAD_IN_PROGRESS, of a
-partition not owned NOT_COORDINATOR.  Loading reads the log from its start to its log end
-offset (the new leader's log is the truth the followers will converge to, as in Kafka)
-in chunks, yielding to the event loop between chunks; it is abandoned when ownership
-changes meanwhile.
+Ownership of the offsets partitions, their loading and the appends are the coordinator
+core's (``broker/coordinator/runtime.py``): this manager is its shard, the loader of
+what a record means and the cache loading publishes.  A new leader epoch without a
+follower spell keeps the tenure.  Requests for groups of a LOADING partition get
+COORDINATOR_LOAD_IN_PROGRESS, of a partition not owned NOT_COORDINATOR.
 
 Writes have acks=all semantics: the batch is appended as leader, then the caller waits
 until the high watermark passes it (``offsets.commit.timeout.ms``).  In-memory state
@@ -65,10 +59,10 @@ from protocol.control import COMMIT, marker_of
 from protocol.errors import ErrorCode
 from protocol.records import iter_headers
 
-from ..coordination import LoadState, Ownership, load_partition
-from ..replication.origin import AppendOrigin
+from ..coordinator import CoordinatorRuntime, InternalTopic, Ownership, PendingWrite
+from ..coordinator.runtime import APPEND_ERRORS, drop_partition
 from . import records
-from .placement import OFFSETS_TOPIC, partition_for
+from .placement import OFFSETS_TOPIC
 from .consumer_group import ConsumerGroupState, ConsumerMember, MemberState, copy_assignment
 from .state import CommittedOffset, GroupMetadata, GroupState, MemberMetadata
 
@@ -79,17 +73,8 @@ def _wall_clock_ms() -> int:
 
 
 # Kafka's mapping of append errors for group metadata (GroupMetadataManager.storeGroup).
-_GROUP_STORE_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
+_GROUP_STORE_ERRORS = {**APPEND_ERRORS,
+                       ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR}
 # ... and for offset commits (GroupMetadataManager.storeOffsets).
 _OFFSET_STORE_ERRORS = {
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -103,61 +88,64 @@ _OFFSET_STORE_ERRORS = {
 }
 
 
-def offsets_topic_configs() -> dict[str, str]:
-    """Topic configs of ``__consumer_offsets`` (see the module docstring)."""
+def offsets_topic_configs(replication_factor: int = 0) -> dict[str, str]:
+    """Topic configs of ``__consumer_offsets`` (see the module docstring), whatever its
+    replication factor."""
     return {"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
             "segment.bytes": str(100 * 1024 * 1024)}
 
 
+def offsets_topic(config) -> InternalTopic:
+    """``__consumer_offsets`` as the settings describe it."""
+    return InternalTopic(OFFSETS_TOPIC, config["offsets.topic.num.partitions"],
+                         config["offsets.topic.replication.factor"], offsets_topic_configs)
+
+
 class GroupMetadataManager:
-    """The group cache and the offsets-topic I/O behind the coordinator.
+    """The group cache and the offsets-topic I/O behind the coordinator; the coordinator
+    core's shard for ``__consumer_offsets`` (``runtime``).
 
     ``on_loaded(group)`` runs for each group after its partition finished loading;
     ``on_unloaded(group)`` for each group of a partition this broker stopped leading
     (the coordinator answers its waiting members and cancels its timers there).
     """
 
-    def __init__(self, broker, on_loaded: Callable[[GroupMetadata], None],
+    def __init__(self, config, replica_manager, image: Callable[[], object],
+                 on_loaded: Callable[[GroupMetadata], None],
                  on_unloaded: Callable[[GroupMetadata], None],
                  clock_ms: Callable[[], int] = _wall_clock_ms):
-        self.broker = broker
-        self.node_id = broker.config.node_id
-        config = broker.config
-        self.configured_partitions = config["offsets.topic.num.partitions"]
+        self.node_id = config.node_id
         self.commit_timeout_ms = config["offsets.commit.timeout.ms"]
         self.retention_ms = config["offsets.retention.minutes"] * 60_000
         self.retention_check_interval_ms = config["offsets.retention.check.interval.ms"]
-        self.max_batch_bytes = max(config["message.max.bytes"],
-                                   config["socket.request.max.bytes"])
         self.clock_ms = clock_ms
         self._on_loaded = on_loaded
         self._on_unloaded = on_unloaded
-        self.owned: dict[int, Ownership] = {}
         self.groups: dict[str, GroupMetadata] = {}
         self._prefix = f"[GroupMetadataManager broker={self.node_id}]"
+        self.topic = offsets_topic(config)
+        self.runtime = CoordinatorRuntime(self.topic, config, replica_manager, image, self,
+                                          _Loader, lambda: self.clock_ms(), self._prefix)
 
     # -- placement and status ----------------------------------------------------------------
 
     def num_partitions(self) -> int:
         """Partitions of the offsets topic: the existing topic's count wins over the config
         (the mapping of groups to partitions must never change under a running cluster)."""
-        topic = self.broker.image.topics.get(OFFSETS_TOPIC)
-        return len(topic.partitions) if topic is not None else self.configured_partitions
+        return self.runtime.num_partitions()
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions())
+        return self.runtime.partition_for(group_id)
 
     def status_for(self, group_id: str) -> ErrorCode:
         """NONE if this broker coordinates ``group_id`` now; else the error to answer."""
-        ownership = self.owned.get(self.partition_for(group_id))
-        if ownership is None:
-            return ErrorCode.NOT_COORDINATOR
-        if ownership.state is LoadState.LOADING:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NONE
+        return self.runtime.status_for(group_id)
 
-    def is_loading(self) -> bool:
-        return any(o.state is LoadState.LOADING for o in self.owned.values())
+    def validate_group(self, group_id: str | None, allow_empty: bool = False) -> ErrorCode:
+        """Kafka's validateGroupStatus: a usable group id whose partition we lead, loaded."""
+        if group_id is None or (not group_id and not allow_empty):
+            return ErrorCode.INVALID_GROUP_ID
+        return self.status_for(group_id)
 
     # -- the cache -----------------------------------------------------------------------------
 
@@ -177,98 +165,40 @@ class GroupMetadataManager:
     def loaded_groups(self) -> list[GroupMetadata]:
         return list(self.groups.values())
 
-    # -- leadership → load / unload --------------------------------------------------------------
+    # -- the runtime's shard: load / unload ------------------------------------------------------
 
-    def on_leadership_changed(self, partition) -> None:
-        """Replica-manager listener. Triggers: this broker became leader or follower of a
-        partition, or stopped hosting it."""
-        if partition.topic != OFFSETS_TOPIC:
-            return
-        index = partition.index
-        ownership = self.owned.get(index)
-        if partition.is_leader:
-            if ownership is not None:
-                # Still the leader (a new epoch without a follower spell): the log was not
-                # truncated, so what is in memory is still what the log says.
-                ownership.leader_epoch = partition.leader_epoch
-                return
-            ownership = Ownership(index, partition.leader_epoch)
-            self.owned[index] = ownership
-            ownership.task = asyncio.get_running_loop().create_task(self._load(ownership))
-        elif ownership is not None:
-            self.unload(index)
-
-    def unload(self, index: int) -> None:
-        ownership = self.owned.pop(index, None)
-        if ownership is None:
-            return
-        if ownership.task is not None and not ownership.task.done():
-            ownership.task.cancel()
-        unloaded = [g for g in self.groups.values() if g.partition == index]
-        for group in unloaded:
-            del self.groups[group.group_id]
-            self._on_unloaded(group)
-        if unloaded:
-            log.info("%s unloaded %d groups of %s-%d", self._prefix, len(unloaded),
-                     OFFSETS_TOPIC, index)
-
-    def shutdown(self) -> None:
-        for index in list(self.owned):
-            self.unload(index)
-
-    async def _load(self, ownership: Ownership) -> None:
-        """Read the partition from its log start to its log end offset, then publish."""
-        index = ownership.partition
-        started = time.monotonic()
-        loader = _Loader(index)
-        if not await load_partition(self.broker, OFFSETS_TOPIC, ownership, self.owned,
-                                    loader.apply, self._prefix):
-            return
+    def on_loaded(self, ownership: Ownership, loader: _Loader) -> str | None:
         groups = loader.groups()
-        for group in groups:
-            self.groups[group.group_id] = group
-        ownership.state = LoadState.LOADED
+        self.groups.update((group.group_id, group) for group in groups)
         for group in groups:
             self._on_loaded(group)
-        log.log(logging.INFO if groups else logging.DEBUG,
-                "%s loaded %d groups and %d offsets of %s-%d (leader epoch %d) in %.0f ms",
-                self._prefix, len(groups), sum(len(g.offsets) for g in groups),
-                OFFSETS_TOPIC, index, ownership.leader_epoch,
-                (time.monotonic() - started) * 1000)
+        offsets = sum(len(g.offsets) for g in groups)
+        return f"{len(groups)} groups and {offsets} offsets" if groups else None
+
+    def on_unloaded(self, index: int) -> str | None:
+        unloaded = drop_partition(self.groups, index)
+        for group in unloaded:
+            self._on_unloaded(group)
+        return f"{len(unloaded)} groups" if unloaded else None
 
     # -- writes ------------------------------------------------------------------------------
 
     def _append_now(self, index: int, entries: list[tuple[bytes, bytes | None]],
-                    producer_id: int = -1, producer_epoch: int = -1):
-        """Append ``entries`` to offsets partition ``index`` as leader, now (no ``await``);
-        with a producer id, as that producer's transactional batch.
+                    producer_id: int = -1, producer_epoch: int = -1
+                    ) -> PendingWrite | ErrorCode:
+        """The runtime's append as leader, now (no ``await``); see ``runtime.append_now``."""
+        return self.runtime.append_now(index, entries, producer_id, producer_epoch)
 
-        Returns the pending write for ``_wait_for_acks``, or an ErrorCode.  Records appended
-        by one call precede those of any call made later, whatever order the acks take.
-        """
-        ownership = self.owned.get(index)
-        if ownership is None or ownership.state is not LoadState.LOADED:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        batch = records.build_batch(entries, self.clock_ms(), producer_id, producer_epoch)
-        status = self.broker.replica_manager.append_one(
-            OFFSETS_TOPIC, index, batch, -1, self.max_batch_bytes,
-            origin=AppendOrigin.COORDINATOR)
-        if status.error != ErrorCode.NONE:
-            return status.error
-        return ownership, status
-
-    async def _wait_for_acks(self, index: int, pending) -> tuple[ErrorCode, int]:
+    async def _wait_for_acks(self, index: int,
+                             pending: PendingWrite | ErrorCode) -> tuple[ErrorCode, int]:
         """(error, base offset) once the high watermark passed the write (acks=all).
-        NOT_LEADER_OR_FOLLOWER when the ownership that wrote is gone by then."""
+        NOT_LEADER_OR_FOLLOWER when the tenure that wrote is gone by then."""
         if isinstance(pending, ErrorCode):
             return pending, -1
-        ownership, status = pending
-        key = (OFFSETS_TOPIC, index)
-        statuses = await self.broker.replica_manager.wait_for_acks({key: status},
-                                                                  self.commit_timeout_ms)
-        if self.owned.get(index) is not ownership:
+        error = await self.runtime.wait_for_acks(pending, self.commit_timeout_ms)
+        if not self.runtime.holds(pending.ownership):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
-        return statuses[key].error, status.base_offset
+        return error, pending.base_offset
 
     async def _append(self, index: int,
                       entries: list[tuple[bytes, bytes | None]]) -> tuple[ErrorCode, int]:
@@ -331,7 +261,7 @@ class GroupMetadataManager:
         pending = self._append_now(group.partition, entries, producer_id, producer_epoch)
         written: dict[tuple[str, int], CommittedOffset] = {}
         if not isinstance(pending, ErrorCode):
-            base_offset = pending[1].base_offset
+            base_offset = pending.base_offset
             for i, key in enumerate(keys):
                 value = offsets[key]
                 written[key] = CommittedOffset(
@@ -353,7 +283,7 @@ class GroupMetadataManager:
         handleTxnCompletion).  A partition still loading is skipped: its loader reads
         the marker from the log."""
         loaded = {index for index in offsets_partitions
-                  if (o := self.owned.get(index)) is not None and o.state is LoadState.LOADED}
+                  if self.runtime.loaded_tenure(index) is not None}
         for group in self.groups.values():
             if group.partition in loaded and producer_id in group.pending_txn_offsets:
                 count = group.complete_pending_txn_offsets(producer_id, commit)
@@ -405,8 +335,7 @@ class GroupMetadataManager:
         expired_total = 0
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for group in list(self.groups.values()):
-            ownership = self.owned.get(group.partition)
-            if ownership is None or ownership.state is not LoadState.LOADED:
+            if self.runtime.loaded_tenure(group.partition) is None:
                 continue
             entries = by_partition.setdefault(group.partition, [])
             expired = group.expired_offsets(now_ms, self.retention_ms)

@@ -29,18 +29,38 @@ one that failed is forgotten; only the answer is dropped.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from protocol.errors import ErrorCode
 
+from ..tasks import TaskSupervisor
+from .consumer_coordinator import check_consumer_commit
+from .manager import GroupMetadataManager
 from .records import OffsetValue
-from .state import CommittedOffset, GroupMetadata, GroupState
+from .state import CommittedOffset, GroupMetadata, GroupState, MemberMetadata
 
 INT64_MAX = (1 << 63) - 1
 
 TopicPartition = tuple[str, int]
 
 
-class OffsetsMixin:
-    """Part of GroupCoordinator (uses its manager, clock and member timers)."""
+class GroupOffsets:
+    """The offsets of the groups in ``manager``'s cache (event-loop only).
+
+    Given by the group coordinator: ``validate_member`` (a member's id against its
+    instance id, static_members.py) and ``schedule_heartbeat`` (a classic commit counts
+    as the member's heartbeat)."""
+
+    def __init__(self, config, manager: GroupMetadataManager, tasks: TaskSupervisor,
+                 image: Callable[[], object],
+                 validate_member: Callable[[GroupMetadata, str, str | None, str], ErrorCode],
+                 schedule_heartbeat: Callable[[GroupMetadata, MemberMetadata], None]):
+        self.manager = manager
+        self.tasks = tasks
+        self._image = image
+        self._validate_member = validate_member
+        self._schedule_heartbeat = schedule_heartbeat
+        self.offset_metadata_max_bytes = config["offset.metadata.max.bytes"]
 
     async def commit_offsets(self, group_id: str, member_id: str, generation_id: int,
                              offsets: dict[TopicPartition, tuple[int, int, str | None]],
@@ -58,12 +78,12 @@ class OffsetsMixin:
                               offsets: dict[TopicPartition, tuple[int, int, str | None]],
                               retention_time_ms: int, group_instance_id: str | None
                               ) -> dict[TopicPartition, ErrorCode]:
-        error = self._validate(group_id, allow_empty=True)
+        error = self.manager.validate_group(group_id, allow_empty=True)
         if error != ErrorCode.NONE:
             return {tp: error for tp in offsets}
         results: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetValue] = {}
-        now_ms = self.clock_ms()
+        now_ms = self.manager.clock_ms()
         # An expiry past int64 (a retention of ~2^63 ms) is as good as none, and must
         # still fit the offset record.
         expire_ms = min(now_ms + retention_time_ms, INT64_MAX) if retention_time_ms > 0 else -1
@@ -88,7 +108,7 @@ class OffsetsMixin:
         return results
 
     def _check_partition(self, tp: TopicPartition, metadata: str | None) -> ErrorCode:
-        topic = self.broker.image.topics.get(tp[0])
+        topic = self._image().topics.get(tp[0])
         if topic is None or tp[1] not in topic.partitions:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if metadata is not None and len(metadata.encode("utf-8")) > self.offset_metadata_max_bytes:
@@ -102,7 +122,7 @@ class OffsetsMixin:
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if group.consumer is not None:  # KIP-848: the generation is the member epoch
-            return self._check_consumer_commit(group, member_id, generation_id,
+            return check_consumer_commit(group, member_id, generation_id,
                                                ErrorCode.STALE_MEMBER_EPOCH)
         if generation_id < 0 and group.is_state(GroupState.EMPTY):
             return ErrorCode.NONE  # a simple consumer or an admin tool
@@ -114,7 +134,7 @@ class OffsetsMixin:
             return error
         if generation_id != group.generation_id:
             return ErrorCode.ILLEGAL_GENERATION
-        self._schedule_heartbeat_expiry(group, group.members[member_id])
+        self._schedule_heartbeat(group, group.members[member_id])
         return ErrorCode.NONE
 
     async def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
@@ -134,12 +154,12 @@ class OffsetsMixin:
                                   group_instance_id: str | None,
                                   offsets: dict[TopicPartition, tuple[int, int, str | None]]
                                   ) -> dict[TopicPartition, ErrorCode]:
-        error = self._validate(group_id)
+        error = self.manager.validate_group(group_id)
         if error != ErrorCode.NONE:
             return {tp: error for tp in offsets}
         results: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetValue] = {}
-        now_ms = self.clock_ms()
+        now_ms = self.manager.clock_ms()
         for tp, (offset, leader_epoch, metadata) in offsets.items():
             code = self._check_partition(tp, metadata)
             if code != ErrorCode.NONE:
@@ -166,7 +186,7 @@ class OffsetsMixin:
         if generation_id < 0 and not member_id and group_instance_id is None:
             return ErrorCode.NONE
         if group.consumer is not None:
-            return self._check_consumer_commit(group, member_id, generation_id,
+            return check_consumer_commit(group, member_id, generation_id,
                                                ErrorCode.ILLEGAL_GENERATION)
         error = self._validate_member(group, member_id, group_instance_id,
                                       "txn-offset-commit")
@@ -190,7 +210,7 @@ class OffsetsMixin:
         None means every partition the group has an offset for.  With
         ``require_stable`` a partition whose commit is not settled yet maps to
         UNSTABLE_OFFSET_COMMIT instead (the client asks again later)."""
-        error = self._validate(group_id, allow_empty=True)
+        error = self.manager.validate_group(group_id, allow_empty=True)
         if error != ErrorCode.NONE:
             return error, {}
         group = self.manager.get_group(group_id)

@@ -50,11 +50,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka.record.memory_records import MemoryRecords
-
 from protocol import consumer_group_messages as flex
 from protocol.primitives import Reader, bytes_, int16, int32, int64, string
+
+# The batch a coordinator writes and the records a loader reads: the core's.
+from ..coordinator.batches import build_batch, iter_records  # noqa: F401
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -220,24 +220,6 @@ def current_assignment_value(value: CurrentAssignmentValue) -> bytes:
                        + _topic_partitions(value.pending_revocation))
 
 
-def build_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int,
-                producer_id: int = -1, producer_epoch: int = -1) -> bytes:
-    """One uncompressed RecordBatch v2 (baseOffset 0, as a producer sends it); with a
-    producer id, a transactional batch of that producer (a TxnOffsetCommit's offsets,
-    which its transaction's marker commits or aborts).  No sequence: the log checks a
-    coordinator's batch by its producer epoch alone."""
-    size = sum(len(k) + len(v or b"") + 32 for k, v in records) + 128
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0,
-                                        is_transactional=producer_id >= 0,
-                                        producer_id=producer_id, producer_epoch=producer_epoch,
-                                        base_sequence=-1, batch_size=size)
-    for offset_delta, (key, value) in enumerate(records):
-        if builder.append(offset_delta, timestamp=timestamp_ms, key=key, value=value,
-                          headers=[]) is None:
-            raise RecordFormatError(f"record {offset_delta} does not fit the batch")
-    return bytes(builder.build())
-
-
 # -- reading ---------------------------------------------------------------------------------
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey | ConsumerGroupKey:
@@ -343,12 +325,3 @@ def decode_group_value(data: bytes) -> GroupValue:
                                    reader.bytes_()))
     return GroupValue(protocol_type, generation, protocol, leader, state_timestamp,
                       tuple(members))
-
-
-def iter_records(data: bytes):
-    """(log offset, key bytes, value bytes or None) of every record in ``data`` (whole
-    data batches, as a log read returns them; control batches are read by their header,
-    see ``protocol.control``)."""
-    for batch in MemoryRecords(bytes(data)):
-        for record in batch:
-            yield record.offset, record.key, record.value

@@ -14,31 +14,50 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Callable
 
 from protocol.errors import ErrorCode
 
+from ..tasks import TaskSupervisor
+from .manager import GroupMetadataManager
 from .results import JoinResult, SyncResult
 from .state import GroupMetadata, GroupState, MemberMetadata
+from .waiters import invoke_join, invoke_sync
 
 log = logging.getLogger(__name__)
 
 
-class StaticMembersMixin:
-    """Part of GroupCoordinator (uses its manager, tasks, timers and rebalance steps)."""
+class StaticMembers:
+    """Static members of the classic groups in ``manager``'s cache (event-loop only).
 
-    def _join_new_static_member(self, group: GroupMetadata, new_member,
+    Given by the classic coordinator, its rebalance steps: ``add_member(group,
+    member_id, *new_member)`` (a new member joins and the group rebalances),
+    ``prepare_rebalance(group, reason)`` and ``schedule_heartbeat(group, member)``."""
+
+    def __init__(self, manager: GroupMetadataManager, tasks: TaskSupervisor, prefix: str, *,
+                 add_member: Callable[..., None],
+                 prepare_rebalance: Callable[[GroupMetadata, str], None],
+                 schedule_heartbeat: Callable[[GroupMetadata, MemberMetadata], None]):
+        self.manager = manager
+        self.tasks = tasks
+        self._prefix = prefix
+        self._add_member = add_member
+        self._prepare_rebalance = prepare_rebalance
+        self._schedule_heartbeat = schedule_heartbeat
+
+    def join_new_static_member(self, group: GroupMetadata, new_member,
                                 supports_skip_assignment: bool) -> str:
         """A static member joins with an empty member id (Kafka's
         doStaticNewMemberJoinGroup): it gets a member id at once — never
         MEMBER_ID_REQUIRED, its instance id names it — and takes over the member of its
-        instance if the group has one.  ``new_member`` is ``_add_member_and_rebalance``'s
-        arguments; returns the new member id."""
+        instance if the group has one.  ``new_member`` is ``add_member``'s arguments
+        after the member id; returns the new member id."""
         (group_instance_id, _, _, rebalance_timeout_ms, session_timeout_ms, _, protocols,
          future) = new_member
         member_id = f"{group_instance_id}-{uuid.uuid4()}"
         old_member_id = group.static_member_id(group_instance_id)
         if old_member_id is None:
-            self._add_member_and_rebalance(group, member_id, *new_member)
+            self._add_member(group, member_id, *new_member)
         else:
             self._replace_static_member(group, group_instance_id, old_member_id, member_id,
                                         protocols, rebalance_timeout_ms, session_timeout_ms,
@@ -63,8 +82,8 @@ class StaticMembersMixin:
 
         ``future`` (its JoinGroup) is answered by one of those."""
         member = group.members[old_member_id]
-        self._invoke_join(member, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_member_id))
-        self._invoke_sync(member, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
+        invoke_join(member, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_member_id))
+        invoke_sync(member, SyncResult(ErrorCode.FENCED_INSTANCE_ID))
         current_leader = group.leader_id
         group.replace_static_member(group_instance_id, old_member_id, new_member_id)
         log.info("%s static member %s of group %s rejoined as %s (was %s) in state %s",
@@ -75,7 +94,7 @@ class StaticMembersMixin:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
         member.awaiting_join = future
-        self._schedule_heartbeat_expiry(group, member)
+        self._schedule_heartbeat(group, member)
         reason = f"static member {group_instance_id} rejoined as {new_member_id}"
         if group.is_state(GroupState.STABLE):
             if group.select_protocol() == group.protocol_name:
@@ -109,10 +128,10 @@ class StaticMembersMixin:
                         old_member_id)
             group.replace_static_member(group_instance_id, new_member_id, old_member_id)
             member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = previous
-            self._invoke_join(member, JoinResult(
+            invoke_join(member, JoinResult(
                 error, "", group.generation_id, group.protocol_type, group.protocol_name,
                 current_leader or ""))
-            self._schedule_heartbeat_expiry(group, member)
+            self._schedule_heartbeat(group, member)
             return
         if not group.is_state(GroupState.STABLE):
             return  # a rebalance started meanwhile: its join phase answers
@@ -125,10 +144,10 @@ class StaticMembersMixin:
         else:
             result = JoinResult(ErrorCode.NONE, new_member_id, group.generation_id,
                                 group.protocol_type, group.protocol_name, current_leader or "")
-        self._invoke_join(member, result)
-        self._schedule_heartbeat_expiry(group, member)
+        invoke_join(member, result)
+        self._schedule_heartbeat(group, member)
 
-    def _validate_member(self, group: GroupMetadata, member_id: str,
+    def validate_member(self, group: GroupMetadata, member_id: str,
                          group_instance_id: str | None, operation: str) -> ErrorCode:
         """Kafka's validateCurrentMember: with an instance id, it must map to ``member_id``
         (another member id is an older incarnation: FENCED_INSTANCE_ID); without, the

@@ -4,8 +4,8 @@ The coordinator of a transactional id is the leader of its ``__transaction_state
 partition (``manager.py``).  It serves InitProducerId (with a transactional id),
 AddPartitionsToTxn, AddOffsetsToTxn (as AddPartitions of the group's
 ``__consumer_offsets`` partition), EndTxn, DescribeTransactions and ListTransactions,
-case by case as Kafka's coordinator, and FindCoordinator key type 1 (creating the topic
-on first use, like the group coordinator creates ``__consumer_offsets``).
+case by case as Kafka's coordinator, and FindCoordinator key type 1 (the coordinator
+core's lookup, ``broker/coordinator/topic.py``, creating the topic on first use).
 
 Ending a transaction: PrepareCommit/PrepareAbort is written and acknowledged, the client
 is answered, then the markers are written on every partition (``markers.py``), then
@@ -39,11 +39,9 @@ from dataclasses import dataclass, field
 from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import MetadataUnavailable
-from ..groups.admin import CoordinatorAnswer
-from ..coordination import Ownership
+from ..coordinator import CoordinatorAnswer, CoordinatorLookup, CreateTopic, Ownership
 from ..tasks import TaskSupervisor
-from .manager import (TRANSACTION_STATE_TOPIC, TXN_LOG_APPEND_TIMEOUT_MS,
-                      TransactionStateManager, transaction_state_topic_configs)
+from .manager import TRANSACTION_STATE_TOPIC, TXN_LOG_APPEND_TIMEOUT_MS, TransactionStateManager
 from .markers import TransactionMarkerChannelManager
 from .metadata import (EXPIRABLE_STATES, IllegalTransition, NO_PRODUCER_EPOCH,
                        NO_PRODUCER_ID, TransactionMetadata, TransactionState,
@@ -52,7 +50,6 @@ from .metadata import (EXPIRABLE_STATES, IllegalTransition, NO_PRODUCER_EPOCH,
 log = logging.getLogger(__name__)
 
 S = TransactionState
-TOPIC_CREATION_TIMEOUT_S = 15.0
 # A pending transition older than this (its write's own timeout and a margin, exclusive)
 # has lost its write: nothing will ever complete or clear it.
 STALE_PENDING_MS = TXN_LOG_APPEND_TIMEOUT_MS + 5_000
@@ -85,9 +82,13 @@ class TransactionListing:
 
 
 class TransactionCoordinator:
-    """Coordinates the transactional ids whose transaction-state partitions this broker leads."""
+    """Coordinates the transactional ids whose transaction-state partitions this broker leads.
 
-    def __init__(self, broker, producer_ids, clock_ms=None):
+    ``create_topic`` (wired by the broker) creates ``__transaction_state`` on first use;
+    without it the topic must exist already."""
+
+    def __init__(self, broker, producer_ids, clock_ms=None,
+                 create_topic: CreateTopic | None = None):
         self.broker = broker
         config = broker.config
         self.node_id = config.node_id
@@ -99,16 +100,18 @@ class TransactionCoordinator:
         self.expire_interval_ms = config[
             "transaction.remove.expired.transaction.cleanup.interval.ms"]
         kwargs = {"clock_ms": clock_ms} if clock_ms is not None else {}
-        self.manager = TransactionStateManager(broker, self._on_partition_loaded, **kwargs)
+        self.manager = TransactionStateManager(config, broker.replica_manager,
+                                               lambda: broker.image, self._on_partition_loaded,
+                                               **kwargs)
         self.clock_ms = self.manager.clock_ms
-        broker.replica_manager.add_leadership_listener(self.manager.on_leadership_changed)
         self.markers = TransactionMarkerChannelManager(broker)
-        self._creating_topic: asyncio.Task | None = None
         # The transactions whose markers and Complete* are being written (their pending
         # state may be as old as the markers take); by identity, one tenure's metadata.
         self._completing: set[TransactionMetadata] = set()
         self._prefix = f"[TransactionCoordinator broker={self.node_id}]"
         self.tasks = TaskSupervisor(self._prefix)
+        self.lookup = CoordinatorLookup(self.manager.topic, lambda: broker.image, create_topic,
+                                        self.tasks, self._prefix)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -120,62 +123,14 @@ class TransactionCoordinator:
 
     async def shutdown(self) -> None:
         await self.tasks.shutdown()
-        self.manager.shutdown()
+        self.manager.runtime.shutdown()
         await self.markers.shutdown()
 
     # -- FindCoordinator -------------------------------------------------------------------------
 
     async def find_coordinator(self, transactional_id: str) -> CoordinatorAnswer:
         """The leader of the id's transaction-state partition, creating the topic first."""
-        if TRANSACTION_STATE_TOPIC not in self.broker.image.topics:
-            problem = await self.ensure_topic()
-            if problem is not None:
-                return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE, problem)
-        image = self.broker.image
-        topic = image.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is None:
-            return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                     f"{TRANSACTION_STATE_TOPIC} is not in the metadata yet")
-        index = self.manager.partition_for(transactional_id)
-        leader = topic.partitions[index].leader
-        info = image.brokers.get(leader)
-        if info is None or info.fenced:
-            return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                                     f"{TRANSACTION_STATE_TOPIC}-{index} has no live leader")
-        return CoordinatorAnswer(ErrorCode.NONE, None, leader, info.host, info.port)
-
-    async def ensure_topic(self) -> str | None:
-        """Create the topic unless a creation is under way; None once it exists."""
-        if self._creating_topic is None or self._creating_topic.done():
-            self._creating_topic = self.tasks.spawn("create-transaction-state-topic",
-                                                    self._create_topic())
-        try:
-            return await asyncio.wait_for(asyncio.shield(self._creating_topic),
-                                          TOPIC_CREATION_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            return f"creating {TRANSACTION_STATE_TOPIC} is taking long"
-
-    async def _create_topic(self) -> str | None:
-        from ..api.admin import create_topic_now
-        from ..controller.state import ApplyError
-
-        config = self.broker.config
-        replication = min(config["transaction.state.log.replication.factor"],
-                          len(self.broker.image.live_brokers()))
-        partitions = self.manager.configured_partitions
-        if replication < 1:
-            return "no live broker"
-        try:
-            await create_topic_now(self.broker, TRANSACTION_STATE_TOPIC, partitions, replication,
-                                   transaction_state_topic_configs(config, replication))
-        except ApplyError as exc:
-            return None if exc.code == "TOPIC_ALREADY_EXISTS" else \
-                f"creating {TRANSACTION_STATE_TOPIC}: {exc}"
-        except MetadataUnavailable as exc:
-            return f"creating {TRANSACTION_STATE_TOPIC}: {exc}"
-        log.info("%s created %s with %d partitions, replication factor %d", self._prefix,
-                 TRANSACTION_STATE_TOPIC, partitions, replication)
-        return None
+        return await self.lookup.find_coordinator(transactional_id)
 
     # -- InitProducerId --------------------------------------------------------------------------
 
@@ -195,7 +150,7 @@ class TransactionCoordinator:
         if not 0 < timeout_ms <= self.max_timeout_ms:
             return InitProducerIdResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         if TRANSACTION_STATE_TOPIC not in self.broker.image.topics:
-            await self.ensure_topic()
+            await self.lookup.ensure_topic()
         error, metadata = self.manager.lookup(transactional_id)
         if error != ErrorCode.NONE:
             return InitProducerIdResult(error)
@@ -512,7 +467,7 @@ class TransactionCoordinator:
         """Kafka's listTransactionStates: nothing at all while a partition loads."""
         wanted = {TransactionState.from_name(n) for n in state_filters} - {None}
         unknown = [n for n in state_filters if TransactionState.from_name(n) is None]
-        if self.manager.is_loading():
+        if self.manager.runtime.is_loading():
             return TransactionListing(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, unknown, [])
         now = self.clock_ms()
         pids = set(producer_id_filters)

@@ -2,12 +2,9 @@
 
 Kafka's ``TransactionStateManager``: the cache of transaction metadata, its loading when
 this broker becomes leader of a transaction-state partition, its unloading when it stops,
-and every write to the topic.  Ownership of one partition, driven by the replica
-manager's leadership listener, as for ``__consumer_offsets`` (``groups/manager.py``):
-
-    not owned ──(became leader)──► LOADING ──(log read to its end)──► LOADED
-        ▲                            │                                  │
-        └──(became follower, left this broker, or a new leader epoch)───┘
+and every write to the topic.  Ownership of the partitions, their loading and the
+appends are the coordinator core's (``broker/coordinator/runtime.py``), as for
+``__consumer_offsets`` (``groups/manager.py``); this manager is its shard.
 
 A new leader epoch ends the tenure even without a follower spell (the partition is
 loaded again): the coordinator epoch of every transaction of the partition is that
@@ -26,7 +23,6 @@ Event-loop only.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Callable
@@ -34,10 +30,9 @@ from typing import Callable
 from protocol.errors import ErrorCode
 from protocol.records import iter_headers
 
-from ..coordination import LoadState, Ownership, load_partition
-from ..groups.placement import partition_for
-from ..groups.records import build_batch, iter_records
-from ..replication.origin import AppendOrigin
+from ..coordinator import CoordinatorRuntime, InternalTopic, Ownership
+from ..coordinator.runtime import APPEND_ERRORS, drop_partition
+from ..coordinator.batches import iter_records
 from . import records
 from .metadata import (TransactionMetadata, TransactionState, TxnTransitMetadata)
 
@@ -47,19 +42,6 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 # Kafka's TransactionStateManager bounds its log appends by request.timeout.ms, whose
 # default this is (Raftwood has no such setting).
 TXN_LOG_APPEND_TIMEOUT_MS = 30_000
-
-# Kafka's mapping of append errors (TransactionStateManager.appendTransactionToLog).
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
-}
-
 
 def _wall_clock_ms() -> int:
     return int(time.time() * 1000)
@@ -71,6 +53,15 @@ def transaction_state_topic_configs(config, replication_factor: int) -> dict[str
             "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
             "min.insync.replicas": str(min(config["transaction.state.log.min.isr"],
                                            replication_factor))}
+
+
+def transaction_state_topic(config) -> InternalTopic:
+    """``__transaction_state`` as the settings describe it; a new leader epoch reloads."""
+    return InternalTopic(
+        TRANSACTION_STATE_TOPIC, config["transaction.state.log.num.partitions"],
+        config["transaction.state.log.replication.factor"],
+        lambda replication_factor: transaction_state_topic_configs(config, replication_factor),
+        reload_on_new_epoch=True)
 
 
 def value_of(transit: TxnTransitMetadata) -> records.TxnValue:
@@ -85,45 +76,35 @@ def encode_value(transit: TxnTransitMetadata) -> bytes:
 
 
 class TransactionStateManager:
-    """The transaction cache and the transaction-state topic I/O behind the coordinator.
+    """The transaction cache and the transaction-state topic I/O behind the coordinator;
+    the coordinator core's shard for ``__transaction_state`` (``runtime``).
 
     ``on_loaded(ownership, [metadata])`` runs after a partition finished loading with
     its transactions left in PrepareCommit/PrepareAbort.
     """
 
-    def __init__(self, broker, on_loaded: Callable[[Ownership, list[TransactionMetadata]], None],
+    def __init__(self, config, replica_manager, image: Callable[[], object],
+                 on_loaded: Callable[[Ownership, list[TransactionMetadata]], None],
                  clock_ms: Callable[[], int] = _wall_clock_ms):
-        self.broker = broker
-        config = broker.config
         self.node_id = config.node_id
-        self.configured_partitions = config["transaction.state.log.num.partitions"]
-        self.max_batch_bytes = max(config["message.max.bytes"],
-                                   config["socket.request.max.bytes"])
         self.clock_ms = clock_ms
         self._on_loaded = on_loaded
-        self.owned: dict[int, Ownership] = {}
         self.transactions: dict[str, TransactionMetadata] = {}
         self._prefix = f"[TransactionStateManager broker={self.node_id}]"
+        self.topic = transaction_state_topic(config)
+        self.runtime = CoordinatorRuntime(self.topic, config, replica_manager, image, self,
+                                          _Loader, lambda: self.clock_ms(), self._prefix)
 
     # -- placement and lookup ------------------------------------------------------------------
 
-    def num_partitions(self) -> int:
+    def partition_for(self, transactional_id: str) -> int:
         """The existing topic's partition count wins over the config (the mapping of ids
         to partitions must never change under a running cluster)."""
-        topic = self.broker.image.topics.get(TRANSACTION_STATE_TOPIC)
-        return len(topic.partitions) if topic is not None else self.configured_partitions
-
-    def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions())
+        return self.runtime.partition_for(transactional_id)
 
     def status_for(self, transactional_id: str) -> ErrorCode:
         """NONE if this broker coordinates ``transactional_id`` now; else the error."""
-        ownership = self.owned.get(self.partition_for(transactional_id))
-        if ownership is None:
-            return ErrorCode.NOT_COORDINATOR
-        if ownership.state is LoadState.LOADING:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NONE
+        return self.runtime.status_for(transactional_id)
 
     def lookup(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
         """Kafka's getTransactionState: (error, metadata or None when unknown)."""
@@ -137,74 +118,29 @@ class TransactionStateManager:
 
     def coordinator_epoch(self, metadata: TransactionMetadata) -> int | None:
         """The epoch of the tenure holding ``metadata``; None if it is not cached now."""
-        ownership = self.owned.get(metadata.partition)
-        if ownership is None or ownership.state is not LoadState.LOADED \
-                or self.transactions.get(metadata.transactional_id) is not metadata:
+        ownership = self.runtime.loaded_tenure(metadata.partition)
+        if ownership is None or self.transactions.get(metadata.transactional_id) is not metadata:
             return None
         return ownership.leader_epoch
-
-    def is_loading(self) -> bool:
-        return any(o.state is LoadState.LOADING for o in self.owned.values())
 
     def loaded_transactions(self) -> list[TransactionMetadata]:
         return list(self.transactions.values())
 
-    # -- leadership → load / unload --------------------------------------------------------------
+    # -- the runtime's shard: load / unload ------------------------------------------------------
 
-    def on_leadership_changed(self, partition) -> None:
-        """Replica-manager listener (see the module docstring)."""
-        if partition.topic != TRANSACTION_STATE_TOPIC:
-            return
-        index = partition.index
-        ownership = self.owned.get(index)
-        if ownership is not None and partition.is_leader \
-                and ownership.leader_epoch == partition.leader_epoch:
-            return
-        if ownership is not None:
-            self.unload(index)
-        if partition.is_leader:
-            ownership = Ownership(index, partition.leader_epoch)
-            self.owned[index] = ownership
-            ownership.task = asyncio.get_running_loop().create_task(self._load(ownership))
-
-    def unload(self, index: int) -> None:
-        ownership = self.owned.pop(index, None)
-        if ownership is None:
-            return
-        if ownership.task is not None and not ownership.task.done():
-            ownership.task.cancel()
-        unloaded = [t for t in self.transactions.values() if t.partition == index]
-        for metadata in unloaded:
-            del self.transactions[metadata.transactional_id]
-        if unloaded:
-            log.info("%s unloaded %d transactional ids of %s-%d", self._prefix, len(unloaded),
-                     TRANSACTION_STATE_TOPIC, index)
-
-    def shutdown(self) -> None:
-        for index in list(self.owned):
-            self.unload(index)
-
-    async def _load(self, ownership: Ownership) -> None:
-        """Read the partition from its log start to its log end offset, then publish."""
-        index = ownership.partition
-        started = time.monotonic()
-        loader = _Loader(index)
-        if not await load_partition(self.broker, TRANSACTION_STATE_TOPIC, ownership,
-                                    self.owned, loader.apply, self._prefix):
-            return
+    def on_loaded(self, ownership: Ownership, loader: _Loader) -> str | None:
         loaded = loader.transactions()
-        for metadata in loaded:
-            self.transactions[metadata.transactional_id] = metadata
-        ownership.state = LoadState.LOADED
+        self.transactions.update((m.transactional_id, m) for m in loaded)
         unfinished = [m for m in loaded
                       if m.state in (TransactionState.PREPARE_COMMIT,
                                      TransactionState.PREPARE_ABORT)]
-        log.log(logging.INFO if loaded else logging.DEBUG,
-                "%s loaded %d transactional ids (%d to complete) of %s-%d (coordinator epoch "
-                "%d) in %.0f ms", self._prefix, len(loaded), len(unfinished),
-                TRANSACTION_STATE_TOPIC, index, ownership.leader_epoch,
-                (time.monotonic() - started) * 1000)
         self._on_loaded(ownership, unfinished)
+        return f"{len(loaded)} transactional ids ({len(unfinished)} to complete)" \
+            if loaded else None
+
+    def on_unloaded(self, index: int) -> str | None:
+        unloaded = drop_partition(self.transactions, index)
+        return f"{len(unloaded)} transactional ids" if unloaded else None
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -219,22 +155,16 @@ class TransactionStateManager:
         error is in ``keep_pending_on`` (the caller retries the same transition)."""
         if self.coordinator_epoch(metadata) != coordinator_epoch:
             return ErrorCode.NOT_COORDINATOR
-        ownership = self.owned[metadata.partition]
+        ownership = self.runtime.owned[metadata.partition]
         value = None if transit.state is TransactionState.DEAD else encode_value(transit)
-        batch = build_batch([(records.txn_key(metadata.transactional_id), value)],
-                            self.clock_ms())
-        replica_manager = self.broker.replica_manager
-        status = replica_manager.append_one(TRANSACTION_STATE_TOPIC, metadata.partition, batch,
-                                            -1, self.max_batch_bytes,
-                                            origin=AppendOrigin.COORDINATOR)
-        error = status.error
-        if error == ErrorCode.NONE:
-            key = (TRANSACTION_STATE_TOPIC, metadata.partition)
-            statuses = await replica_manager.wait_for_acks({key: status},
-                                                           TXN_LOG_APPEND_TIMEOUT_MS)
-            error = statuses[key].error
-        error = _APPEND_ERRORS.get(error, error)
-        current = self.owned.get(metadata.partition) is ownership \
+        pending = self.runtime.append_now(
+            metadata.partition, [(records.txn_key(metadata.transactional_id), value)])
+        if isinstance(pending, ErrorCode):
+            error = pending
+        else:
+            error = await self.runtime.wait_for_acks(pending, TXN_LOG_APPEND_TIMEOUT_MS)
+        error = APPEND_ERRORS.get(error, error)
+        current = self.runtime.holds(ownership) \
             and self.transactions.get(metadata.transactional_id) is metadata
         if error == ErrorCode.NONE:
             if not current:

@@ -8,6 +8,8 @@
     pysyncobj  only under broker/controller/
     broker/api/ (request handlers) reaches the metadata and Raft only through
                broker.controller.metadata_client: never the store, raft or pysyncobj
+    broker/coordinator/, groups/, transactions/ (the coordinators) sit below broker/api/
+               and never import it
     no package module imports tests, compat or benchmarks
     the server (every broker module but cli/, harness/, testing/, verify/) never imports
     the command line, the process and cluster harness, the test plugin or verify
@@ -36,6 +38,8 @@ HARNESS_USERS = ("broker.cli", "broker.testing", "broker.verify")
 NO_IO_MODULES = ("asyncio", "socket", "selectors", "ssl", "socketserver", "http", "urllib")
 BEYOND_TOP_LEVEL = "<beyond-top-level>"
 METADATA_CLIENT = "broker.controller.metadata_client"
+# The coordinator core and the coordinators on it: the handlers call them, never the reverse.
+COORDINATORS = ("broker.coordinator", "broker.groups", "broker.transactions")
 
 
 def within(name: str, prefix: str) -> bool:
@@ -100,6 +104,8 @@ def violation(module: str, imported: str) -> str | None:
     if within(module, "broker.api") and within(imported, "broker.controller") \
             and not within(imported, METADATA_CLIENT):
         return "broker/api/ reaches the metadata only through broker.controller.metadata_client"
+    if any(within(module, c) for c in COORDINATORS) and within(imported, "broker.api"):
+        return "the coordinators sit below broker/api/ and never import it"
     if within(imported, "kafka.protocol.old"):
         return "kafka-python's kafka/protocol/old/ is not to be used"
     if layer in ("protocol", "storage") and top in NO_IO_MODULES:
@@ -189,6 +195,12 @@ def test_package_imports_point_one_way(package):
     ("broker.harness.cluster", "from ..testing import FAST_CLUSTER_SETTINGS", "shared by"),
     ("broker.harness.process", "from broker.cli.client import answers_api_versions",
      "shared by"),
+    ("broker.groups.admin", "def f():\n    from ..api.admin import create_topic_now",
+     "below broker/api/"),
+    ("broker.transactions.coordinator", "from ..api.admin import create_topic_now",
+     "below broker/api/"),
+    ("broker.coordinator.topic", "import broker.api.context", "below broker/api/"),
+    ("broker.groups.coordinator", "from broker.api import HANDLERS", "below broker/api/"),
 ])
 def test_checker_flags_imports_against_the_direction(module, source, expected):
     reasons = [violation(module, name) for _, name in imported_names(source, module)]
@@ -219,6 +231,10 @@ def test_checker_flags_imports_against_the_direction(module, source, expected):
     ("broker.verify.cluster", False, "from broker.harness import ClusterProcess"),
     ("broker.testing", True, "from broker.harness import ClusterProcess"),
     ("broker.harness.process", False, "from broker.network.kafka_client import ConnectionFailed"),
+    ("broker.groups.manager", False, "from ..coordinator import CoordinatorRuntime"),
+    ("broker.transactions.coordinator", False,
+     "from ..controller.metadata_client import MetadataUnavailable"),
+    ("broker.api.groups", False, "from ..coordinator import CoordinatorAnswer"),
 ])
 def test_checker_allows_imports_along_the_direction(module, is_package, source):
     names = imported_names(source, module, is_package)

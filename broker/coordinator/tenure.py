@@ -1,13 +1,11 @@
-"""What the group and transaction coordinators share: tenures over the partitions of
-their internal topic (``__consumer_offsets``, ``__transaction_state``) and loading one.
+"""Tenures over the partitions of a coordinator's internal topic, and loading one.
 
 A coordinator serves the keys of a partition while this broker leads it.  One tenure
 (an ``Ownership``, compared by identity) starts when the replica manager reports the
 leadership and ends when it reports anything else; in between the coordinator first
 reads the partition's log to its end (``LOADING``: requests are told
 COORDINATOR_LOAD_IN_PROGRESS), then serves from memory (``LOADED``).  ``load_partition``
-is that read, shared by both coordinators; what a record means is each coordinator's
-own ``apply``.
+is that read; what a record means is each coordinator's own loader.
 
 Event-loop only.
 """
@@ -39,8 +37,9 @@ class Ownership:
     task: asyncio.Task | None = None
 
 
-async def load_partition(broker, topic: str, ownership: Ownership, owned: dict[int, Ownership],
-                         apply: Callable[[bytes, int], int], prefix: str) -> bool:
+async def load_partition(replica_manager, topic: str, ownership: Ownership,
+                         owned: dict[int, Ownership], apply: Callable[[bytes, int], int],
+                         prefix: str) -> bool:
     """Feed the partition's log to ``apply(chunk, position) -> next position``, from its log
     start to its end (the end read again at every step), in chunks of LOAD_CHUNK_BYTES,
     yielding to the event loop between chunks.
@@ -51,7 +50,7 @@ async def load_partition(broker, topic: str, ownership: Ownership, owned: dict[i
     answered NOT_COORDINATOR rather than from a partial state)."""
     index = ownership.partition
     try:
-        partition = broker.replica_manager.get_partition(topic, index)
+        partition = replica_manager.get_partition(topic, index)
         if partition is None:
             raise RuntimeError("partition not hosted here")
         position = partition.log.log_start_offset
