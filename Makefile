@@ -5,12 +5,15 @@ PY      = $(VENV)/bin/python
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: run test venv system-deps compat-node unit bench clean
+.PHONY: run test venv shell system-deps compat-node unit bench clean
 
+# The project (editable) with its test extras and pyspark, the Spark tests' (~400 MB to
+# download the first time; pip's cache makes it seconds afterwards).
 $(VENV)/.installed: pyproject.toml
+	@echo "venv: $(VENV) with raftwood (editable), its test extras and pyspark"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -20,19 +23,38 @@ BROKERS ?= 3
 run: venv
 	$(VENV)/bin/raftwood dev --brokers $(BROKERS) --data-dir $(DATA) --port $(PORT)
 
-## system-deps: Debian's kcat (kcat compatibility tests), nftables + iproute2 (network
-## partition tests: brokers in network namespaces) and chromium + its driver (the replication
-## view's browser test); needs root, the tests skip otherwise
-SYSTEM_TOOLS = kcat:kcat nft:nftables ip:iproute2 chromium:chromium chromedriver:chromium-driver
+## shell: a shell with $(VENV)/bin first on PATH (raftwood, python, pytest); exit leaves it
+shell: venv
+	@echo "$(VENV)/bin is first on PATH in this shell (raftwood, python, pytest); exit to leave"
+	@VIRTUAL_ENV="$(abspath $(VENV))" PATH="$(abspath $(VENV))/bin:$$PATH" $${SHELL:-/bin/sh}
+
+## system-deps: Debian packages some tests use, installed with apt-get when their command is
+## missing: kcat (kcat compatibility tests), nftables + iproute2 (network-partition tests:
+## brokers in network namespaces), chromium + its driver (the replication view's browser
+## test), a Java 17 runtime (Spark and the Java client tests) and openssl (test
+## certificates).  Needs root; otherwise, or when apt-get fails (its last lines are shown),
+## the tests needing them skip with the reason.
+SYSTEM_TOOLS = kcat:kcat nft:nftables ip:iproute2 chromium:chromium \
+               chromedriver:chromium-driver java:openjdk-17-jre-headless openssl:openssl
 system-deps:
 	@missing=""; for pair in $(SYSTEM_TOOLS); do \
 	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair##*:}"; \
 	done; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "installing$$missing with apt-get"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	  else echo "missing$$missing and not root: the tests needing them will skip"; fi; \
+	if [ -z "$$missing" ]; then \
+	  echo "system-deps: every tool is there ($(foreach p,$(SYSTEM_TOOLS),$(firstword $(subst :, ,$(p)))))"; \
+	elif [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "system-deps: missing$$missing and not root with apt-get: the tests needing them will skip"; \
+	else \
+	  echo "system-deps: apt-get install$$missing (a minute or two)"; \
+	  log=$$(mktemp); \
+	  if { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+	       apt-get install -y -q$$missing; } >$$log 2>&1; then \
+	    echo "system-deps: installed$$missing"; \
+	  else \
+	    code=$$?; tail -n 15 $$log; \
+	    echo "system-deps: apt-get failed (exit $$code), see above: the tests needing$$missing will skip"; \
+	  fi; \
+	  rm -f $$log; \
 	fi
 
 ## compat-node: KafkaJS and its codecs for the KafkaJS compat tests (npm ci from
@@ -48,13 +70,17 @@ compat-node:
 	    && touch $(KAFKAJS_DIR)/node_modules/.installed; \
 	fi
 
-## test: install everything the tests need, then run the whole suite; the slowest tests
-## are listed at the end (the CI run has a time budget). e.g. make test PYTEST_ARGS="-k fetch"
+## test: install everything the tests need (venv with pyspark, system-deps, compat-node),
+## then run the whole suite: about 30 minutes on 2 cores, plus the installs the first time
+## (pyspark, chromium).  The slowest tests are listed at the end (the CI run has a time
+## budget).  e.g. make test PYTEST_ARGS="-k fetch"
 PYTEST_ARGS ?= --durations=15
 test: venv system-deps compat-node
-	@# pytest exits 5 when it collects no test: not a failure of the code
+	@echo "make test: pytest $(PYTEST_ARGS) (the whole suite: about 30 minutes on 2 cores), started $$(date +%H:%M:%S)"
+	@# pytest exits 5 when it collects no test (a -k that matches none): not a failure
 	$(PY) -m pytest -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
+## unit: the unit tests only (no broker processes)
 unit: venv
 	$(PY) -m pytest -q tests/unit
 
