@@ -4,6 +4,9 @@
     raftwood dev [--brokers 3] [--data-dir ./data] [--port 9092]
                                                           a local cluster of N brokers
     raftwood topics create|list|describe|delete ... [--bootstrap-server HOST:PORT]
+    raftwood produce TOPIC [--key-separator SEP]          standard input's lines as records
+    raftwood consume TOPIC [--from-beginning] [--max-messages N] [--timeout-ms MS]
+                                                          print a topic's records
     raftwood cluster [--bootstrap-server HOST:PORT]       brokers, controller, problems
     raftwood groups list|describe GROUP [--bootstrap-server HOST:PORT]
                                                           consumer groups, offsets, lag
@@ -23,7 +26,7 @@ import asyncio
 import logging
 import sys
 
-from . import acls, admin, dev, groups, quorum, reassign, users, verify
+from . import acls, admin, console, dev, groups, quorum, reassign, users, verify
 from .. import config as config_module
 from .. import config_doc
 from .. import logs
@@ -93,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.set_defaults(func=cmd_start)
     dev.add_command(commands)
     admin.add_commands(commands)
+    console.add_commands(commands)
     reassign.add_commands(commands)
     quorum.add_commands(commands)
     groups.add_commands(commands)
