@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import Any, Callable, TypeVar, cast
 
 from protocol.records import RecordError
 
 logger = logging.getLogger(__name__)
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
 
 
 class StorageError(Exception):
@@ -89,7 +92,7 @@ class StaleRegion(StorageError):
     more of that response: the connection closes and the client fetches again."""
 
 
-def converts_os_errors(method):
+def converts_os_errors(method: _Method) -> _Method:
     """An OSError inside ``method`` (ENOSPC, EIO, ...) leaves as StorageIOError, so every
     failure that leaves storage/ is a StorageError.  Decoding records never raises
     OSError (protocol/ turns codec failures into RecordDecodeError), so a bad batch
@@ -97,22 +100,22 @@ def converts_os_errors(method):
     object has a ``_prefix`` (its log's name) for the message."""
 
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except OSError as exc:
             raise StorageIOError(f"{self._prefix} {method.__name__} failed: {exc}") from exc
 
-    return wrapper
+    return cast(_Method, wrapper)
 
 
-def converts_record_errors(method):
+def converts_record_errors(method: _Method) -> _Method:
     """Around the cold paths that decode a stored batch: RecordError (a batch whose
     records do not decode) leaves as UndecodableBatch, a per-request error, never a disk
     failure.  The one place storage/ converts decoding errors."""
 
     @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except RecordError as exc:
@@ -120,4 +123,4 @@ def converts_record_errors(method):
                            method.__name__, exc)
             raise UndecodableBatch(f"{self._prefix} {method.__name__}: {exc}") from exc
 
-    return wrapper
+    return cast(_Method, wrapper)

@@ -139,7 +139,8 @@ class LocalLog:
             end += 1
         return end
 
-    def append(self, data, headers: list[BatchHeader], now_ms: int, records: int) -> None:
+    def append(self, data: bytes | bytearray | memoryview, headers: list[BatchHeader],
+               now_ms: int, records: int) -> None:
         """Write ``data`` (the batches ``headers`` describe, offsets assigned) to the
         active segment; ``records`` more messages are unflushed.  A failed write
         writes nothing (``LogSegment.append``)."""
@@ -177,7 +178,7 @@ class LocalLog:
     def _locate(self, index: int, offset: int, max_bytes: int, upper: int,
                 log_end_offset: int, min_one_batch: bool) -> bytes | FileRecords:
         """``read``'s segment walk with ``LogSegment.locate``: regions, not bytes."""
-        regions = []
+        regions: list[tuple[LogSegment, int, int, int]] = []
         remaining = max_bytes
         while True:
             segment = self._segments[index]
@@ -215,7 +216,7 @@ class LocalLog:
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with the largest timestamp, or None
         (no timestamps).  Decodes one batch, like ``offset_for_timestamp``."""
-        best = None
+        best: LogSegment | None = None
         for segment in self._segments:
             if segment.size_bytes and segment.largest_timestamp >= 0 and (
                     best is None or segment.largest_timestamp > best.largest_timestamp):
