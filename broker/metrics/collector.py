@@ -10,7 +10,7 @@ type=ReplicaManager,name=UnderReplicatedPartitions`` becomes
 ``kafka_server_replicamanager_underreplicatedpartitions``), so dashboards and alerts
 written for Kafka read them; counters end in ``_total``.  What Kafka has no MBean for
 (the Raft position) is ``raftwood_*``.  ``METRIC_NAMES`` lists every family, and the
-README's "Metrics and the replication view" table describes each.
+table in docs/metrics.md describes each.
 """
 from __future__ import annotations
 
