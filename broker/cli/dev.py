@@ -15,10 +15,18 @@ so ``--brokers 3 --port 9092`` serves Kafka on 9092-9094 and Raft on 9192-9194. 
 broker (N = 1) gets no voters setting: it is its own quorum.  Extra ``--set key=value``
 settings go to every broker; the four above are managed here and refused in ``--set``.
 
-Start-up: all brokers are launched at once (a Raft quorum needs a majority up); each is
-ready when its port answers ApiVersions; then ``dev`` waits (within ``--start-timeout``)
-until broker 1's status shows a controller and every broker registered and unfenced, and
-only then prints ``bootstrap servers: ...``, so the cluster is usable from that line on.
+Start-up: first every port ``dev`` will bind (Kafka, Raft, SASL_SSL, metrics) is tried
+on 127.0.0.1; a taken one stops ``dev`` at once (exit 1) with one line naming the port,
+its use and its owner (pid and command, when /proc tells).  Then all brokers are
+launched at once (a Raft quorum needs a majority up); each is ready when its own process
+answers ApiVersions on its port (a broker that exits is never ready: ``dev`` prints the
+end of its log and exits 1); then ``dev`` waits (within ``--start-timeout``) until
+broker 1's status shows a controller and every broker registered and unfenced, and only
+then prints ``bootstrap servers: ...``, so the cluster is usable from that line on.
+
+New topics (auto-created, or created without a replication factor) get
+``default.replication.factor`` min(N, 3) and ``min.insync.replicas`` 2 when N >= 3, else
+1, unless ``--set`` names them; ``dev`` says which at start.
 
 The metadata quorum (N > 1) is always secret: at its first start ``dev`` writes a
 random cluster secret to ``<data-dir>/quorum.secret`` (mode 0600) and reuses it at every
@@ -35,238 +43,60 @@ for ``dev``'s own status table and the ``raftwood`` commands), writes the Kafka 
 properties to ``<data-dir>/client.properties`` and prints the settings for Kafka clients
 and for librdkafka.
 
-``--ui``: each broker also serves its metrics HTTP endpoint on ``<U + i - 1>`` (U = P +
-300; ``metrics.port``, on loopback), whose ``/replication`` page is the live replication
-view (``broker/ui``); ``dev`` prints broker 1's URL with the bootstrap line.  Any broker's
-page shows the whole cluster, so the page of a broker that is killed can be swapped for
-another's.
+Metrics and the replication view (unless ``--no-ui``; ``--ui`` is the default, kept as
+a no-op): each broker serves its metrics HTTP endpoint on ``<U + i - 1>`` (U = P + 300;
+``metrics.port``, on loopback): ``/metrics`` for Prometheus, ``/replication`` the live
+replication view (``broker/ui``); ``dev`` prints broker 1's URLs after the bootstrap
+line.  Any broker's page shows the whole cluster, so the page of a broker that is killed
+can be swapped for another's.
 
 Each broker runs as ``<python> -m broker.cli start --set ...`` in its own session, so a
 Ctrl-C in the terminal reaches ``dev`` only; ``dev`` then sends SIGTERM to every broker,
 waits up to ``STOP_TIMEOUT_S`` in all, SIGKILLs what is left and exits 0.  On Linux a
 broker also gets SIGKILL from the kernel if ``dev`` itself dies (PR_SET_PDEATHSIG), so
-no broker outlives its supervisor.  A broker that dies is shown as down and is not
-restarted.
+no broker outlives its supervisor.  A broker that dies is shown as down (with its exit
+code) and is not restarted by itself: ``raftwood dev restart N --data-dir D`` (from any
+terminal; ``dev_control.py``) or, when ``dev`` runs in a terminal, the key ``N`` starts
+broker N again on the same ports and data (a running one is stopped first); the table's
+RESTARTS column counts it, and Ctrl-C stops restarted brokers too.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from kafka.protocol.admin import AlterUserScramCredentialsRequest
-
-from protocol.errors import ErrorCode
-
 from .. import config as config_module
-from ..harness import LOCALHOST, BrokerPlan, broker_process, log_tail, plan_brokers
+from ..harness import BrokerPlan, broker_process, log_tail
 from ..harness import broker_command  # noqa: F401  (part of this command's layout API)
-from .client import ClientError, Connection, answers_api_versions, error_name, fetch_statuses
-from .dev_tls import DevPki, make_dev_pki, write_private
+from . import dev_control
+from .client import answers_api_versions, fetch_statuses
+from .dev_console import KeyReader, StatusPrinter, footer, supervise
+from .dev_tls import make_dev_pki  # noqa: F401  (used through this module by tests)
+from .dev_layout import (  # noqa: F401  (the plan's names, as ``raftwood dev``'s API)
+    ADD_USER_TIMEOUT_S, DEV_MECHANISM, DEV_USER, HOST, MANAGED_SETTINGS, METRICS_PATH,
+    QUORUM_SECRET_FILE, QUORUM_SECRET_SETTINGS, RAFT_PORT_OFFSET, SECURE_PORT_OFFSET,
+    UI_PATH, UI_PORT_OFFSET, DevError, SecureDev, add_dev_user, bootstrap_line,
+    broker_settings, check_ports_free, client_properties, librdkafka_settings, plan_cluster,
+    plan_secure, plan_ui, port_uses, print_secure_settings, quorum_secret,
+    replication_defaults, replication_line, ui_url, voters)
+from .ports import port_owner
 from .status import UNKNOWN, broker_summary
 from .tables import format_table
 
-HOST = LOCALHOST
-RAFT_PORT_OFFSET = 100
-SECURE_PORT_OFFSET = 200
-UI_PORT_OFFSET = 300
-UI_PATH = "/replication"
-DEV_USER = "dev"
-DEV_MECHANISM = "SCRAM-SHA-512"
-ADD_USER_TIMEOUT_S = 20.0
-MANAGED_SETTINGS = ("node.id", "listeners", "log.dirs", "controller.quorum.voters")
-QUORUM_SECRET_SETTINGS = frozenset({"controller.quorum.password",
-                                    "controller.quorum.password.file"})
-QUORUM_SECRET_FILE = "quorum.secret"
+__all__ = ["StatusPrinter"]  # the live table's printer lives in dev_console
+
 STOP_TIMEOUT_S = 15.0
 DEFAULT_START_TIMEOUT_S = 60.0
-REFRESH_S = 2.0
-QUIET_REPRINT_S = 10.0     # without a TTY: print an unchanged table this often
 STATUS_TIMEOUT_S = 1.0
 TICK_S = 0.1
-LOG_TAIL_LINES = 30
+LOG_TAIL_LINES = 12
+RESTART_ANSWER_TIMEOUT_S = 120.0
 # BrokerProcess writes these from the plan (same values, same order as broker_settings).
 _SET_BY_BROKER_PROCESS = ("node.id", "listeners", "log.dirs")
-
-
-class DevError(Exception):
-    """``raftwood dev`` cannot go on (bad layout, a broker that did not start)."""
-
-
-# -- layout (pure) ----------------------------------------------------------------------------
-
-def plan_cluster(brokers: int, port: int, data_dir, raft_port_base: int | None = None
-                 ) -> list[BrokerPlan]:
-    """The layout of the module docstring; DevError when ports clash or leave 1..65535."""
-    if brokers < 1:
-        raise DevError("--brokers must be at least 1")
-    raft_base = port + RAFT_PORT_OFFSET if raft_port_base is None else raft_port_base
-    layout = plan_brokers(data_dir, [port + i for i in range(brokers)],
-                          [raft_base + i for i in range(brokers)], log_in_data_dir=True)
-    kafka_ports = {b.port for b in layout}
-    raft_ports = {b.raft_port for b in layout} if brokers > 1 else set()
-    if kafka_ports & raft_ports:
-        raise DevError(f"Kafka ports {port}-{port + brokers - 1} overlap Raft ports "
-                       f"{raft_base}-{raft_base + brokers - 1}; pick another --raft-port-base")
-    if min(kafka_ports | raft_ports) < 1 or max(kafka_ports | raft_ports) > 65535:
-        raise DevError("ports must lie in 1..65535")
-    return layout
-
-
-@dataclass(frozen=True)
-class SecureDev:
-    """What ``--secure`` adds: the SASL_SSL ports (broker i: ``port_base + i - 1``), the
-    certificates, the SCRAM user and (the same as without ``--secure``) the Raft
-    secret's file."""
-
-    port_base: int
-    pki: DevPki
-    quorum_password_file: Path
-    password: str = field(default_factory=lambda: secrets.token_urlsafe(18), repr=False)
-
-    def address(self, member: BrokerPlan) -> str:
-        return f"{member.host}:{self.port_base + member.node_id - 1}"
-
-
-def plan_secure(layout: list[BrokerPlan], port: int, data_dir) -> SecureDev:
-    """SASL_SSL ports after the Kafka and Raft ones; DevError when they clash."""
-    base = port + SECURE_PORT_OFFSET
-    secure_ports = {base + i for i in range(len(layout))}
-    taken = {b.port for b in layout} | ({b.raft_port for b in layout} if len(layout) > 1
-                                        else set())
-    if secure_ports & taken or max(secure_ports) > 65535:
-        raise DevError(f"SASL_SSL ports {base}-{max(secure_ports)} clash with the Kafka or "
-                       f"Raft ports or leave 1..65535; pick another --port")
-    pki = make_dev_pki(Path(data_dir) / "tls")
-    return SecureDev(base, pki, quorum_secret(data_dir))
-
-
-def quorum_secret(data_dir) -> Path:
-    """``<data-dir>/quorum.secret``: made (random, mode 0600) at the first start, then
-    reused, so brokers restarted on the same data dir still hear each other.  A file
-    others could read is made private again."""
-    path = Path(data_dir) / QUORUM_SECRET_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        if path.read_text(encoding="utf-8").splitlines()[0].strip():
-            if path.stat().st_mode & 0o077:
-                os.chmod(path, 0o600)
-            return path
-    except (FileNotFoundError, IndexError):
-        pass
-    write_private(path, (secrets.token_urlsafe(24) + "\n").encode())
-    return path
-
-
-def plan_ui(layout: list[BrokerPlan], port: int, secure: SecureDev | None = None) -> int:
-    """The first metrics port of ``--ui`` (broker i: ``base + i - 1``); DevError when
-    those ports clash with the Kafka, Raft or SASL_SSL ones or leave 1..65535."""
-    base = port + UI_PORT_OFFSET
-    ui_ports = {base + i for i in range(len(layout))}
-    taken = {b.port for b in layout} | ({b.raft_port for b in layout} if len(layout) > 1
-                                        else set())
-    if secure is not None:
-        taken |= {secure.port_base + i for i in range(len(layout))}
-    if ui_ports & taken or max(ui_ports) > 65535:
-        raise DevError(f"--ui ports {base}-{max(ui_ports)} clash with the Kafka, Raft or "
-                       f"SASL_SSL ports or leave 1..65535; pick another --port")
-    return base
-
-
-def ui_url(member: BrokerPlan, ui_port_base: int) -> str:
-    return f"http://{member.host}:{ui_port_base + member.node_id - 1}{UI_PATH}"
-
-
-def voters(layout: list[BrokerPlan], count: int | None = None) -> str:
-    """``1@127.0.0.1:9192,2@127.0.0.1:9193,...`` of the first ``count`` brokers (default
-    all); empty for a lone broker."""
-    if len(layout) < 2:
-        return ""
-    return ",".join(f"{p.node_id}@{p.host}:{p.raft_port}" for p in layout[:count or None])
-
-
-def broker_settings(layout: list[BrokerPlan], member: BrokerPlan,
-                    extra: dict[str, str], secure: SecureDev | None = None,
-                    ui_port_base: int | None = None,
-                    voter_count: int | None = None,
-                    secret_file: Path | None = None) -> dict[str, str]:
-    """Every ``--set`` of one broker, managed ones first; DevError if ``extra`` names one
-    (``metrics.port`` too with ``--ui``, which sets it per broker).  A quorum gets the
-    secret's file (``secret_file``, else ``--secure``'s) unless ``extra`` names one."""
-    managed = set(MANAGED_SETTINGS) | ({"metrics.port"} if ui_port_base is not None else set())
-    clash = sorted(managed & extra.keys())
-    if clash:
-        raise DevError(f"{', '.join(clash)} are set by raftwood dev for each broker; "
-                       f"use --port/--raft-port-base/--data-dir instead")
-    settings = {"node.id": str(member.node_id), "listeners": f"PLAINTEXT://{member.address}",
-                "log.dirs": str(member.data_dir)}
-    if voters(layout):
-        settings["controller.quorum.voters"] = voters(layout, voter_count)
-    secret_file = secret_file or (secure.quorum_password_file if secure else None)
-    if voters(layout) and secret_file is not None and not QUORUM_SECRET_SETTINGS & extra.keys():
-        settings["controller.quorum.password.file"] = str(secret_file)
-    if secure is not None:
-        settings["listeners"] += f",SASL_SSL://{secure.address(member)}"
-        settings.update({
-            "listener.name.sasl_ssl.sasl.enabled.mechanisms": DEV_MECHANISM,
-            "listener.name.sasl_ssl.ssl.keystore.location": str(secure.pki.broker_keystore)})
-    if ui_port_base is not None:
-        settings["metrics.port"] = str(ui_port_base + member.node_id - 1)
-    settings.update(extra)
-    return settings
-
-
-def bootstrap_line(layout: list[BrokerPlan]) -> str:
-    return "bootstrap servers: " + ",".join(b.address for b in layout)
-
-
-def client_properties(layout: list[BrokerPlan], secure: SecureDev) -> str:
-    """Kafka's client properties for the SASL_SSL listeners (Java clients, Spark with the
-    ``kafka.`` prefix, ``raftwood --command-config``)."""
-    return "\n".join([
-        "bootstrap.servers=" + ",".join(secure.address(b) for b in layout),
-        "security.protocol=SASL_SSL",
-        f"sasl.mechanism={DEV_MECHANISM}",
-        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="{DEV_USER}" password="{secure.password}";',
-        "ssl.truststore.type=PEM",
-        f"ssl.truststore.location={secure.pki.ca.resolve()}"]) + "\n"
-
-
-def librdkafka_settings(layout: list[BrokerPlan], secure: SecureDev) -> dict[str, str]:
-    """The same for confluent-kafka and kcat (``-X key=value``)."""
-    return {"bootstrap.servers": ",".join(secure.address(b) for b in layout),
-            "security.protocol": "SASL_SSL", "sasl.mechanisms": DEV_MECHANISM,
-            "sasl.username": DEV_USER, "sasl.password": secure.password,
-            "ssl.ca.location": str(secure.pki.ca.resolve())}
-
-
-def add_dev_user(member: BrokerPlan, secure: SecureDev,
-                 timeout_s: float = ADD_USER_TIMEOUT_S) -> None:
-    """The SCRAM user ``dev`` through the PLAINTEXT listener; retried while the cluster
-    settles (no controller yet), DevError at the deadline."""
-    from .users import scram_upsertion
-
-    request = AlterUserScramCredentialsRequest[0](upsertions=[scram_upsertion(
-        DEV_USER, DEV_MECHANISM, secure.password)], deletions=[])
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with Connection((member.host, member.port), timeout_s) as conn:
-                result = conn.request(request).results[0]
-            if result.error_code == ErrorCode.NONE:
-                return
-            problem = f"{error_name(result.error_code)}: {result.error_message}"
-        except ClientError as exc:
-            problem = str(exc)
-        if time.monotonic() > deadline:
-            raise DevError(f"cannot add the SCRAM user {DEV_USER}: {problem}")
-        time.sleep(0.5)
 
 
 # -- processes --------------------------------------------------------------------------------
@@ -274,8 +104,10 @@ def add_dev_user(member: BrokerPlan, secure: SecureDev,
 class DevCluster:
     """The broker processes of one ``raftwood dev`` run.  Main thread only.
 
-    Invariant: ``brokers[i]`` is the BrokerProcess of ``layout[i]``; each is launched
-    once by ``launch()`` and never restarted.  ``stop_requests`` counts SIGINT/SIGTERM
+    Invariant: ``brokers[i]`` is the BrokerProcess of ``layout[i]``, the only process
+    ``dev`` ever runs for that broker (``restart`` starts it again, same ports and data,
+    after the previous run ended) and ``restarts[i]`` counts those restarts.  A broker is
+    shown up only while its own process runs.  ``stop_requests`` counts SIGINT/SIGTERM
     received; loops poll it every ``TICK_S``.
     """
 
@@ -283,6 +115,8 @@ class DevCluster:
                  secure: SecureDev | None = None, ui_port_base: int | None = None,
                  voter_count: int | None = None, secret_file: Path | None = None):
         self.layout = layout
+        self.secure = secure
+        self.ui_port_base = ui_port_base
         self.settings = [broker_settings(layout, b, extra, secure, ui_port_base, voter_count,
                                          secret_file) for b in layout]
         self.brokers = [broker_process(member, {k: v for k, v in settings.items()
@@ -293,9 +127,11 @@ class DevCluster:
             for broker, settings in zip(self.brokers, self.settings):
                 _use_listeners(broker, settings["listeners"])
         self.commands = [broker.command() for broker in self.brokers]
+        self.restarts = [0] * len(layout)
+        self.start_timeout_s = DEFAULT_START_TIMEOUT_S
         self.stop_requests = 0
         self.out = out
-        self._reported_exits: set[int] = set()
+        self._reported_exits: dict[int, int | None] = {}   # node id -> pid reported dead
 
     def on_signal(self, _signum, _frame) -> None:
         self.stop_requests += 1
@@ -306,29 +142,50 @@ class DevCluster:
             broker.launch()
 
     def wait_ready(self, timeout_s: float) -> bool:
-        """Wait for each broker to answer ApiVersions, printing progress; False when
-        stopped by a signal; DevError when a broker exits or misses the deadline."""
+        """Wait for each broker's own process to answer ApiVersions, printing progress;
+        False when stopped by a signal; DevError when a broker exits or misses the
+        deadline."""
         deadline = time.monotonic() + timeout_s
         for index, (member, broker) in enumerate(zip(self.layout, self.brokers), 1):
-            self._print(f"starting broker {index}/{len(self.layout)} "
-                        f"({member.address}, pid {broker.pid}) ...", end="")
-            started = time.monotonic()
-            while not answers_api_versions((member.host, member.port), timeout_s=1.0):
-                if self.stop_requests:
-                    self._print(" interrupted")
-                    return False
-                if not broker.is_running():
-                    self._print(" failed")
-                    raise DevError(f"broker {member.node_id} exited with {broker.returncode} "
-                                   f"while starting\n{log_tail(member.log_path, LOG_TAIL_LINES)}")
-                if time.monotonic() > deadline:
-                    self._print(" failed")
-                    raise DevError(f"broker {member.node_id} did not answer on {member.address} "
-                                   f"within {timeout_s:g} s\n"
-                                   f"{log_tail(member.log_path, LOG_TAIL_LINES)}")
-                time.sleep(TICK_S)
-            self._print(f" ready ({time.monotonic() - started:.1f} s)")
+            self.say(f"starting broker {index}/{len(self.layout)} "
+                     f"({member.address}, pid {broker.pid}) ...", end="")
+            if not self._wait_answering(member, broker, deadline, timeout_s):
+                return False
         return True
+
+    def _wait_answering(self, member: BrokerPlan, broker, deadline: float,
+                        timeout_s: float) -> bool:
+        """Until ``broker``'s process answers on its port (finishing the progress line);
+        False when stopped by a signal; DevError when it exits, another process holds
+        its port, or ``deadline`` passes."""
+        started = time.monotonic()
+        while not (broker.is_running() and
+                   answers_api_versions((member.host, member.port), timeout_s=1.0)):
+            if self.stop_requests:
+                self.say(" interrupted")
+                return False
+            if not broker.is_running():
+                self.say(" failed")
+                raise DevError(self.exit_explained(member, broker, "while starting"))
+            if time.monotonic() > deadline:
+                self.say(" failed")
+                raise DevError(f"broker {member.node_id} did not answer on {member.address} "
+                               f"within {timeout_s:g} s\n"
+                               f"{log_tail(member.log_path, LOG_TAIL_LINES)}")
+            time.sleep(TICK_S)
+        owner = port_owner(member.port)
+        if owner is not None and owner[0] != broker.pid:
+            self.say(" failed")
+            raise DevError(f"port {member.port} answers, but from pid {owner[0]} "
+                           f"({owner[1]}), not broker {member.node_id} (pid {broker.pid})")
+        self.say(f" ready ({time.monotonic() - started:.1f} s)")
+        return True
+
+    def exit_explained(self, member: BrokerPlan, broker, when: str) -> str:
+        """``broker N exited with C <when>`` and the end of its log (the reason)."""
+        self._reported_exits[member.node_id] = broker.pid
+        return (f"broker {member.node_id} exited with {broker.returncode} {when}\n"
+                f"{log_tail(member.log_path, LOG_TAIL_LINES)}")
 
     def wait_registered(self, timeout_s: float) -> bool:
         """Wait until broker 1's cluster image shows a controller and every broker alive
@@ -341,36 +198,63 @@ class DevCluster:
         started = time.monotonic()
         deadline = started + timeout_s
         wanted = {b.node_id for b in self.layout}
-        self._print(f"waiting for {len(wanted)} broker(s) to register ...", end="")
+        self.say(f"waiting for {len(wanted)} broker(s) to register ...", end="")
         while True:
+            self._raise_if_one_exited()
             status = fetch_statuses([(HOST, self.layout[0].port)], STATUS_TIMEOUT_S)[0]
             if not isinstance(status, dict):
-                self._print(" skipped (no status answer)")
+                self.say(" skipped (no status answer)")
                 return True
             alive = {b.get("id") for b in status.get("brokers") or [] if not b.get("fenced")}
             if wanted <= alive and _int_or(status.get("controller_id"), -1) >= 0:
-                self._print(f" ready in {time.monotonic() - started:.1f} s "
-                            f"(controller: broker {status['controller_id']})")
+                self._raise_if_one_exited()
+                self.say(f" ready in {time.monotonic() - started:.1f} s "
+                         f"(controller: broker {status['controller_id']})")
                 return True
             if self.stop_requests:
-                self._print(" interrupted")
+                self.say(" interrupted")
                 return False
-            for member, broker in zip(self.layout, self.brokers):
-                if not broker.is_running():
-                    self._print(" failed")
-                    raise DevError(f"broker {member.node_id} exited with {broker.returncode} "
-                                   f"while starting\n{log_tail(member.log_path, LOG_TAIL_LINES)}")
             if time.monotonic() > deadline:
-                self._print(f" not yet after {timeout_s:g} s (registered: {sorted(alive)})")
+                self.say(f" not yet after {timeout_s:g} s (registered: {sorted(alive)})")
                 return True
             time.sleep(0.2)
+
+    def _raise_if_one_exited(self) -> None:
+        for member, broker in zip(self.layout, self.brokers):
+            if not broker.is_running():
+                self.say(" failed")
+                raise DevError(self.exit_explained(member, broker, "while starting"))
+
+    def restart(self, node_id: int) -> int:
+        """Start broker ``node_id`` again (SIGTERM first if it runs) on the same ports and
+        data, and wait until it answers; its new pid.  DevError when there is no such
+        broker, a port of it is taken, or it exits or stays silent."""
+        if not 1 <= node_id <= len(self.layout):
+            raise DevError(f"no broker {node_id}: this cluster has brokers 1-{len(self.layout)}")
+        member, broker = self.layout[node_id - 1], self.brokers[node_id - 1]
+        if broker.is_running():
+            self.say(f"stopping broker {node_id} (pid {broker.pid}) ...")
+            broker.terminate()
+            if broker.wait(STOP_TIMEOUT_S) is None:
+                broker.kill()
+        else:
+            broker.wait(0)   # reaps it and closes the log of its last run
+        check_ports_free(self.layout, [member], self.secure, self.ui_port_base)
+        broker.launch()
+        self.restarts[node_id - 1] += 1
+        self.say(f"restarting broker {node_id} ({member.address}, pid {broker.pid}) ...",
+                 end="")
+        timeout_s = self.start_timeout_s
+        if not self._wait_answering(member, broker, time.monotonic() + timeout_s, timeout_s):
+            raise DevError("interrupted")
+        return broker.pid
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM every running broker, wait up to ``timeout_s`` in all, then SIGKILL the
         rest (at once if another stop signal arrives meanwhile); reaps every process."""
         running = [b for b in self.brokers if b.is_running()]
         if running:
-            self._print(f"stopping {len(running)} broker(s) ...")
+            self.say(f"stopping {len(running)} broker(s) ...")
         for broker in running:
             broker.terminate()
         requests_before = self.stop_requests
@@ -382,19 +266,21 @@ class DevCluster:
         for member, broker in zip(self.layout, self.brokers):
             if broker.is_running():
                 broker.kill()
-                self._print(f"broker {member.node_id} did not stop in time: killed")
+                self.say(f"broker {member.node_id} did not stop in time: killed")
             elif broker in running:
-                self._print(f"broker {member.node_id} exited with {broker.wait(0)}")
+                self.say(f"broker {member.node_id} exited with {broker.wait(0)}")
 
     def report_exits(self) -> bool:
-        """Print one line per broker that died since the last call (shown as down after);
-        True when it printed anything."""
+        """Print one line per broker process that died since the last call (shown as
+        down after); True when it printed anything."""
         printed = False
         for member, broker in zip(self.layout, self.brokers):
-            if broker.returncode is not None and member.node_id not in self._reported_exits:
-                self._reported_exits.add(member.node_id)
-                self._print(f"broker {member.node_id} exited with {broker.returncode}; "
-                            f"see {member.log_path}")
+            if broker.returncode is not None and \
+                    self._reported_exits.get(member.node_id) != broker.pid:
+                self._reported_exits[member.node_id] = broker.pid
+                self.say(f"broker {member.node_id} exited with {broker.returncode}; "
+                         f"see {member.log_path}; restart: key {member.node_id} or "
+                         f"raftwood dev restart {member.node_id}")
                 printed = True
         return printed
 
@@ -406,22 +292,27 @@ class DevCluster:
         rows = []
         for index, (member, broker) in enumerate(zip(self.layout, self.brokers)):
             answer = by_index.get(index)
-            state = "up" if index in by_index else f"down ({broker.returncode})"
-            if isinstance(answer, dict):
+            running = index in by_index and broker.is_running()
+            state = "up" if running else f"down ({broker.returncode})"
+            if isinstance(answer, dict) and running:
                 summary = broker_summary(answer)
                 details = [summary.is_controller, summary.quorum_role, summary.hosted,
                            summary.leaders, summary.under_replicated]
             else:
-                details = [UNKNOWN if index in by_index else None] * 5
-            rows.append([member.node_id, member.address, broker.pid, state] + details)
+                details = [UNKNOWN if running else None] * 5
+            rows.append([member.node_id, member.address, broker.pid, state] + details
+                        + [self.restarts[index]])
         return rows
 
-    def _print(self, text: str, end: str = "\n") -> None:
+    def render(self) -> str:
+        return render_status(self.status_rows())
+
+    def say(self, text: str, end: str = "\n") -> None:
         print(text, end=end, file=self.out, flush=True)
 
 
 STATUS_HEADERS = ["ID", "ADDRESS", "PID", "STATE", "CONTROLLER", "QUORUM", "HOSTED",
-                  "LEADERS", "UNDER_REPLICATED"]
+                  "LEADERS", "UNDER_REPLICATED", "RESTARTS"]
 
 
 def _use_listeners(broker, listeners: str) -> None:
@@ -439,122 +330,101 @@ def _use_listeners(broker, listeners: str) -> None:
 
 
 def render_status(rows: list[list]) -> str:
-    return format_table(STATUS_HEADERS, rows, right=(0, 2, 6, 7, 8))
+    return format_table(STATUS_HEADERS, rows, right=(0, 2, 6, 7, 8, 9))
 
 
 def _int_or(value, default: int) -> int:
     return value if isinstance(value, int) else default
 
 
-# -- the live table ---------------------------------------------------------------------------
-
-class StatusPrinter:
-    """Prints the table: redrawn in place on a TTY every ``REFRESH_S``; otherwise only when
-    it changed or ``QUIET_REPRINT_S`` passed, so a captured log stays readable."""
-
-    def __init__(self, out, is_tty: bool):
-        self.out = out
-        self.is_tty = is_tty
-        self._last_table: str | None = None
-        self._last_print = 0.0
-        self._drawn_lines = 0
-
-    def forget_drawing(self) -> None:
-        """Something else was printed: the next table is drawn below it, not over it."""
-        self._drawn_lines = 0
-
-    def show(self, table: str, now: float) -> bool:
-        """Print ``table`` if due; True when it did."""
-        changed = table != self._last_table
-        if not self.is_tty and not changed and now - self._last_print < QUIET_REPRINT_S:
-            return False
-        stamp = time.strftime("%H:%M:%S")
-        block = f"status at {stamp} (Ctrl-C stops every broker)\n{table}"
-        if self.is_tty and self._drawn_lines:
-            self.out.write(f"\x1b[{self._drawn_lines}F\x1b[J")
-        self.out.write(block + "\n")
-        self.out.flush()
-        self._drawn_lines = block.count("\n") + 1
-        self._last_table, self._last_print = table, now
-        return True
+def plan_run(args) -> tuple[DevCluster, dict]:
+    """The cluster of ``args`` (not launched) and what ``run`` prints about it; DevError
+    or ConfigError for bad options."""
+    layout = plan_cluster(args.brokers, args.port, args.data_dir, args.raft_port_base)
+    voter_count = getattr(args, "voters", None)
+    if voter_count is not None and not 1 <= voter_count <= args.brokers:
+        raise DevError(f"--voters {voter_count}: between 1 and --brokers ({args.brokers})")
+    extra = config_module.parse_overrides(args.set)
+    extra = {**replication_defaults(args.brokers, extra), **extra}
+    secure = plan_secure(layout, args.port, args.data_dir) if args.secure else None
+    ui_base = plan_ui(layout, args.port, secure) if getattr(args, "ui", True) else None
+    secret_file = quorum_secret(args.data_dir) if voters(layout) else None
+    cluster = DevCluster(layout, extra, secure=secure, ui_port_base=ui_base,
+                         voter_count=voter_count, secret_file=secret_file)
+    cluster.start_timeout_s = args.start_timeout
+    for settings in cluster.settings:  # the brokers' own parser refuses bad settings now
+        config_module.build(settings)
+    return cluster, {"secret_file": secret_file, "extra": extra}
 
 
-def supervise(cluster: DevCluster, printer: StatusPrinter) -> None:
-    """Refresh the table every ``REFRESH_S`` until a stop signal (the loop of ``dev``).
-
-    Reacts to: SIGINT/SIGTERM (``cluster.stop_requests``), brokers exiting (reported once).
-    """
-    next_refresh = 0.0
-    while not cluster.stop_requests:
-        now = time.monotonic()
-        if now >= next_refresh:
-            if cluster.report_exits():
-                printer.forget_drawing()
-            printer.show(render_status(cluster.status_rows()), now)
-            next_refresh = time.monotonic() + REFRESH_S
-        time.sleep(TICK_S)
+def check_can_start(cluster: DevCluster, data_dir) -> None:
+    """DevError when another ``dev`` supervises ``data_dir`` or a port is taken."""
+    other = dev_control.supervisor_pid(data_dir)
+    if other is not None and other != os.getpid():
+        raise DevError(f"another raftwood dev (pid {other}) runs on {data_dir}; stop it, or "
+                       f"use another --data-dir (and --port)")
+    check_ports_free(cluster.layout, cluster.layout, cluster.secure, cluster.ui_port_base)
 
 
 def run(args) -> int:
-    """The ``dev`` command: plan, launch, wait ready, print bootstrap, supervise, stop."""
+    """The ``dev`` command: plan, check ports, launch, wait ready, print bootstrap,
+    supervise, stop."""
     try:
-        layout = plan_cluster(args.brokers, args.port, args.data_dir, args.raft_port_base)
-        voter_count = getattr(args, "voters", None)
-        if voter_count is not None and not 1 <= voter_count <= args.brokers:
-            raise DevError(f"--voters {voter_count}: between 1 and --brokers ({args.brokers})")
-        extra = config_module.parse_overrides(args.set)
-        secure = plan_secure(layout, args.port, args.data_dir) if args.secure else None
-        ui_base = plan_ui(layout, args.port, secure) if getattr(args, "ui", False) else None
-        secret_file = quorum_secret(args.data_dir) if voters(layout) else None
-        cluster = DevCluster(layout, extra, secure=secure, ui_port_base=ui_base,
-                             voter_count=voter_count, secret_file=secret_file)
-        for settings in cluster.settings:  # the brokers' own parser refuses bad settings now
-            config_module.build(settings)
+        cluster, facts = plan_run(args)
     except (DevError, config_module.ConfigError) as exc:
         print(f"raftwood dev: {exc}", file=sys.stderr)
         return 2
-    previous = {s: signal.signal(s, cluster.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
+        check_can_start(cluster, args.data_dir)
+    except DevError as exc:
+        print(f"raftwood dev: {exc}", file=sys.stderr)
+        return 1
+    print(replication_line(facts["extra"]), flush=True)
+    previous = {s: signal.signal(s, cluster.on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    keys = None
+    try:
+        dev_control.claim(args.data_dir)
         cluster.launch()
         started = time.monotonic()
         if (cluster.wait_ready(args.start_timeout) and cluster.wait_registered(
                 max(1.0, args.start_timeout - (time.monotonic() - started)))):
-            if secure is not None:
-                add_dev_user(layout[0], secure)
-                print_secure_settings(layout, secure, Path(args.data_dir))
-            else:
-                print("PLAINTEXT on loopback only (raftwood dev --secure adds SASL_SSL + "
-                      "SCRAM)", flush=True)
-            if secret_file is not None:
-                print(f"metadata quorum: Raft traffic encrypted with the secret in "
-                      f"{secret_file}", flush=True)
-            print(bootstrap_line(layout), flush=True)
-            if ui_base is not None:
-                print(f"replication view: {ui_url(layout[0], ui_base)} (broker i: port "
-                      f"{ui_base}+i-1)", flush=True)
-            print(f"logs: {Path(args.data_dir) / 'broker-<id>' / 'broker.log'}", flush=True)
-            supervise(cluster, StatusPrinter(sys.stdout, sys.stdout.isatty()))
+            print_ready(cluster, Path(args.data_dir), facts["secret_file"])
+            keys = KeyReader()
+            printer = StatusPrinter(sys.stdout, sys.stdout.isatty(),
+                                    footer(len(cluster.layout), args.data_dir, keys.active))
+            supervise(cluster, printer, keys, args.data_dir)
         code = 0
     except (DevError, OSError) as exc:
         print(f"raftwood dev: {exc}", file=sys.stderr)
         code = 1
     finally:
+        if keys is not None:
+            keys.close()
         cluster.stop()
+        dev_control.release(args.data_dir)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return code
 
 
-def print_secure_settings(layout: list[BrokerPlan], secure: SecureDev, data_dir: Path) -> None:
-    path = data_dir / "client.properties"
-    path.write_text(client_properties(layout, secure))
-    path.chmod(0o600)
-    lines = ["SASL_SSL (SCRAM-SHA-512, user dev) on "
-             + ",".join(secure.address(b) for b in layout) + "; Raft traffic encrypted",
-             f"Kafka clients (Java, Spark with kafka., raftwood --command-config): {path}",
-             "librdkafka (confluent-kafka; kcat -X each):"]
-    lines += [f"  {k}={v}" for k, v in librdkafka_settings(layout, secure).items()]
-    print("\n".join(lines), flush=True)
+def print_ready(cluster: DevCluster, data_dir: Path, secret_file: Path | None) -> None:
+    """What a user needs once the cluster is up: security, bootstrap, URLs, logs."""
+    layout, secure, ui_base = cluster.layout, cluster.secure, cluster.ui_port_base
+    if secure is not None:
+        add_dev_user(layout[0], secure)
+        print_secure_settings(layout, secure, data_dir)
+    else:
+        print("PLAINTEXT on loopback only (raftwood dev --secure adds SASL_SSL + SCRAM)",
+              flush=True)
+    if secret_file is not None:
+        print(f"metadata quorum: Raft traffic encrypted with the secret in {secret_file}",
+              flush=True)
+    print(bootstrap_line(layout), flush=True)
+    if ui_base is not None:
+        print(f"metrics: {ui_url(layout[0], ui_base, METRICS_PATH)} (broker i: port "
+              f"{ui_base}+i-1)", flush=True)
+        print(f"replication view: {ui_url(layout[0], ui_base)}", flush=True)
+    print(f"logs: {data_dir / 'broker-<id>' / 'broker.log'}", flush=True)
 
 
 def add_command(commands) -> None:
@@ -575,10 +445,36 @@ def add_command(commands) -> None:
     dev.add_argument("--secure", action="store_true",
                      help="add SASL_SSL + SCRAM-SHA-512 listeners on self-made certificates "
                           "and encrypt Raft; prints the client settings")
-    dev.add_argument("--ui", action="store_true",
-                     help=f"serve the live replication view: metrics.port port+"
-                          f"{UI_PORT_OFFSET}+i-1 on broker i; prints the page's URL")
+    dev.add_argument("--ui", action="store_true", default=True,
+                     help="(the default) serve metrics and the live replication view: "
+                          f"metrics.port port+{UI_PORT_OFFSET}+i-1 on broker i, loopback "
+                          "only; prints the URLs")
+    dev.add_argument("--no-ui", dest="ui", action="store_false",
+                     help="serve no metrics port")
     dev.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S,
                      metavar="SECONDS", help="for all brokers to answer (default %(default)g)")
     dev.set_defaults(func=run)
+    actions = dev.add_subparsers(dest="dev_action", metavar="[restart]")
+    restart = actions.add_parser(
+        "restart", help="ask the raftwood dev running on --data-dir to start broker N again",
+        description="Ask the raftwood dev supervising --data-dir to start broker N again "
+                    "(stopped first if it runs), on the same ports and data; prints its "
+                    "new pid once it answers.  In dev's terminal the key N does the same.")
+    restart.add_argument("broker", type=int, metavar="N", help="the broker's id (1..--brokers)")
+    restart.add_argument("--data-dir", default=argparse.SUPPRESS,
+                         help="the data dir of that raftwood dev (default ./data)")
+    restart.add_argument("--timeout", type=float, default=RESTART_ANSWER_TIMEOUT_S,
+                         metavar="SECONDS", help="for the broker to answer "
+                                                 "(default %(default)g)")
+    restart.set_defaults(func=run_restart)
 
+
+def run_restart(args) -> int:
+    """``raftwood dev restart N``: through ``dev_control``; 0 once broker N answers."""
+    try:
+        pid = dev_control.request_restart(args.data_dir, args.broker, args.timeout)
+    except dev_control.ControlError as exc:
+        print(f"raftwood dev restart: {exc}", file=sys.stderr)
+        return 1
+    print(f"broker {args.broker} restarted (pid {pid})")
+    return 0

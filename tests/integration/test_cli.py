@@ -37,14 +37,15 @@ def ports_free(ports) -> bool:
 
 
 def free_port_block(count: int, raft: bool) -> int:
-    """A port P with P..P+count-1 (and P+100.. when ``raft``) free a moment ago."""
+    """A port P with P..P+count-1, P+300.. (dev's metrics ports) and, when ``raft``,
+    P+100.. free a moment ago."""
     for _ in range(200):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))
             base = sock.getsockname()[1]
-        if base + 100 + count > 65535:
+        if base + 300 + count > 65535:
             continue
-        wanted = list(range(base, base + count))
+        wanted = list(range(base, base + count)) + list(range(base + 300, base + 300 + count))
         if raft:
             wanted += list(range(base + 100, base + 100 + count))
         if ports_free(wanted):
@@ -67,11 +68,12 @@ def raftwood(*args, timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess.Complete
 class DevRun:
     """``raftwood dev`` as a subprocess; its stdout read line by line on a thread."""
 
-    def __init__(self, tmp_path: Path, brokers: int):
+    def __init__(self, tmp_path: Path, brokers: int, port: int | None = None,
+                 data_dir: Path | None = None, name: str = "dev"):
         self.brokers = brokers
-        self.port = free_port_block(brokers, raft=brokers > 1)
-        self.data_dir = tmp_path / "data"
-        self.stderr_path = tmp_path / "dev.stderr"
+        self.port = free_port_block(brokers, raft=brokers > 1) if port is None else port
+        self.data_dir = tmp_path / "data" if data_dir is None else data_dir
+        self.stderr_path = tmp_path / f"{name}.stderr"
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
         with open(self.stderr_path, "w") as stderr:
@@ -131,7 +133,9 @@ class DevRun:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=10)
-        for pid in self.broker_pids():
+        restarted = [int(m.group(1)) for line in self.lines
+                     for m in [re.search(r"restarting broker \d+ \(\S+, pid (\d+)\)", line)] if m]
+        for pid in self.broker_pids() + restarted:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -196,7 +200,8 @@ def test_dev_one_broker_serves_topic_commands_and_stops_cleanly_on_sigint(dev_cl
     assert all(process_gone(pid) for pid in pids), f"brokers left running: {pids}"
 
 
-def test_dev_reports_a_broker_that_dies_as_down_and_does_not_restart_it(dev_cluster):
+def test_dev_reports_a_broker_that_dies_as_down_and_does_not_restart_it_by_itself(
+        dev_cluster):
     dev = dev_cluster(1)
     (pid,) = dev.broker_pids()
     os.kill(pid, signal.SIGKILL)
@@ -210,6 +215,7 @@ def test_client_commands_without_a_broker_exit_2_with_a_message():
     result = raftwood("cluster", "--bootstrap-server", f"127.0.0.1:{port}")
     assert result.returncode == 2
     assert f"cannot connect to 127.0.0.1:{port}" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "--bootstrap-server" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -226,6 +232,8 @@ def test_describe_and_cluster_show_a_lone_broker(dev_cluster):
         assert row[8].startswith("1:Online:")
     cluster = assert_ok(raftwood("cluster", *server))
     assert "controller: 1" in cluster and "offline partitions: 0" in cluster
+    users = assert_ok(raftwood("users", "list", *server))
+    assert users.startswith("no SCRAM users"), "an empty list says so"
     assert dev.interrupt() == 0, dev.output()
 
 

@@ -118,16 +118,16 @@ def test_dev_refuses_a_managed_setting(tmp_path, capsys):
     assert "node.id" in capsys.readouterr().err
 
 
-ROWS = [[1, "127.0.0.1:9092", 100, "up", True, "voter", 3, 2, 0],
-        [2, "127.0.0.1:9093", 101, "down (-9)", None, None, None, None, None]]
+ROWS = [[1, "127.0.0.1:9092", 100, "up", True, "voter", 3, 2, 0, 1],
+        [2, "127.0.0.1:9093", 101, "down (-9)", None, None, None, None, None, 0]]
 
 
 def test_status_table_has_one_row_per_broker():
     lines = render_status(ROWS).splitlines()
     assert lines[0].split() == ["ID", "ADDRESS", "PID", "STATE", "CONTROLLER", "QUORUM",
-                                "HOSTED", "LEADERS", "UNDER_REPLICATED"]
+                                "HOSTED", "LEADERS", "UNDER_REPLICATED", "RESTARTS"]
     assert lines[1].split() == ["1", "127.0.0.1:9092", "100", "up", "yes", "voter", "3", "2",
-                                "0"]
+                                "0", "1"]
     assert lines[2].split()[:5] == ["2", "127.0.0.1:9093", "101", "down", "(-9)"]
 
 

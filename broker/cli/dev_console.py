@@ -1,0 +1,150 @@
+"""``raftwood dev``'s terminal: the live status table, its keys, and the supervising loop.
+
+On a TTY the table is redrawn in place and single keys act (``1``-``9``: restart that
+broker); without one (a pipe, a test) the table is printed only when it changed, keys
+are off, and ``raftwood dev restart N`` (``dev_control.py``) is the way to restart.
+"""
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+
+try:
+    import termios
+    import tty
+except ImportError:  # not a POSIX terminal: keys stay off
+    termios = tty = None
+
+from . import dev_control
+
+REFRESH_S = 2.0
+QUIET_REPRINT_S = 10.0     # without a TTY: print an unchanged table this often
+TICK_S = 0.1
+
+
+class StatusPrinter:
+    """Prints the table: redrawn in place on a TTY every ``REFRESH_S``; otherwise only when
+    it changed or ``QUIET_REPRINT_S`` passed, so a captured log stays readable.  The
+    ``footer`` (the keys, the restart command) goes under every table."""
+
+    def __init__(self, out, is_tty: bool, footer: str = ""):
+        self.out = out
+        self.is_tty = is_tty
+        self.footer = footer
+        self._last_table: str | None = None
+        self._last_print = 0.0
+        self._drawn_lines = 0
+
+    def forget_drawing(self) -> None:
+        """Something else was printed: the next table is drawn below it, not over it."""
+        self._drawn_lines = 0
+
+    def show(self, table: str, now: float) -> bool:
+        """Print ``table`` if due; True when it did."""
+        changed = table != self._last_table
+        if not self.is_tty and not changed and now - self._last_print < QUIET_REPRINT_S:
+            return False
+        stamp = time.strftime("%H:%M:%S")
+        block = f"status at {stamp} (Ctrl-C stops every broker)\n{table}"
+        if self.footer:
+            block += "\n" + self.footer
+        if self.is_tty and self._drawn_lines:
+            self.out.write(f"\x1b[{self._drawn_lines}F\x1b[J")
+        self.out.write(block + "\n")
+        self.out.flush()
+        self._drawn_lines = block.count("\n") + 1
+        self._last_table, self._last_print = table, now
+        return True
+
+
+def footer(brokers: int, data_dir, keys_on: bool) -> str:
+    """The line under the table: how to restart a broker."""
+    command = f"raftwood dev restart N --data-dir {data_dir}"
+    if keys_on:
+        keys = "1" if brokers == 1 else f"1-{min(brokers, 9)}"
+        return f"keys: {keys} restart that broker · or, from another terminal: {command}"
+    return f"restart a broker: {command}"
+
+
+class KeyReader:
+    """Single key presses from a terminal (cbreak mode: no Enter needed, Ctrl-C still
+    signals); ``close()`` restores the terminal.  Inactive when ``stream`` is not a TTY
+    or its mode cannot be changed (e.g. ``dev`` in the background)."""
+
+    def __init__(self, stream=None):
+        self.stream = sys.stdin if stream is None else stream
+        self._fd: int | None = None
+        self._saved = None
+        if termios is None:
+            return
+        try:
+            if self.stream.isatty():
+                fd = self.stream.fileno()
+                self._saved = termios.tcgetattr(fd)
+                tty.setcbreak(fd)
+                self._fd = fd
+        except (OSError, ValueError, termios.error):
+            self._fd = None
+
+    @property
+    def active(self) -> bool:
+        return self._fd is not None
+
+    def keys(self) -> str:
+        """Keys pressed since the last call ('' when none or inactive); never blocks."""
+        if self._fd is None:
+            return ""
+        try:
+            if not select.select([self._fd], [], [], 0)[0]:
+                return ""
+            return os.read(self._fd, 64).decode(errors="ignore")
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        if self._fd is not None and self._saved is not None:
+            try:
+                termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
+            except (OSError, termios.error):
+                pass
+        self._fd = None
+
+
+def restart_and_say(cluster, node_id: int) -> str:
+    """Restart broker ``node_id`` through the cluster; the one-line answer of the control
+    protocol (``ok <pid>`` or ``error <why>``)."""
+    from .dev import DevError
+
+    try:
+        return f"ok {cluster.restart(node_id)}"
+    except (DevError, OSError) as exc:
+        cluster.say(f"cannot restart broker {node_id}: {exc}")
+        return f"error {exc}"
+
+
+def supervise(cluster, printer: StatusPrinter, keys: KeyReader, data_dir) -> None:
+    """Refresh the table every ``REFRESH_S`` until a stop signal (the loop of ``dev``).
+
+    Reacts to: SIGINT/SIGTERM (``cluster.stop_requests``); brokers exiting (reported
+    once per process); restart requests from ``raftwood dev restart`` (answered, see
+    ``dev_control``) and digit keys on a TTY.  A restart redraws the table at once.
+    """
+    next_refresh = 0.0
+    while not cluster.stop_requests:
+        acted = False
+        for node_id, token in dev_control.take_requests(data_dir):
+            dev_control.answer(data_dir, node_id, token, restart_and_say(cluster, node_id))
+            acted = True
+        for key in keys.keys():
+            if key.isdigit() and 1 <= int(key) <= len(cluster.layout):
+                restart_and_say(cluster, int(key))
+                acted = True
+        now = time.monotonic()
+        if acted or now >= next_refresh:
+            if cluster.report_exits() or acted:
+                printer.forget_drawing()
+            printer.show(cluster.render(), now)
+            next_refresh = time.monotonic() + REFRESH_S
+        time.sleep(TICK_S)

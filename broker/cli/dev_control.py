@@ -1,0 +1,122 @@
+"""Asking a running ``raftwood dev`` to restart one of its brokers: files under
+``<data-dir>/dev-control/``.
+
+    supervisor.pid                  the pid of the ``dev`` supervising this data dir
+                                    (written when it starts supervising, removed at exit)
+    restart-<id>.<token>.request    ``raftwood dev restart <id>`` asks (written atomically)
+    restart-<id>.<token>.result     the supervisor answers: ``ok <pid>`` or ``error <why>``
+                                    (one line), then deletes the request
+
+The supervisor polls the directory every tick (``take_requests``), so an answer comes
+within about a tick plus the broker's start.  Files, not a socket: nothing listens, and
+who may ask is who may write the data dir.  The client (``request_restart``) waits for
+its own token's answer within a deadline and removes it.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from pathlib import Path
+
+CONTROL_DIR = "dev-control"
+PID_FILE = "supervisor.pid"
+POLL_S = 0.1
+
+
+class ControlError(Exception):
+    """No supervisor to ask, or it answered with an error (the message says which)."""
+
+
+def control_dir(data_dir) -> Path:
+    return Path(data_dir) / CONTROL_DIR
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+# -- the supervisor's side ----------------------------------------------------------------
+
+def claim(data_dir) -> None:
+    """Record this process as the supervisor of ``data_dir``; stale requests are dropped."""
+    directory = control_dir(data_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    for leftover in directory.glob("restart-*"):
+        leftover.unlink(missing_ok=True)
+    _write_atomically(directory / PID_FILE, f"{os.getpid()}\n")
+
+
+def release(data_dir) -> None:
+    """Remove the pid file if it is still ours."""
+    path = control_dir(data_dir) / PID_FILE
+    try:
+        if path.read_text().strip() == str(os.getpid()):
+            path.unlink()
+    except OSError:
+        pass
+
+
+def take_requests(data_dir) -> list[tuple[int, str]]:
+    """``(broker id, token)`` of every restart request waiting, oldest first; each
+    request file is removed (answer it with ``answer``)."""
+    requests = []
+    paths = sorted(control_dir(data_dir).glob("restart-*.request"),
+                   key=lambda p: p.stat().st_mtime if p.exists() else 0)
+    for path in paths:
+        parts = path.name.split(".")
+        path.unlink(missing_ok=True)
+        try:
+            requests.append((int(parts[0].removeprefix("restart-")), parts[1]))
+        except (ValueError, IndexError):
+            continue
+    return requests
+
+
+def answer(data_dir, node_id: int, token: str, text: str) -> None:
+    """Write the one-line answer to a request (``ok <pid>`` or ``error <why>``)."""
+    _write_atomically(control_dir(data_dir) / f"restart-{node_id}.{token}.result",
+                      text.replace("\n", " ") + "\n")
+
+
+# -- the client's side --------------------------------------------------------------------
+
+def supervisor_pid(data_dir) -> int | None:
+    """The pid of the live ``dev`` supervising ``data_dir``, else None."""
+    try:
+        pid = int((control_dir(data_dir) / PID_FILE).read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def request_restart(data_dir, node_id: int, timeout_s: float) -> int:
+    """Ask the supervisor of ``data_dir`` to restart broker ``node_id``; the new pid.
+    ControlError when no supervisor runs, it refuses, or no answer comes in time."""
+    pid = supervisor_pid(data_dir)
+    if pid is None:
+        raise ControlError(f"no raftwood dev is running on {data_dir} (start one with "
+                           f"raftwood dev --data-dir {data_dir})")
+    token = secrets.token_hex(8)
+    directory = control_dir(data_dir)
+    result = directory / f"restart-{node_id}.{token}.result"
+    _write_atomically(directory / f"restart-{node_id}.{token}.request", "restart\n")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            text = result.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            if supervisor_pid(data_dir) is None:
+                raise ControlError(f"raftwood dev (pid {pid}) exited before answering")
+            time.sleep(POLL_S)
+            continue
+        result.unlink(missing_ok=True)
+        status, _, detail = text.partition(" ")
+        if status == "ok":
+            return int(detail)
+        raise ControlError(detail or text)
+    raise ControlError(f"raftwood dev (pid {pid}) did not restart broker {node_id} within "
+                       f"{timeout_s:g} s; see its terminal")

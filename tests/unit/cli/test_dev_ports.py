@@ -1,0 +1,124 @@
+"""raftwood dev's plan checks: busy ports named with their owner, the replication
+defaults, the restart request files (``ports.py``, ``dev_layout.py``, ``dev_control.py``)."""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+import pytest
+
+from broker.cli import dev_control
+from broker.cli.dev_console import footer
+from broker.cli.dev_layout import (DevError, check_ports_free, plan_cluster, port_uses,
+                                   replication_defaults, replication_line)
+from broker.cli.ports import PortUse, busy_message, busy_ports, port_is_free, port_owner
+
+
+@pytest.fixture
+def listener():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def test_a_listening_port_is_busy_and_its_owner_is_this_process(listener):
+    assert not port_is_free("127.0.0.1", listener)
+    busy = busy_ports("127.0.0.1", [PortUse(listener, "Kafka listener of broker 1")])
+    assert busy == [PortUse(listener, "Kafka listener of broker 1")]
+    owner = port_owner(listener)
+    assert owner is not None and owner[0] == os.getpid()
+    message = busy_message("127.0.0.1", busy, "pick another --port")
+    assert "\n" not in message
+    assert f"port {listener} on 127.0.0.1 (Kafka listener of broker 1)" in message
+    assert f"pid {os.getpid()}" in message and message.endswith("pick another --port")
+
+
+def test_a_released_port_is_free_again(listener):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert port_is_free("127.0.0.1", port)
+    assert port_owner(port) is None
+
+
+def test_every_port_of_a_dev_broker_is_checked(listener, tmp_path):
+    layout = plan_cluster(3, 9092, tmp_path)
+    uses = port_uses(layout, layout[1], None, 9392)
+    assert [(u.port, u.purpose) for u in uses] == [
+        (9093, "Kafka listener of broker 2"), (9094 + 99, "Raft port of broker 2"),
+        (9393, "metrics port of broker 2")]
+    assert [u.port for u in port_uses(plan_cluster(1, 9092, tmp_path),
+                                      plan_cluster(1, 9092, tmp_path)[0])] == [9092]
+    taken = plan_cluster(2, listener - 1, tmp_path)   # broker 2's Kafka port is taken
+    with pytest.raises(DevError, match=f"port {listener} .*broker 2"):
+        check_ports_free(taken, [taken[1]])
+
+
+@pytest.mark.parametrize("brokers, factor, min_insync", [(1, "1", "1"), (2, "2", "1"),
+                                                         (3, "3", "2"), (5, "3", "2")])
+def test_new_topics_get_rf_min_n_3_and_min_insync_2_from_3_brokers(brokers, factor,
+                                                                   min_insync):
+    defaults = replication_defaults(brokers, {})
+    assert defaults == {"default.replication.factor": factor,
+                        "min.insync.replicas": min_insync}
+    assert f"replication factor {factor}, min.insync.replicas {min_insync}" in \
+        replication_line(defaults)
+
+
+def test_a_set_replication_setting_wins_over_the_dev_default():
+    assert replication_defaults(3, {"min.insync.replicas": "1"}) == {
+        "default.replication.factor": "3"}
+
+
+def test_the_footer_names_the_keys_only_when_they_work():
+    assert footer(3, "./data", keys_on=True).startswith("keys: 1-3 restart that broker")
+    assert "raftwood dev restart N --data-dir ./data" in footer(3, "./data", keys_on=False)
+    assert "keys" not in footer(3, "./data", keys_on=False)
+
+
+def test_a_restart_request_is_answered_through_the_control_files(tmp_path):
+    dev_control.claim(tmp_path)
+    assert dev_control.supervisor_pid(tmp_path) == os.getpid()
+    answered = []
+
+    def supervisor():
+        for _ in range(200):
+            for node_id, token in dev_control.take_requests(tmp_path):
+                dev_control.answer(tmp_path, node_id, token, f"ok {1000 + node_id}")
+                answered.append(node_id)
+                return
+            threading.Event().wait(0.05)
+
+    thread = threading.Thread(target=supervisor)
+    thread.start()
+    assert dev_control.request_restart(tmp_path, 2, timeout_s=20) == 1002
+    thread.join(20)
+    assert answered == [2]
+    assert not list(dev_control.control_dir(tmp_path).glob("restart-*")), "nothing left over"
+    dev_control.release(tmp_path)
+    assert dev_control.supervisor_pid(tmp_path) is None
+
+
+def test_a_refused_restart_raises_the_supervisors_reason(tmp_path):
+    dev_control.claim(tmp_path)
+
+    def refuse():
+        for _ in range(200):
+            for node_id, token in dev_control.take_requests(tmp_path):
+                dev_control.answer(tmp_path, node_id, token, "error no broker 7")
+                return
+            threading.Event().wait(0.05)
+
+    thread = threading.Thread(target=refuse)
+    thread.start()
+    with pytest.raises(dev_control.ControlError, match="no broker 7"):
+        dev_control.request_restart(tmp_path, 7, timeout_s=20)
+    thread.join(20)
+    dev_control.release(tmp_path)
+
+
+def test_without_a_supervisor_a_restart_request_fails_at_once(tmp_path):
+    with pytest.raises(dev_control.ControlError, match="no raftwood dev is running"):
+        dev_control.request_restart(tmp_path, 1, timeout_s=20)
