@@ -13,6 +13,7 @@ request (a broker from before it existed closes the connection; a hung one times
 """
 from __future__ import annotations
 
+import logging
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -91,8 +92,9 @@ class Connection:
             raise AuthenticationFailed(f"cannot authenticate to {format_address(address)}: "
                                        f"{name}: {exc.reason}") from exc
         except ConnectionFailed as exc:
-            raise ClientError(f"cannot connect to {format_address(address)}: "
-                              f"{exc.reason}") from exc
+            raise ClientError(f"cannot connect to {format_address(address)}: {exc.reason} "
+                              f"(is a broker running there? raftwood dev starts a cluster; "
+                              f"--bootstrap-server HOST:PORT names another)") from exc
 
     def __enter__(self) -> "Connection":
         return self
@@ -173,8 +175,11 @@ class CommandFailure(Exception):
 
 def guarded(command):
     """Run a command body: a CommandFailure or refused credentials exit 1, a ClientError
-    (unreachable, no answer) exits 2, each with one line on stderr and no traceback."""
+    (unreachable, no answer) exits 2, each with one line on stderr and no traceback.
+    The libraries' warnings (e.g. the SASL client's about a refused password) are off
+    meanwhile: the command's own line says it once."""
     def run(args) -> int:
+        logging.disable(logging.WARNING)
         try:
             return command(args)
         except (CommandFailure, AuthenticationFailed) as exc:
@@ -183,6 +188,8 @@ def guarded(command):
         except ClientError as exc:
             print(f"raftwood: {exc}", file=sys.stderr)
             return EXIT_UNAVAILABLE
+        finally:
+            logging.disable(logging.NOTSET)
     run.__name__ = command.__name__
     run.__doc__ = command.__doc__
     return run

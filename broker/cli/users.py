@@ -88,7 +88,10 @@ def cmd_users_add(args) -> int:
 
 @guarded
 def cmd_users_list(args) -> int:
-    for result in _describe(args, None):
+    results = _describe(args, None)
+    if not results:
+        print("no SCRAM users (add one with raftwood users add NAME)")
+    for result in results:
         mechanisms = ", ".join(f"{scram.MECHANISM_TYPES.get(c.mechanism, c.mechanism)} "
                                f"(iterations {c.iterations})" for c in result.credential_infos)
         print(f"{result.user}\t{mechanisms}")

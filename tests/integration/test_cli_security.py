@@ -103,6 +103,7 @@ def test_a_wrong_password_exits_1_naming_sasl_authentication_failed(secure):
     assert done.returncode == 1
     assert "SASL_AUTHENTICATION_FAILED" in done.stderr, done.stderr
     assert "alice" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, f"one line, not more: {done.stderr}"
 
 
 def test_a_plaintext_cli_on_the_sasl_ssl_port_fails_without_a_traceback(secure):
