@@ -53,6 +53,10 @@ class ClusterView:
             topics = [t for t in topics if t["name"] in wanted]
         return sorted(topics, key=lambda t: t["name"])
 
+    def is_fenced(self, broker_id: int) -> bool:
+        """The image has the broker fenced (its session expired: down, or cut off)."""
+        return any(b.get("id") == broker_id and b.get("fenced") for b in self.brokers)
+
     def hosted_entry(self, broker_id: int, topic: str, partition: int) -> dict | None:
         for entry in self.hosted.get(broker_id, ()):
             if entry.get("topic") == topic and entry.get("partition") == partition:
@@ -111,7 +115,10 @@ def replica_cells(view: ClusterView, topic: str, partition: dict) -> list[str]:
     """``id:state:LEO:lag`` for every replica, in assignment order.
 
     LEO: the replica's own hosted view, else what its leader knows of it.  Lag: 0 for the
-    leader; a follower's lag as its leader reports it, else leader LEO − replica LEO.
+    leader; a follower's lag as its leader reports it, else leader LEO − replica LEO;
+    unknown (``?``) for a replica whose broker is fenced (down): what its leader last
+    saw of it says nothing of now.  A broker that only misses its status answer (not
+    fenced) still fetches, so its leader's figures stand.
     """
     index = _int(partition.get("partition"), -1)
     leader = _int(partition.get("leader"), -1)
@@ -123,7 +130,9 @@ def replica_cells(view: ClusterView, topic: str, partition: dict) -> list[str]:
         own = view.hosted_entry(replica, topic, index) or {}
         seen_by_leader = followers.get(replica, {})
         leo = own.get("log_end_offset", seen_by_leader.get("log_end_offset"))
-        if replica == leader and leader_entry is not None:
+        if view.is_fenced(replica) and replica != leader:
+            lag = None
+        elif replica == leader and leader_entry is not None:
             lag = 0
         elif "lag" in seen_by_leader:
             lag = seen_by_leader["lag"]

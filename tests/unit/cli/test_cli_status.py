@@ -62,8 +62,17 @@ def test_a_follower_shows_its_own_leo_and_the_lag_its_leader_reports():
     assert replica_cells(view(), "orders", orders(0))[1] == "2:Online:119:2"
 
 
-def test_an_unreachable_follower_shows_what_the_leader_knows_of_it():
-    assert replica_cells(view(), "orders", orders(0))[2] == "3:Online:100:20"
+def test_a_fenced_follower_shows_the_leo_its_leader_last_saw_and_an_unknown_lag():
+    """Broker 3 is fenced: the lag its leader last computed (20, or 0 when nothing was
+    written since it died) says nothing of now."""
+    assert replica_cells(view(), "orders", orders(0))[2] == "3:Online:100:?"
+
+
+def test_an_unfenced_follower_without_a_status_answer_shows_what_its_leader_knows():
+    alive_image = dict(IMAGE, brokers=[dict(b, fenced=False) for b in IMAGE["brokers"]])
+    v = ClusterView(image=alive_image, hosted={1: HOSTED_1, 2: HOSTED_2},
+                    unreachable={3: "timed out"})
+    assert replica_cells(v, "orders", orders(0))[2] == "3:Online:100:20"
 
 
 def test_unknown_values_print_as_question_marks():
@@ -104,7 +113,7 @@ def test_render_describe_has_a_topic_table_and_a_partition_table():
                       "REPLICAS", "ISR", "HW", "REPLICA:STATE:LEO:LAG"]
     assert partition_table.splitlines()[1].split() == [
         "orders", "0", "1", "3", "5", "1,2,3", "1,2,3", "118",
-        "1:Online:120:0", "2:Online:119:2", "3:Online:100:20"]
+        "1:Online:120:0", "2:Online:119:2", "3:Online:100:?"]
 
 
 def test_problems_offline_under_replicated_under_min_isr():
