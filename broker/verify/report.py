@@ -18,12 +18,16 @@ without progress for longer than ``stuck.STUCK_BOUND_S``) are appended as extra
 workload was skipped) and, when ``reassign`` ran, a ``reassign`` line (moves started,
 completed, cancelled) and, with the transactional workload, a ``progress`` line (the
 longest time each transactional id and group could not move on, and the bound); the
-PASS line itself is unchanged.  Pure formatting, apart
-from ``Progress`` which writes.
+PASS line itself is unchanged.  Every other line is wrapped to ``WIDTH`` columns
+(``fit``), its continuation indented under the value it continues; the summary line and
+the replay command stay whole, so they can be parsed and copied.  Pure formatting,
+apart from ``Progress`` which writes.
 """
 from __future__ import annotations
 
+import re
 import sys
+import textwrap
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -42,6 +46,28 @@ EXTRA_FIELDS = (("committed_changed", "committed_changed"),
                 ("lso-backwards", "lso_backwards"),
                 ("reassign-stuck", "reassign_stuck"), ("reassign-ongoing", "reassign_ongoing"),
                 ("stuck", "stuck"))
+
+
+WIDTH = 100
+_LABEL = re.compile(r"^(\s*\[\s*[\d.]+s\] |\s+[a-z][\w-]*\s{2,}|\s+[\w-]+: |\s+#?\w+ |\s*)")
+
+
+def fit(text: str, width: int = WIDTH) -> str:
+    """Each line of ``text`` wrapped to ``width`` columns, continuations indented under
+    the text after its label (``  records     ``, ``[  12.3s] ``); lines that fit, the
+    summary line and ``replay`` lines unchanged.  A single word longer than the line
+    (a path) is kept whole."""
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width or line.startswith(("verify: PASS", "verify: FAIL")) or \
+                line.lstrip().startswith("replay "):
+            out.append(line)
+            continue
+        indent = " " * min(len(_LABEL.match(line).group(1)), width // 2)
+        out.extend(textwrap.wrap(line, width, subsequent_indent=indent,
+                                 break_long_words=False, break_on_hyphens=False)
+                   or [line])
+    return "\n".join(out)
 
 
 def summary_line(passed: bool, faults: int, acked: int, lost: int, duplicates: int,
@@ -186,7 +212,7 @@ class Report:
                          + (f" --faults {','.join(self.faults_chosen)}"
                             if self.faults_chosen else ""))
         lines.append(self.summary())
-        return "\n".join(lines)
+        return fit("\n".join(lines))
 
     def _transaction_lines(self) -> list[str]:
         t = self.transactions
@@ -292,7 +318,7 @@ class Progress:
         return time.monotonic() - self.started
 
     def __call__(self, text: str) -> None:
-        print(f"[{self.elapsed():7.1f}s] {text}", file=self.stream, flush=True)
+        print(fit(f"[{self.elapsed():7.1f}s] {text}"), file=self.stream, flush=True)
 
     def raw(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        print(fit(text), file=self.stream, flush=True)

@@ -70,3 +70,17 @@ def test_a_failing_report_lists_examples_and_how_to_replay():
     assert "lost: t-0@3" in text
     assert "raftwood verify --seed 7 --brokers 3 --duration 60" in text
     assert report.to_dict()["counts"]["lost"] == 1
+
+
+def test_report_lines_fit_100_columns_but_the_summary_and_replay_stay_whole():
+    violations = ViolationLog()
+    violations.add("lost", "t-0@3: " + "acknowledged and then absent " * 12)
+    report = report_with(violations, acked=100, lost=1, partitions=6)
+    report.faults_chosen = tuple(f"kind-number-{i}" for i in range(12))
+    lines = report.render().splitlines()
+    replay = next(line for line in lines if line.lstrip().startswith("replay "))
+    assert "--faults kind-number-0," in replay and replay.endswith("kind-number-11")
+    assert all(len(line) <= 100 for line in lines if line is not replay), lines
+    assert parse_summary_line(lines[-1])[1]["lost"] == 1
+    wrapped = [line for line in lines if line.startswith("     ") and "absent" in line]
+    assert wrapped, "the long violation continues on indented lines"
