@@ -279,8 +279,8 @@ class DevCluster:
                     self._reported_exits.get(member.node_id) != broker.pid:
                 self._reported_exits[member.node_id] = broker.pid
                 self.say(f"broker {member.node_id} exited with {broker.returncode}; "
-                         f"see {member.log_path}; restart: key {member.node_id} or "
-                         f"raftwood dev restart {member.node_id}")
+                         f"see {member.log_path}; start it again with raftwood dev restart "
+                         f"{member.node_id} --data-dir {member.data_dir.parent}")
                 printed = True
         return printed
 

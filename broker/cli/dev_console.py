@@ -64,7 +64,7 @@ def footer(brokers: int, data_dir, keys_on: bool) -> str:
     command = f"raftwood dev restart N --data-dir {data_dir}"
     if keys_on:
         keys = "1" if brokers == 1 else f"1-{min(brokers, 9)}"
-        return f"keys: {keys} restart that broker · or, from another terminal: {command}"
+        return f"keys: {keys} restart that broker; from another terminal: {command}"
     return f"restart a broker: {command}"
 
 

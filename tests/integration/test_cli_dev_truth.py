@@ -96,6 +96,19 @@ def test_dev_never_reports_another_clusters_broker_as_its_own(tmp_path):
         _stop(first)
 
 
+def test_a_broker_that_exits_while_starting_fails_dev_with_the_reason_from_its_log(tmp_path):
+    port = free_port_block(1, raft=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "dev", "--brokers", "1", "--port", str(port),
+         "--data-dir", str(tmp_path / "data"), "--set", "metrics.host=192.0.2.1"],
+        capture_output=True, text=True, timeout=START_TIMEOUT_S + 60, env=cli_env(),
+        stdin=subprocess.DEVNULL)   # the metrics port cannot bind an address not ours
+    assert result.returncode == 1, result
+    assert "broker 1 exited with 1 while starting" in result.stderr
+    assert "192.0.2.1" in result.stderr, "the end of its log says why"
+    assert "bootstrap servers" not in result.stdout and " up " not in result.stdout
+
+
 # -- one three-broker cluster: defaults, URLs, restart ---------------------------------------
 
 @pytest.fixture(scope="module")
