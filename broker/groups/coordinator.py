@@ -161,7 +161,8 @@ class GroupCoordinator:
         new_member = (group_instance_id, client_id, client_host, rebalance_timeout_ms,
                       session_timeout_ms, protocol_type, protocols, future)
         if unknown and group_instance_id is not None:
-            member_id = self.static.join_new_static_member(group, new_member, supports_skip_assignment)
+            member_id = self.static.join_new_static_member(group, new_member,
+                                                           supports_skip_assignment)
         elif unknown:
             member_id = f"{client_id}-{uuid.uuid4()}"
             if require_known_member_id:  # KIP-394: hand out the id, expect a second join

@@ -2,15 +2,18 @@
 
     records.py      Kafka's key/value format of ``__transaction_state`` (pure)
     metadata.py     one transactional id and the transaction state machine (pure)
-    manager.py      the transaction cache: load/unload on leadership, writes to the topic
+    manager.py      the transaction cache, the core's shard for ``__transaction_state``:
+                    loading, writes to the topic
     markers.py      WriteTxnMarkers to the leaders of a transaction's partitions
     coordinator.py  InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
                     DescribeTransactions, ListTransactions, FindCoordinator key type 1;
                     aborting timed-out transactions, forgetting expired ids
 
 The coordinator of a transactional id is the leader of its ``__transaction_state``
-partition (Kafka's hash, ``groups/placement.py``); a broker that becomes that leader
-loads the partition and takes over, finishing the transactions it finds half-ended.
+partition (Kafka's hash); a broker that becomes that leader loads the partition and
+takes over, finishing the transactions it finds half-ended.  Placement, loading on
+leadership, the appends and FindCoordinator are the coordinator core's
+(``broker/coordinator/``).
 The request handlers live in ``broker/api/transactions.py``.
 """
 from .coordinator import TransactionCoordinator
