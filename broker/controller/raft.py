@@ -78,6 +78,18 @@ What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
 * **Every applied state knows its log position** (term, index of the entry), so a
   broker orders images by Raft log position and never takes an older image over a
   newer one; an installed snapshot is published like an applied command.
+* **An entry goes whole, not in chunks** (``appendEntriesBatchSizeBytes``, 16 MiB).
+  pysyncobj sends an entry of at least that size as a ``transmission`` of chunks and
+  labels a chunk ``finish`` when it reaches the length of the entry's *command*, not
+  of the pickled entry (a few dozen bytes longer): when a chunk boundary falls in
+  between, the follower unpickles a truncated entry, refuses the real last chunk, and
+  drops the connection — again at every resend.  With the 64 KiB default, a broker's
+  heartbeat (the log end offset of every replica it hosts) crossed it after a
+  CreatePartitions of a few thousand partitions, and the quorum stopped committing.
+* **An applied change is published as an image plus a delta** (``image.publish``): unchanged topics and partitions are shared with the
+  previous image, not copied, and the delta names the changed ones, so neither this
+  thread nor a broker's replica manager walks every partition for a one-partition
+  change.  An installed snapshot is a whole image without a delta.
 """
 from __future__ import annotations
 
@@ -93,6 +105,7 @@ from pysyncobj.transport import TCPTransport
 
 from . import raft_codec, raft_frames
 from .commands import decode
+from .image import publish
 from .raft_transport import install_incoming_guard, install_message_guard
 from .state import ApplyError, ClusterState
 
@@ -103,6 +116,9 @@ log = logging.getLogger(__name__)
 # function back for everything else in the process.
 socket.inet_ntop = _socket.inet_ntop
 
+# Entries up to this size go whole in one message (see the module doc: a bigger one is
+# sent in chunks, which pysyncobj 0.3.17 can label wrongly); under raft_frames' bound.
+APPEND_ENTRIES_BATCH_BYTES = 16 * 1024 * 1024
 RAFT_MIN_TIMEOUT_S = 0.4
 RAFT_MAX_TIMEOUT_S = 1.2
 # Failures after which nothing was appended anywhere: safe to submit again.
@@ -191,6 +207,10 @@ class MetadataConsumer(SyncObjConsumer):
 
     def __init__(self, on_applied):
         self._on_applied = on_applied
+        # The image last handed to the loop: the next one shares what did not change
+        # (``image.publish``).  Set before the consumer's ``__init__``, so it
+        # stays out of pysyncobj's dumps.
+        self._published = None
         super().__init__()
         self.state = ClusterState()
 
@@ -218,7 +238,10 @@ class MetadataConsumer(SyncObjConsumer):
             except Exception as exc:  # a bug: refuse deterministically, never diverge
                 log.exception("metadata command %s%r failed", method, args)
                 outcome = ("error", "UNKNOWN_SERVER_ERROR", repr(exc))
-        self._on_applied(method, args, state.snapshot() if state.version != before else None)
+        image = None
+        if state.version != before:
+            image = self._published = publish(state, self._published)
+        self._on_applied(method, args, image)
         return outcome
 
     def _entry_position(self) -> tuple[int, int]:
@@ -233,7 +256,8 @@ class MetadataConsumer(SyncObjConsumer):
     def _deserialize(self, data):
         """A snapshot (ours at start-up, or the leader's) replaced the state."""
         super()._deserialize(data)
-        self._on_applied("snapshot", (), self.state.snapshot())
+        self._published = self.state.snapshot()  # a whole new image: no delta
+        self._on_applied("snapshot", (), self._published)
 
 
 def raft_conf(directory: str, periods: tuple[float, float],
@@ -267,7 +291,7 @@ def raft_conf(directory: str, periods: tuple[float, float],
         leaderFallbackTimeout=RAFT_MAX_TIMEOUT_S,
         connectionRetryTime=0.5, connectionTimeout=2.0,
         commandsWaitLeader=False, dynamicMembershipChange=True,
-        appendEntriesUseBatch=False,
+        appendEntriesUseBatch=False, appendEntriesBatchSizeBytes=APPEND_ENTRIES_BATCH_BYTES,
         logCompactionMinEntries=2000, logCompactionMinTime=60)
 
 

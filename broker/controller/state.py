@@ -11,6 +11,9 @@ decision is refused, never half-applied).
 
 ``version`` counts applied changes; a method that changes nothing leaves it alone,
 so listeners can skip no-op commands such as heartbeats.
+
+The Raft consumer publishes a state to the event loop as an image plus a delta
+(``image.py``); ``snapshot()`` is a private deep copy.
 """
 from __future__ import annotations
 
@@ -104,6 +107,8 @@ class ClusterState:
     """
 
     # Class defaults: states unpickled from dumps written before these existed.
+    # ``delta`` (image.MetadataDelta) is set on published images only (``image.py``).
+    delta = None
     applied_term = 0
     applied_index = 0
     scram_credentials: Mapping[str, dict] = MappingProxyType({})
@@ -129,7 +134,10 @@ class ClusterState:
         self.quorum_addresses: dict[int, str | None] = {}
 
     def snapshot(self) -> ClusterState:
-        return copy.deepcopy(self)
+        """A private deep copy, without a delta (a copy may be changed)."""
+        image = copy.deepcopy(self)
+        image.__dict__.pop("delta", None)
+        return image
 
     # -- plain dicts (the lone broker's metadata file) -----------------------------
 
