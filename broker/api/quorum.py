@@ -55,7 +55,7 @@ from protocol.raft_voter_messages import (AddRaftVoterResponse, RemoveRaftVoterR
                                           RemoveRaftVoterResponse)
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
-from ..network.kafka_client import AsyncConnection, ConnectionFailed
+from ..client.kafka_client import AsyncConnection, ConnectionFailed
 from ..security.acls import AclOperation
 from ..security.client import inter_broker_security
 

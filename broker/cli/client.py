@@ -4,7 +4,7 @@ failure turned into a message for the user.
 Used by ``raftwood topics``/``cluster``/``groups`` (CreateTopics, DeleteTopics, Metadata,
 group requests and the private status request of ``protocol/status.py``) and by
 ``raftwood dev`` (readiness probes, the live status table).  Framing, correlation ids
-and the response size cap are ``broker/network/kafka_client.py``'s; this module is the
+and the response size cap are ``broker/client/kafka_client.py``'s; this module is the
 boundary where its ConnectionFailed becomes a :class:`ClientError`.
 
 Every failure leaves as a :class:`ClientError` whose message is meant for the user;
@@ -21,7 +21,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 
 from protocol.errors import ErrorCode
 
-from ..network.kafka_client import (BadResponse, BlockingConnection, ConnectionFailed,
+from ..client.kafka_client import (BadResponse, BlockingConnection, ConnectionFailed,
                                     CorrelationMismatch)
 from ..security.client import AuthenticationRefused, ClientSecurity
 

@@ -12,7 +12,7 @@ verify`` and the pytest plugin (``broker.testing``) share.
   ``quorum_voters``), start side by side and wait until every broker is registered
   with a controller elected, kill/stop/start/restart one, stop all (controller last),
   and the cluster's own view through the private status request.
-* ``wire``: :class:`KafkaConnection`, the blocking client of ``broker.network.
+* ``wire``: :class:`KafkaConnection`, the blocking client of ``broker.client.
   kafka_client`` with one-partition conveniences, and record-batch helpers.
 
 Part of the tooling beside the server, like ``cli``, ``testing`` and ``verify``: the

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kafka.protocol.admin import CreateTopicsRequest
 
-from broker.network.kafka_client import ConnectionFailed
+from broker.client.kafka_client import ConnectionFailed
 
 from .process import (BrokerProcess, DEFAULT_STOP_TIMEOUT_S, LOCALHOST,
                       _MANAGED_SETTINGS, settings_from_kwargs)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from broker.network.kafka_client import BlockingConnection, ConnectionFailed
+from broker.client.kafka_client import BlockingConnection, ConnectionFailed
 
 DEFAULT_START_TIMEOUT_S = 20.0
 DEFAULT_STOP_TIMEOUT_S = 15.0

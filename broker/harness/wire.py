@@ -9,7 +9,7 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
-from broker.network.kafka_client import BlockingConnection
+from broker.client.kafka_client import BlockingConnection
 
 
 class KafkaConnection(BlockingConnection):
@@ -18,7 +18,7 @@ class KafkaConnection(BlockingConnection):
     ``request(msg)`` sends a kafka-python message object (its version set with
     ``Cls[v](...)`` or ``version=``) and returns the decoded response; ``send_raw``/
     ``read_frame`` move bytes for malformed-input tests.  Framing, correlation-id checks
-    and errors (ConnectionFailed, a ConnectionError) are ``broker.network.kafka_client``'s.
+    and errors (ConnectionFailed, a ConnectionError) are ``broker.client.kafka_client``'s.
     Not thread-safe; one connection per thread.
     """
 

@@ -1,5 +1,3 @@
-"""Bytes on sockets: the per-client ``Connection`` (frames in, responses out in request
-order, backpressure both ways) and the project's one Kafka client: ``client_protocol``
-(sans-IO: framing, correlation ids, the response size cap) under ``kafka_client``'s
-``AsyncConnection`` (replica fetchers talking to leaders) and ``BlockingConnection``
-(the command line, ``broker/harness``, tests)."""
+"""Bytes on sockets, incoming side: the per-client ``Connection`` (frames in, responses
+out in request order, backpressure both ways) dispatching to ``broker/api``, and the
+listeners' connection limits.  The outgoing Kafka client is ``broker/client``."""

@@ -26,7 +26,7 @@ from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeader
 
 from protocol.hot_requests import FetchRequestOut, FetchResponseIn
 
-from ..network.kafka_client import AsyncConnection, ConnectionFailed
+from ..client.kafka_client import AsyncConnection, ConnectionFailed
 
 FETCH_VERSION = 11
 EPOCH_VERSION = 3

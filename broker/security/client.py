@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from ..network.client_protocol import ConnectionFailed
+from ..client.client_protocol import ConnectionFailed
 from . import sasl, scram, tls
 
 log = logging.getLogger(__name__)

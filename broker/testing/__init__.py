@@ -74,7 +74,7 @@ error codes or byte-exact record batches that real clients hide; ``status()`` se
 private status request.  Its failures are ``ConnectionFailed`` (a ``ConnectionError``).
 
 The processes, clusters and connections are ``broker.harness``'s (shared with
-``raftwood dev`` and ``raftwood verify``) and the client is ``broker.network.
+``raftwood dev`` and ``raftwood verify``) and the client is ``broker.client.
 kafka_client``'s; this module re-exports their public names and holds only the
 fixtures.  It imports pytest lazily: ``BrokerProcess``, ``ClusterProcess`` and
 ``KafkaConnection`` also work in scripts and benchmarks without it (``with
@@ -89,7 +89,7 @@ from broker.harness import (  # noqa: F401  (re-exported: the public names of th
     DEFAULT_STOP_TIMEOUT_S, FAST_CLUSTER_SETTINGS, LOCALHOST, BrokerError, BrokerProcess,
     ClusterProcess, KafkaConnection, build_batch, free_port, free_ports, read_records,
     settings_from_kwargs)
-from broker.network.kafka_client import ConnectionFailed  # noqa: F401
+from broker.client.kafka_client import ConnectionFailed  # noqa: F401
 
 __all__ = ["BrokerError", "BrokerProcess", "ClusterProcess", "ConnectionFailed",
            "FAST_CLUSTER_SETTINGS", "KafkaConnection", "free_port", "free_ports", "build_batch",

@@ -31,7 +31,7 @@ from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersRespo
 
 from protocol.errors import ErrorCode
 
-from ..network.kafka_client import AsyncConnection, ConnectionFailed
+from ..client.kafka_client import AsyncConnection, ConnectionFailed
 from ..security.client import inter_broker_security
 
 log = logging.getLogger(__name__)

@@ -29,8 +29,8 @@ import logging
 import time
 from typing import Awaitable, Callable
 
-from ..network.client_protocol import NEED_DATA, ClientProtocol, failure_reason
-from ..network.kafka_client import READ_BYTES
+from ..client.client_protocol import NEED_DATA, ClientProtocol, failure_reason
+from ..client.kafka_client import READ_BYTES
 from .snapshot import build_snapshot, diff
 
 log = logging.getLogger(__name__)

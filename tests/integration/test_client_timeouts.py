@@ -33,7 +33,7 @@ from kafka.protocol.producer import (AddPartitionsToTxnRequest, EndTxnRequest,
 
 from broker.groups.placement import partition_for
 from broker.harness.cluster import ClusterProcess
-from broker.network.client_protocol import ConnectionFailed
+from broker.client.client_protocol import ConnectionFailed
 from broker.testing import KafkaConnection
 
 NONE = 0

@@ -135,7 +135,7 @@ def test_the_brokers_own_client_reconnects_after_an_idle_close(broker):
     """Connections the broker keeps to its peers (transaction markers, the replication
     view) idle between uses; the peer closing them after connections.max.idle.ms must
     cost a reconnect, not a failed request."""
-    from broker.network.kafka_client import AsyncConnection
+    from broker.client.kafka_client import AsyncConnection
 
     async def scenario():
         conn = AsyncConnection(broker.host, broker.port, timeout_s=WAIT_S)

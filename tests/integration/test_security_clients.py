@@ -22,7 +22,7 @@ import pytest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import SaslHandshakeRequest
 
-from broker.network.kafka_client import BlockingConnection, ConnectionFailed
+from broker.client.kafka_client import BlockingConnection, ConnectionFailed
 from broker.security import scram, tls
 from broker.security.client import ClientSecurity
 from broker.testing import BrokerProcess, free_port

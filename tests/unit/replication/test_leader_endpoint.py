@@ -15,7 +15,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse, OffsetForLeader
 
 from protocol.hot_requests import FetchResponseIn
 
-from broker.network.kafka_client import ConnectionFailed
+from broker.client.kafka_client import ConnectionFailed
 from broker.replication.leader_endpoint import (
     EpochEndOffset, EpochQuery, FetchedData, FetchSettings, KafkaLeaderEndpoint,
     LeaderUnavailable, PartitionFetch, SessionFetch,

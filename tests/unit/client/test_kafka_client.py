@@ -1,4 +1,4 @@
-"""The one Kafka client (broker/network/client_protocol.py, kafka_client.py): a response
+"""The one Kafka client (broker/client/client_protocol.py, kafka_client.py): a response
 is accepted only whole, within the size cap, and for the request it answers.
 
 The sans-IO core is fed responses whole, one byte at a time, and with the next one's
@@ -15,10 +15,10 @@ import threading
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from broker.network.client_protocol import (
+from broker.client.client_protocol import (
     MIN_RESPONSE_BYTES, NEED_DATA, BadResponse, ClientProtocol, ConnectionFailed,
     CorrelationMismatch, ResponseReader)
-from broker.network.kafka_client import AsyncConnection, BlockingConnection
+from broker.client.kafka_client import AsyncConnection, BlockingConnection
 from protocol.status import encode_status_response
 
 
