@@ -18,9 +18,9 @@ from typing import Any, Callable, Mapping
 from storage.config import LogConfig
 
 from .network import limits as connection_limits
-from .replication.throttle import THROTTLED_REPLICAS_CONFIGS
 from .security import listeners as listener_settings
 from .security import authorizer, sasl, tls
+from .topics import THROTTLED_REPLICAS_CONFIGS
 
 DAY_MS = 24 * 60 * 60 * 1000
 

@@ -21,8 +21,8 @@ from protocol.errors import ErrorCode
 from storage.config import LogConfig
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
-from ..replication.throttle import THROTTLED_REPLICAS_CONFIGS
 from ..security.acls import AclOperation, ResourceType
+from ..topics import THROTTLED_REPLICAS_CONFIGS
 
 TOPIC = 2
 BROKER = 4

@@ -37,7 +37,7 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, DescribeCo
 
 from protocol.errors import ErrorCode
 
-from ..replication.throttle import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
+from ..topics import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 
 from .admin import _client_options, _controller_connection, _metadata
 from .client import (EXIT_KAFKA_ERROR, EXIT_OK, CommandFailure, Connection, error_name,

@@ -23,11 +23,13 @@ Event-loop only; ``clock`` is monotonic seconds.
 from __future__ import annotations
 
 import functools
-import re
 import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ..topics import THROTTLED_REPLICA_ENTRY, throttled_replicas_problem
+# Until the committed replica_manager.py imports the list names from topics.py too:
+from ..topics import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS  # noqa: F401
 
 UNLIMITED = 2**63 - 1
 
@@ -65,11 +67,7 @@ class ReplicationThrottle:
 
 # -- Kafka's throttled-replica lists (topic configs) ---------------------------------------
 
-LEADER_THROTTLED_REPLICAS = "leader.replication.throttled.replicas"
-FOLLOWER_THROTTLED_REPLICAS = "follower.replication.throttled.replicas"
-THROTTLED_REPLICAS_CONFIGS = (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS)
-
-_ENTRY = re.compile(r"([0-9]+):([0-9]+)")
+# Their names and the validation of their values are topics.py's (the config layer's).
 
 
 @dataclass(frozen=True)
@@ -96,17 +94,6 @@ class ThrottledReplicas:
 NONE = ThrottledReplicas()
 
 
-def throttled_replicas_problem(name: str, value: str) -> str | None:
-    """Why ``value`` is not a throttled-replica list (Kafka's ThrottledReplicaListValidator:
-    the literal ``*``, or comma-separated ``partition:broker`` entries, blanks allowed
-    around them; an empty entry is allowed, so ``""`` means none), or None."""
-    entries = [e.strip() for e in value.split(",")]
-    if "".join(entries) == "*" or all(e == "" or _ENTRY.fullmatch(e) for e in entries):
-        return None
-    return (f"{name} must be the literal '*' or a list of replicas in the format "
-            f"[partitionId]:[brokerId],[partitionId]:[brokerId],... (got {value!r})")
-
-
 @functools.lru_cache(maxsize=1024)
 def parse_throttled_replicas(value: str | None) -> ThrottledReplicas:
     """The parsed list (cached: the fetch path asks on every follower fetch).  A value
@@ -118,5 +105,5 @@ def parse_throttled_replicas(value: str | None) -> ThrottledReplicas:
     if "".join(entries) == "*":
         return ThrottledReplicas(everything=True)
     pairs = frozenset((int(m.group(1)), int(m.group(2)))
-                      for m in map(_ENTRY.fullmatch, entries) if m)
+                      for m in map(THROTTLED_REPLICA_ENTRY.fullmatch, entries) if m)
     return ThrottledReplicas(pairs=pairs) if pairs else NONE

@@ -4,9 +4,8 @@ moving partition; follower: the replicas the move adds)."""
 from __future__ import annotations
 
 from broker.cli.reassign import throttle_lists
-from broker.replication.throttle import (
-    FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, parse_throttled_replicas,
-)
+from broker.replication.throttle import parse_throttled_replicas
+from broker.topics import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 
 
 def test_the_lists_name_the_current_replicas_and_the_added_ones_per_topic():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from broker import config as config_module
 from broker.replication.delayed import FetchPartitionStatus
 from broker.replication.replica_manager import ReplicaManager
-from broker.replication.throttle import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
+from broker.topics import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
 from tests.unit.replication.test_log_dir_offline import produce, single_broker_image
 
 

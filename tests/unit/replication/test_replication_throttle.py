@@ -35,11 +35,11 @@ def test_the_default_rate_is_unlimited():
 
 import pytest  # noqa: E402
 
-from broker.replication.throttle import (  # noqa: E402
-    FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, parse_throttled_replicas,
-    throttled_replicas_problem,
+from broker.replication.throttle import parse_throttled_replicas  # noqa: E402
+from broker.topics import (  # noqa: E402
+    FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, throttled_replicas_problem,
+    topic_config_problem,
 )
-from broker.topics import topic_config_problem  # noqa: E402
 
 
 @pytest.mark.parametrize("value", ["", "*", " * ", "0:101", "0:101,1:102", " 0:101 , 1:102 ",
