@@ -191,22 +191,24 @@ class DevCluster:
         """Wait until broker 1's cluster image shows a controller and every broker alive
         (unfenced), so clients can use the cluster once the bootstrap line is out.
 
-        Skipped (True) when the broker does not answer the status request.  False when
-        stopped by a signal; DevError when a broker exits; a warning, not an error, when
-        the deadline passes (the table then shows what is missing).
+        A status request that fails is asked again (a broker that dies while starting
+        fails it first, then exits).  False when stopped by a signal; DevError when a
+        broker exits; a warning, not an error, when the deadline passes (the table then
+        shows what is missing).
         """
         started = time.monotonic()
         deadline = started + timeout_s
         wanted = {b.node_id for b in self.layout}
         self.say(f"waiting for {len(wanted)} broker(s) to register ...", end="")
+        alive: set = set()
         while True:
             self._raise_if_one_exited()
             status = fetch_statuses([(HOST, self.layout[0].port)], STATUS_TIMEOUT_S)[0]
-            if not isinstance(status, dict):
-                self.say(" skipped (no status answer)")
-                return True
-            alive = {b.get("id") for b in status.get("brokers") or [] if not b.get("fenced")}
-            if wanted <= alive and _int_or(status.get("controller_id"), -1) >= 0:
+            if isinstance(status, dict):
+                alive = {b.get("id") for b in status.get("brokers") or []
+                         if not b.get("fenced")}
+            if isinstance(status, dict) and wanted <= alive and \
+                    _int_or(status.get("controller_id"), -1) >= 0:
                 self._raise_if_one_exited()
                 self.say(f" ready in {time.monotonic() - started:.1f} s "
                          f"(controller: broker {status['controller_id']})")
@@ -467,6 +469,16 @@ def add_command(commands) -> None:
                          metavar="SECONDS", help="for the broker to answer "
                                                  "(default %(default)g)")
     restart.set_defaults(func=run_restart)
+    for parser, prog in ((dev, "raftwood dev"), (restart, "raftwood dev restart")):
+        _errors_in_one_line(parser, prog)
+
+
+def _errors_in_one_line(parser: argparse.ArgumentParser, prog: str) -> None:
+    """A bad option of ``prog`` is one line saying what to do, not a usage block."""
+    def error(message: str):
+        parser.exit(2, f"{prog}: {message} (see {prog} --help)\n")
+
+    parser.error = error
 
 
 def run_restart(args) -> int:

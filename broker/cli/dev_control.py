@@ -84,13 +84,18 @@ def answer(data_dir, node_id: int, token: str, text: str) -> None:
 # -- the client's side --------------------------------------------------------------------
 
 def supervisor_pid(data_dir) -> int | None:
-    """The pid of the live ``dev`` supervising ``data_dir``, else None."""
+    """The pid of the live ``dev`` supervising ``data_dir``, else None (no pid file, or
+    its process is gone or, the pid reused, is no ``dev``)."""
     try:
         pid = int((control_dir(data_dir) / PID_FILE).read_text().strip())
         os.kill(pid, 0)
     except (OSError, ValueError):
         return None
-    return pid
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return pid   # no /proc to ask: trust the live pid
+    return pid if b"dev" in argv else None
 
 
 def request_restart(data_dir, node_id: int, timeout_s: float) -> int:

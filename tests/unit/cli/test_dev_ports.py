@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -78,9 +80,28 @@ def test_the_footer_names_the_keys_only_when_they_work():
     assert "keys" not in footer(3, "./data", keys_on=False)
 
 
-def test_a_restart_request_is_answered_through_the_control_files(tmp_path):
+@pytest.fixture
+def supervised(tmp_path):
+    """``tmp_path`` claimed, its pid file naming a live process whose argv has ``dev``
+    (this thread answers for it)."""
     dev_control.claim(tmp_path)
-    assert dev_control.supervisor_pid(tmp_path) == os.getpid()
+    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "dev"])
+    (dev_control.control_dir(tmp_path) / dev_control.PID_FILE).write_text(f"{stand_in.pid}\n")
+    yield tmp_path
+    stand_in.kill()
+    stand_in.wait(10)
+
+
+def test_a_pid_file_of_a_process_that_is_no_dev_names_no_supervisor(tmp_path):
+    dev_control.claim(tmp_path)             # this pytest process: alive, but not a dev
+    assert dev_control.supervisor_pid(tmp_path) is None
+    dev_control.release(tmp_path)
+    assert not (dev_control.control_dir(tmp_path) / dev_control.PID_FILE).exists()
+
+
+def test_a_restart_request_is_answered_through_the_control_files(supervised):
+    tmp_path = supervised
+    assert dev_control.supervisor_pid(tmp_path) is not None
     answered = []
 
     def supervisor():
@@ -97,12 +118,10 @@ def test_a_restart_request_is_answered_through_the_control_files(tmp_path):
     thread.join(20)
     assert answered == [2]
     assert not list(dev_control.control_dir(tmp_path).glob("restart-*")), "nothing left over"
-    dev_control.release(tmp_path)
-    assert dev_control.supervisor_pid(tmp_path) is None
 
 
-def test_a_refused_restart_raises_the_supervisors_reason(tmp_path):
-    dev_control.claim(tmp_path)
+def test_a_refused_restart_raises_the_supervisors_reason(supervised):
+    tmp_path = supervised
 
     def refuse():
         for _ in range(200):
@@ -116,9 +135,25 @@ def test_a_refused_restart_raises_the_supervisors_reason(tmp_path):
     with pytest.raises(dev_control.ControlError, match="no broker 7"):
         dev_control.request_restart(tmp_path, 7, timeout_s=20)
     thread.join(20)
-    dev_control.release(tmp_path)
 
 
 def test_without_a_supervisor_a_restart_request_fails_at_once(tmp_path):
     with pytest.raises(dev_control.ControlError, match="no raftwood dev is running"):
         dev_control.request_restart(tmp_path, 1, timeout_s=20)
+
+
+@pytest.mark.parametrize("argv, prog", [(["dev", "--brokers", "x"], "raftwood dev"),
+                                        (["dev", "restart", "x"], "raftwood dev restart")])
+def test_a_bad_dev_option_is_one_line_saying_where_help_is(argv, prog, capsys):
+    import argparse
+
+    from broker.cli import dev
+
+    parser = argparse.ArgumentParser(prog="raftwood")
+    dev.add_command(parser.add_subparsers(dest="command"))
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"{prog}: ")
+    assert f"(see {prog} --help)" in err
