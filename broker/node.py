@@ -38,6 +38,8 @@ from .security import tls
 from .security.authorizer import Authorizer, image_bindings
 from .security.sasl import SaslMechanisms, scram_lookup
 from .tasks import TaskSupervisor
+from .ui import page as replication_page
+from .ui.feed import broker_feed
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +82,9 @@ class Broker:
             producer_ids=self.producer_ids, sasl=self.sasl, transactions=self.transactions,
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
             authorizer=Authorizer(config, image_bindings(lambda: self.metadata.image)))
-        self.metrics = BrokerMetrics(self)  # its registry; served when metrics.port is set
+        # Its registry, served when metrics.port is set, with the replication view.
+        self.metrics = BrokerMetrics(self, replication_feed=lambda: broker_feed(self),
+                                     replication_page=replication_page)
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self._stopped = asyncio.Event()

@@ -6,7 +6,9 @@
     collector.py  every family, read from live state at scrape time (gauges) or from
                   the stats (counters, histograms); the names (``METRIC_NAMES``)
     endpoint.py   ``GET /metrics`` over HTTP on the broker's event loop, and the replication
-                  view (``broker/ui``: ``/replication``, ``/replication/events``)
+                  view (``/replication``, ``/replication/events``) when the node hands in
+                  ``broker/ui``'s page and feed (metrics sits below the view: it never
+                  imports it)
 
 Ownership: the Broker owns one ``BrokerMetrics``: a ``CollectorRegistry`` of its own
 (never prometheus_client's global one, so nothing of another broker, or of the library's
@@ -17,6 +19,8 @@ default: no endpoint) and stops in ``Broker.shutdown``.  The ReplicaManager owns
 ``ReplicaStats``.  Counting is always on: it costs too little to need a switch.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 from prometheus_client.registry import CollectorRegistry
 
@@ -32,7 +36,10 @@ __all__ = ["BrokerMetrics", "BrokerCollector", "LoopProbe", "METRIC_NAMES",
 class BrokerMetrics:
     """One broker's registry, request stats and endpoint. Event-loop only."""
 
-    def __init__(self, broker):
+    def __init__(self, broker, replication_feed: Callable[[], object] | None = None,
+                 replication_page: Callable[[], bytes] | None = None):
+        """``replication_feed`` makes the replication view's feed (called once, when the
+        endpoint starts); with ``replication_page`` the endpoint serves the view."""
         config = broker.config
         self.requests = RequestStats()
         self.loop = LoopProbe()
@@ -41,7 +48,8 @@ class BrokerMetrics:
         self.host = config["metrics.host"]
         self.port = config["metrics.port"]
         self.endpoint: MetricsEndpoint | None = None
-        self._broker = broker   # what the replication view (broker/ui) reads, when served
+        self._replication_feed = replication_feed
+        self._replication_page = replication_page
         self._prefix = f"[Metrics broker={config.node_id}]"
 
     async def start(self) -> None:
@@ -51,9 +59,11 @@ class BrokerMetrics:
         self.loop.start()
         if self.port <= 0 or self.endpoint is not None:
             return
-        from ..ui.feed import broker_feed
-        self.endpoint = MetricsEndpoint(self.registry, self.host, self.port, self._prefix,
-                                        replication=broker_feed(self._broker))
+        view = self._replication_feed is not None and self._replication_page is not None
+        self.endpoint = MetricsEndpoint(
+            self.registry, self.host, self.port, self._prefix,
+            replication=self._replication_feed() if view else None,
+            page=self._replication_page if view else None)
         await self.endpoint.start()
 
     async def stop(self) -> None:

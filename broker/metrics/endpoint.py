@@ -1,5 +1,6 @@
 """The broker's HTTP endpoint on ``metrics.host:metrics.port``: what Prometheus scrapes,
-and the live replication view (``broker/ui``).
+and, when the broker registers it, the live replication view (``broker/ui``: the node
+hands in its page and feed, so this module imports nothing of the view).
 
 An asyncio server on the broker's own event loop, so a request reads the broker's state
 where that state lives (no thread, nothing that could outlive the broker), and ``stop``
@@ -15,7 +16,8 @@ task, the replication feed and so every event stream.  One request per connectio
   client goes), 503 beyond; a stream whose client stops reading for ``WRITE_TIMEOUT_S``
   is dropped;
 
-the two replication routes only when the endpoint was given a feed; anything else 404.
+the two replication routes only when the endpoint was given a feed and a page; anything
+else 404.
 A request head that is malformed, larger than the stream limit or slower than
 ``READ_TIMEOUT_S`` is dropped unanswered.
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import Callable
 
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry
@@ -57,18 +60,22 @@ EVENT_STREAM = "text/event-stream; charset=utf-8"
 
 
 class MetricsEndpoint:
-    """Serves one registry and, given ``replication`` (a ``broker.ui.feed.
-    ReplicationFeed``), the replication view. Event-loop only; ``start`` once, ``stop``
+    """Serves one registry and, given ``replication`` (a feed: ``subscribe()``,
+    ``stop()``, ``stopped``, as ``broker.ui.feed.ReplicationFeed``) and ``page`` (the
+    view's HTML bytes), the replication view. Event-loop only; ``start`` once, ``stop``
     any number of times."""
 
     def __init__(self, registry: CollectorRegistry, host: str, port: int,
                  prefix: str = "[Metrics]", replication=None,
+                 page: Callable[[], bytes] | None = None,
                  max_event_streams: int = MAX_EVENT_STREAMS,
                  max_connections: int = MAX_CONNECTIONS):
         self.registry = registry
         self.host = host
         self.port = port
-        self.replication = replication
+        # Both or neither: a stream without its page (or the reverse) is not a view.
+        self.replication = replication if page is not None else None
+        self._page = page
         self.max_event_streams = max_event_streams
         self.max_connections = max_connections
         self.refused_connections = 0  # answered 503 at once: every slot was taken
@@ -150,8 +157,7 @@ class MetricsEndpoint:
                 log.exception("%s collecting metrics failed", self._prefix)
                 return "500 Internal Server Error", b"collecting metrics failed\n", TEXT
         if self.replication is not None and method in ("GET", "HEAD") and path == PAGE_PATH:
-            from ..ui import page
-            return "200 OK", page(), HTML
+            return "200 OK", self._page(), HTML
         served = f"{PATH}, {PAGE_PATH}" if self.replication is not None else PATH
         return "404 Not Found", f"only {served} is served here\n".encode(), TEXT
 

@@ -17,7 +17,8 @@ Where the work is done: the cluster-wide picture is assembled on the broker serv
 page (so a browser needs one URL, and no cross-origin requests), and events are derived
 there too (so they are unit-tested in Python and identical for every viewer); the page
 only keeps history and draws.  ``broker/metrics/endpoint.py`` serves the page and the
-stream.
+stream; ``broker/node.py`` hands both to it (the view sits above metrics, which never
+imports it).
 """
 from __future__ import annotations
 

@@ -340,7 +340,7 @@ def test_endpoint_serves_the_page_and_streams_snapshots_to_a_bounded_number_of_r
 
         feed = ReplicationFeed(collect, interval_s=0.02)
         endpoint = MetricsEndpoint(CollectorRegistry(auto_describe=False), "127.0.0.1", 0,
-                                   replication=feed, max_event_streams=2)
+                                   replication=feed, page=page, max_event_streams=2)
         await endpoint.start()
         port = endpoint.bound_port
         head, body = await http(port, b"GET /replication HTTP/1.1\r\n\r\n")
