@@ -105,7 +105,7 @@ from pysyncobj.transport import TCPTransport
 
 from . import raft_codec, raft_frames
 from .commands import decode
-from .image import publish
+from .image import publish, touched
 from .raft_transport import install_incoming_guard, install_message_guard
 from .state import ApplyError, ClusterState
 
@@ -224,6 +224,7 @@ class MetadataConsumer(SyncObjConsumer):
         none diverges)."""
         state = self.state
         before = state.version
+        changed = None  # what the command may have changed (image.touched); None: anything
         term, index = self._entry_position()
         state.applied_term, state.applied_index = term, index
         if controller_term is not None and controller_term != term:
@@ -232,7 +233,9 @@ class MetadataConsumer(SyncObjConsumer):
                        f"but committed in term {term}")
         else:
             try:
-                outcome = ("ok", decode(method, args).apply(state))
+                command = decode(method, args)
+                outcome = ("ok", command.apply(state))
+                changed = touched(command)
             except ApplyError as exc:
                 outcome = ("error", exc.code, str(exc))
             except Exception as exc:  # a bug: refuse deterministically, never diverge
@@ -240,7 +243,7 @@ class MetadataConsumer(SyncObjConsumer):
                 outcome = ("error", "UNKNOWN_SERVER_ERROR", repr(exc))
         image = None
         if state.version != before:
-            image = self._published = publish(state, self._published)
+            image = self._published = publish(state, self._published, changed)
         self._on_applied(method, args, image)
         return outcome
 
