@@ -45,6 +45,8 @@ class BrokerLifecycle:
         self._new_partitions = asyncio.Event()
         self._partition_counts: dict[str, int] = {}
         self.metadata.add_listener(self._on_image)
+        if replica_manager is not None:  # logs opened after their image: report them too
+            replica_manager.applier.add_caught_up_listener(lambda _: self._new_partitions.set())
 
     def _on_image(self, image) -> None:
         """Listener: wake the heartbeat loop when a topic appeared or grew."""
@@ -101,7 +103,7 @@ class BrokerLifecycle:
             return await self.metadata.heartbeat(
                 self.node_id, self.broker_epoch, self.config["unclean.leader.election.enable"],
                 self.replica_manager.log_end_offsets(), timeout_s=self.interval_s * 2,
-                metadata_position=self.metadata.image.position())
+                metadata_position=self.replica_manager.applied_position)
         except (MetadataUnavailable, ApplyError) as exc:
             log.info("[Broker %d] heartbeat not applied: %s", self.node_id, exc)
             return True

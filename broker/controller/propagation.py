@@ -7,14 +7,15 @@ UNKNOWN_TOPIC_OR_PARTITION from the brokers that had not applied them yet).
 
 The design, the simplest correct one found: every broker heartbeat carries the
 position (``ClusterState.position()``: Raft term, index, version) of the newest image
-its sender has applied — and, since the replica manager applies an image inside the
-store's listener call, acted on: its logs are open and its leaderships taken.
+its sender has acted on: its logs are open and its leaderships taken (the replica
+manager's ``applied_position``; a large creation opens its logs in slices after the
+image arrived, and is reported once the last one is open).
 Heartbeats are Raft entries, so *every* broker applies every other broker's reports
 in log order and any broker (not only the controller) can wait: the broker that
 handled the request waits until each live broker other than itself (registered,
 unfenced, in its own newest image) has reported a position at least as new as the
-image its change produced.  A broker's own image already has the change when the
-metadata write returns.
+image its change produced, and until its own replica manager has acted on it
+(``follow_local``; usually done when the metadata write returns).
 
 Why it is correct: all brokers apply the same log, and an image's position is the
 position of the last command that changed it, so a broker whose image is at or past
@@ -52,10 +53,17 @@ class MetadataPropagation:
     def __init__(self, store):
         self._store = store
         self.reported: dict[int, Position] = {}
+        self._local = None  # this broker's image applier (``follow_local``)
         self._purgatory = Purgatory("metadata-propagation")
         if hasattr(store, "add_membership_observer"):
             store.add_membership_observer(self._on_membership)
             store.add_listener(self._on_image)
+
+    def follow_local(self, applier) -> None:
+        """Count this broker's own ``applier.applied_position`` (its replica manager's
+        ImageApplier) as its report, re-checking the waits each time it moves."""
+        self._local = applier
+        applier.add_caught_up_listener(lambda _position: self._trigger())
 
     def _on_membership(self, command) -> None:
         """Trigger: a heartbeat reports a position; a registration starts a new
@@ -75,15 +83,20 @@ class MetadataPropagation:
             self._purgatory.check_and_complete(_KEY)
 
     def lagging(self, position: Position, node_id: int) -> list[int]:
-        """Live brokers other than ``node_id`` not known to have applied ``position``."""
+        """Live brokers other than ``node_id`` not known to have applied ``position``,
+        and ``node_id`` itself while its own replica manager has not (``follow_local``)."""
         position = tuple(position)
-        return [b for b in self._store.image.live_brokers()
-                if b != node_id and self.reported.get(b, ()) < position]
+        lagging = [b for b in self._store.image.live_brokers()
+                   if b != node_id and self.reported.get(b, ()) < position]
+        if self._local is not None and tuple(self._local.applied_position) < position:
+            lagging.append(node_id)
+        return lagging
 
     async def wait_until_known(self, position: Position, node_id: int,
                                timeout_s: float) -> list[int]:
-        """Wait until every live broker but ``node_id`` has applied ``position``, for at
-        most ``timeout_s``; returns the brokers still lagging (empty: all know it)."""
+        """Wait until every live broker has applied ``position`` (``node_id``, this
+        broker, as ``lagging`` says), for at most ``timeout_s``; returns the brokers
+        still lagging (empty: all know it)."""
         future = asyncio.get_running_loop().create_future()
 
         def respond(lagging: list[int]) -> None:

@@ -3,6 +3,9 @@
 Handlers translate messages into calls here; they never touch files.  This module
 owns the purgatories and fires their triggers: an append may move the high watermark
 (single-replica ISR), which completes waiting acks=all produces and consumer fetches.
+Its collaborators, one job each: ``image_applier.py`` turns metadata images into
+hosted partitions (opening, leading, following, removing), ``alter_partition.py``
+proposes ISR changes to the controller, ``topic_configs.py`` reads topic configs.
 
 Storage faults (Kafka's KIP-112): a disk failure on any partition (an OSError on
 append, roll, index or checkpoint write, flush, read) is answered with
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -24,29 +26,27 @@ from typing import Callable
 from protocol.errors import ErrorCode, RecordError
 from protocol.record_filter import RecordFilterError, decode_records
 from protocol.records import validate_produce_records
-from storage.config import LogConfig
-from storage.errors import CorruptLog, InvalidAppend, StorageError, StorageIOError
-from storage.log import PartitionLog
+from storage.errors import InvalidAppend, StorageError
 
 from ..config import RACK_AWARE_SELECTOR, BrokerConfig
-from ..controller.state import ClusterState, TopicInfo
-from ..controller.metadata_client import ApplyError, MetadataClient, MetadataUnavailable
+from ..controller.state import ClusterState
+from ..controller.metadata_client import MetadataClient
+from .alter_partition import AlterPartitionManager
 from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
                       ProducePartitionStatus)
 from .fetcher import ReplicaFetcherManager
+from .image_applier import ImageApplier
 from .log_cleaner import LogCleanerManager
 from .origin import AppendOrigin
-from .partition import READ_UNCOMMITTED, Partition, PartitionError, PartitionSettings, \
-    PendingIsrChange
+from .partition import READ_UNCOMMITTED, Partition, PartitionError
 from ..metrics.stats import ReplicaStats
-from ..topics import is_internal, topic_config_problem
+from ..topics import is_internal
 from .purgatory import Purgatory
 from .replica_selector import preferred_read_replica
-from .throttle import (
-    FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationThrottle,
-    ThrottledReplicas, parse_throttled_replicas,
-)
+from .throttle import ReplicationThrottle
+from .throttle_lists import ThrottleLists
 from ..tasks import StopCallback, TaskSupervisor
+from .topic_configs import TopicConfigs
 
 log = logging.getLogger(__name__)
 
@@ -102,13 +102,23 @@ class ReplicaManager:
         self.rack_aware_reads = config["replica.selector.class"] == RACK_AWARE_SELECTOR
         self.throttle = ReplicationThrottle(config["leader.replication.throttled.rate"])
         self.fetchers.throttle = ReplicationThrottle(config["follower.replication.throttled.rate"])
+        self.throttle_lists = ThrottleLists(self.node_id, lambda: self.image)
+        self.leader_throttles = self.throttle_lists.leader_throttles
+        self.follower_throttles = self.throttle_lists.follower_throttles
         self.fetchers.follower_throttles = self.follower_throttles
         self._leadership_listeners: list = []
         self.lag_time_max_ms = config["replica.lag.time.max.ms"]
+        self.topic_configs = TopicConfigs(config)
         self.cleaner = LogCleanerManager(self, config)
         # This process's registration id (BrokerLifecycle's), set by the Broker; None
         # (tests driving a ReplicaManager alone) applies every image.
         self.incarnation: str | None = None
+        self.applier = ImageApplier(self)
+        self.alter_partition = AlterPartitionManager(
+            self.node_id, self.lag_time_max_ms, self.tasks, self.stats,
+            lambda: self.metadata, lambda: self.image, self.on_isr_changed)
+        if self.metadata is not None:  # a CreateTopics answer waits for our logs too
+            self.metadata.propagation.follow_local(self.applier)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -166,7 +176,7 @@ class ReplicaManager:
 
     # -- storage failures (KIP-112) ------------------------------------------------------
 
-    def _on_storage_failure(self, partition: Partition, what: str, exc: Exception) -> None:
+    def on_storage_failure(self, partition: Partition, what: str, exc: Exception) -> None:
         """Partition listener: a disk failure on ``partition`` takes the directory offline."""
         self.take_log_dir_offline(f"{what} on {partition.name}: {exc}")
 
@@ -183,19 +193,16 @@ class ReplicaManager:
         for partition in list(self.partitions.values()):
             partition.take_offline()
             self.fetchers.unfollow(partition.key)
-            self._leadership_changed(partition)  # answers waiting produces and fetches
+            self.leadership_changed(partition)  # answers waiting produces and fetches
         self.tasks.fatal(f"log directory {self.log_dir} is offline ({reason}); it is this "
                          f"broker's only log directory")
 
     # -- metadata image -> partitions ----------------------------------------------
 
     def apply_image(self, image: ClusterState) -> None:
-        """Listener: make the hosted partitions match the metadata image.
-
-        For each partition with a replica here: open its log if new, follow config
-        changes, and become leader or follower when the image's leader or leader epoch
-        differs from ours (or take the new ISR when only that changed).  Partitions of
-        deleted topics are closed and their logs removed.
+        """Listener: make the hosted partitions match the metadata image (the
+        ImageApplier acts on what changed; new logs open in slices after this returns
+        when there are many).
 
         Images that do not show this process registered (its incarnation) are not acted
         on: the Raft journal replayed at start-up publishes every historical image, and
@@ -210,50 +217,13 @@ class ReplicaManager:
             me = image.brokers.get(self.node_id)
             if me is None or me.incarnation != self.incarnation:
                 return
-        wanted = set()
-        for topic, index, info in image.partitions():
-            if self.node_id not in info.replicas:
-                continue
-            wanted.add((topic.name, index))
-            partition = self.partitions.get((topic.name, index))
-            if partition is None:
-                if self.log_dir_failure is not None:
-                    continue  # no log is opened in an offline directory
-                partition = self._open_partition(topic, index)
-                if partition is None:
-                    continue
-            elif partition.offline:
-                continue
-            else:
-                self._follow_configs(partition, topic)
-            try:
-                self._apply_partition_state(partition, info)
-            except StorageError as exc:  # disk failures were reported: the dir is offline
-                log.error("%s %s: could not take its new state: %s", self._prefix,
-                          partition.name, exc)
-        for key in [k for k in self.partitions if k not in wanted]:
-            self._remove_partition(key)
+        self.applier.apply(image)
 
-    def _apply_partition_state(self, partition: Partition, info) -> None:
-        partition.update_replicas(info.replicas, info.adding_replicas)
-        if info.leader == self.node_id:
-            if not partition.is_leader or partition.leader_epoch != info.leader_epoch:
-                self.fetchers.unfollow(partition.key)
-                partition.make_leader(info.leader_epoch, info.partition_epoch,
-                                      info.replicas, info.isr)
-                self._leadership_changed(partition)
-            elif partition.partition_epoch != info.partition_epoch:
-                self.stats.isr_changed(partition.isr, info.isr)
-                partition.update_isr_from_metadata(info.isr, info.partition_epoch)
-                self.on_isr_changed(partition)
-        elif partition.leader_id != info.leader or partition.leader_epoch != info.leader_epoch \
-                or partition.is_leader:
-            partition.make_follower(info.leader, info.leader_epoch, info.partition_epoch,
-                                    info.replicas, info.isr)
-            self._leadership_changed(partition)
-            self.fetchers.follow(partition)
-        else:
-            partition.update_isr_from_metadata(info.isr, info.partition_epoch)
+    @property
+    def applied_position(self) -> tuple:
+        """The position of the newest image this broker has fully acted on: every log
+        it names open, every leadership taken (what heartbeats report)."""
+        return self.applier.applied_position
 
     def add_leadership_listener(self, listener) -> None:
         """``listener(partition)`` after this broker became leader or follower of a
@@ -261,7 +231,7 @@ class ReplicaManager:
         coordinators that keep state per partition (consumer groups)."""
         self._leadership_listeners.append(listener)
 
-    def _leadership_changed(self, partition: Partition) -> None:
+    def leadership_changed(self, partition: Partition) -> None:
         """Waiting produces and fetches on this partition must hear about it now."""
         self.produce_purgatory.check_and_complete(partition.key)
         self.fetch_purgatory.complete_all(partition.key)
@@ -271,45 +241,6 @@ class ReplicaManager:
                 listener(partition)
             except Exception:
                 log.exception("leadership listener failed for %s", partition.name)
-
-    def _open_partition(self, topic: TopicInfo, index: int) -> Partition | None:
-        """Open (and recover) the partition's log; None when the disk failed doing so (the
-        log directory is then offline)."""
-        directory = os.path.join(self.log_dir, f"{topic.name}-{index}")
-        partition_log = None
-        try:
-            partition_log = PartitionLog.open(directory, self.log_config(topic))
-            partition = Partition(topic.name, index, topic.topic_id, partition_log,
-                                  self.node_id, self.partition_settings(topic),
-                                  storage_failure_listener=self._on_storage_failure)
-        except (StorageIOError, CorruptLog) as exc:
-            if partition_log is not None:
-                partition_log.close_handlers()
-            self.take_log_dir_offline(f"opening {topic.name}-{index}: {exc}")
-            return None
-        self.partitions[partition.key] = partition
-        return partition
-
-    def _follow_configs(self, partition: Partition, topic: TopicInfo) -> None:
-        settings = self.partition_settings(topic)
-        if settings != partition.settings:
-            partition.settings = settings
-        log_config = self.log_config(topic)
-        if log_config != partition.log.config:
-            partition.log.update_config(log_config)
-
-    def _remove_partition(self, key: Key) -> None:
-        partition = self.partitions.pop(key)
-        partition.leader_id = -1
-        self._leadership_changed(partition)
-        self.fetchers.unfollow(key)
-        self.produce_purgatory.complete_all(key)
-        self.fetch_purgatory.complete_all(key)
-        if partition.offline:  # nothing is written (or removed) in an offline directory
-            log.info("%s forgot offline partition %s-%d; its files stay", self._prefix, *key)
-            return
-        partition.log.delete()
-        log.info("%s removed partition %s-%d and its log", self._prefix, *key)
 
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
         """The broker's endpoint on the inter-broker listener (what fetchers dial)."""
@@ -332,131 +263,26 @@ class ReplicaManager:
                                                    status.log_start_offset):
                 continue
             self.delete_records_purgatory.check_and_complete(partition.key)
-            if self.metadata is not None and self._isr_eligible(replica_id):
-                change = partition.maybe_expand_isr(replica_id)
-                if change is not None:
-                    self._propose_isr(partition, change)
+            self.alter_partition.maybe_expand(partition, replica_id)
             if partition.maybe_increment_high_watermark():
                 self.on_high_watermark_moved(partition)
-
-    def _isr_eligible(self, replica_id: int) -> bool:
-        """Kafka's isReplicaIsrEligible: a fenced broker may fetch (it is catching up, or
-        has not heard of its fencing yet) but is not proposed for the ISR — the controller
-        would refuse it (INELIGIBLE_REPLICA), at every fetch, until its heartbeat unfences
-        it."""
-        info = self.image.brokers.get(replica_id)
-        return info is None or not info.fenced
 
     def on_high_watermark_moved(self, partition: Partition) -> None:
         self.produce_purgatory.check_and_complete(partition.key)
         self.fetch_purgatory.check_and_complete(partition.key)
 
-    def _propose_isr(self, partition: Partition, change: PendingIsrChange) -> None:
-        """Send ``change`` (the partition's pending ISR state) to the controller in the
-        background; the partition holds at most one at a time."""
-        self.tasks.spawn(f"alter-partition {partition.name}",
-                         self._alter_partition(partition, change))
-
-    async def _alter_partition(self, partition: Partition, change: PendingIsrChange) -> None:
-        """Submit ``change`` and report the outcome to the partition.  The committed ISR
-        usually arrives first, in the metadata image (``_apply_partition_state``)."""
-        new_isr = sorted(change.proposed_isr)
-        try:
-            partition_epoch = await self._submit_alter_partition(partition, change)
-        except (ApplyError, MetadataUnavailable) as exc:
-            log.info("[Partition %s broker=%d] ISR change to %s not applied: %s",
-                     partition.name, self.node_id, new_isr, exc)
-            partition.on_isr_change_failed(change)
-            return
-        except BaseException:  # cancelled (shutdown) or a bug: never leave it in flight
-            partition.on_isr_change_failed(change)
-            raise
-        log.info("[Partition %s broker=%d] ISR change to %s committed", partition.name,
-                 self.node_id, new_isr)
-        if partition.on_isr_change_committed(change, partition_epoch):
-            self.stats.isr_changed(change.isr, change.proposed_isr)
-            self.on_isr_changed(partition)
-
-    async def _submit_alter_partition(self, partition: Partition,
-                                      change: PendingIsrChange) -> int:
-        """The one AlterPartition call site: returns the new partition epoch; raises
-        ApplyError (refused) or MetadataUnavailable (outcome unknown)."""
-        epochs = (change.leader_epoch, change.partition_epoch)
-        new_isr = list(change.proposed_isr)
-        return await self.metadata.alter_partition(partition.topic, partition.index,
-                                                   self.node_id, epochs[0], epochs[1],
-                                                   sorted(new_isr))
-
     def _shrink_isr_once(self) -> None:
-        """Propose removing ISR followers that have not caught up within the lag time
-        (the partition decides, ``maybe_shrink_isr``; one change in flight at a time)."""
-        if self.metadata is None:
-            return
-        now_ms = int(time.time() * 1000)
-        for partition in list(self.partitions.values()):
-            change = partition.maybe_shrink_isr(now_ms, self.lag_time_max_ms)
-            if change is not None:
-                self._propose_isr(partition, change)
+        """Propose removing ISR followers that have not caught up within the lag time."""
+        self.alter_partition.shrink_once(self.partitions.values())
 
     def log_end_offsets(self) -> dict[str, int]:
         """"topic:partition" → LEO of every online replica (the controller's hints)."""
         return {f"{t}:{p}": partition.log_end_offset
                 for (t, p), partition in self.partitions.items() if not partition.offline}
 
-    # -- topic configs ---------------------------------------------------------------
-
-    def _topic_props(self, topic_configs: dict[str, str]) -> dict[str, str]:
-        props = self.config.topic_defaults()
-        props.update(topic_configs)
-        return props
-
-    def log_config(self, topic: TopicInfo) -> LogConfig:
-        return LogConfig.from_properties(self._topic_props(topic.configs))
-
-    def partition_settings(self, topic: TopicInfo) -> PartitionSettings:
-        props = self._topic_props(topic.configs)
-        return PartitionSettings(
-            min_insync_replicas=int(props["min.insync.replicas"]),
-            unclean_leader_election=props["unclean.leader.election.enable"] == "true")
-
     def validate_topic_configs(self, configs: dict[str, str]) -> None:
         """Raise ValueError naming the bad key if ``configs`` would not parse."""
-        problem = topic_config_problem(configs)
-        if problem:
-            raise ValueError(problem)
-        props = self._topic_props(configs)
-        if LogConfig.from_properties(props).compact and not self.config["log.cleaner.enable"]:
-            raise ValueError("cleanup.policy=compact needs the log cleaner, and this broker "
-                             "runs with log.cleaner.enable=false")
-        if int(props["min.insync.replicas"]) < 1:
-            raise ValueError("min.insync.replicas must be at least 1")
-
-    # -- replication throttles (throttle.py) -----------------------------------------
-
-    def throttled_replicas(self, topic: str, name: str) -> ThrottledReplicas:
-        """The topic's ``name`` list (leader or follower) as the current image has it."""
-        info = self.image.topics.get(topic)
-        return parse_throttled_replicas(info.configs.get(name) if info is not None else None)
-
-    def leader_throttles(self, partition: Partition, replica_id: int) -> bool:
-        """Whether what this leader sends to follower ``replica_id`` counts against
-        ``leader.replication.throttled.rate``.  Kafka's rule: the topic's leader list
-        names this partition on this broker (``p:us`` or ``*``) and the follower is out
-        of the ISR.  Raftwood's own, on top: a replica joining the partition (an adding
-        replica of a reassignment, or one the leader's image does not list yet) is
-        throttled without any list, as it was before the lists were served."""
-        if replica_id in partition.adding_replicas or replica_id not in partition.replicas:
-            return True
-        return replica_id not in partition.isr and self.throttled_replicas(
-            partition.topic, LEADER_THROTTLED_REPLICAS).throttles(partition.index, self.node_id)
-
-    def follower_throttles(self, partition: Partition) -> bool:
-        """Whether this follower's fetches of ``partition`` count against
-        ``follower.replication.throttled.rate``: the topic's follower list names it on
-        this broker (``p:us`` or ``*``).  The fetcher applies it only while the replica
-        is behind the leader (Kafka's isReplicaInSync)."""
-        return self.throttled_replicas(partition.topic, FOLLOWER_THROTTLED_REPLICAS).throttles(
-            partition.index, self.node_id)
+        self.topic_configs.validate(configs)
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))

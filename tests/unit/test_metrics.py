@@ -208,8 +208,8 @@ def test_a_committed_alter_partition_counts_once_whichever_news_comes_first(brok
         return partition.partition_epoch + 1
 
     rm.metadata = SimpleNamespace()  # present: ISR changes are proposed
-    rm._submit_alter_partition = committed
-    asyncio.run(rm._alter_partition(partition, change))
+    rm.alter_partition.submit = committed
+    asyncio.run(rm.alter_partition.alter(partition, change))
     assert partition.isr == [1]
     rm.apply_image(with_isr(broker.metadata.image, [1]))  # the same change, later
     assert (rm.stats.isr_shrinks, rm.stats.isr_expands) == (1, 0)
