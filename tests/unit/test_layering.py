@@ -14,6 +14,12 @@
     the server (every broker module but cli/, harness/, testing/, verify/) never imports
     the command line, the process and cluster harness, the test plugin or verify
     harness/ (shared by cli/, testing/ and verify/) imports none of those three
+    inside broker/, floors (FLOORS, lowest first): a module imports only its own floor or
+               lower ones; UPWARD_ALLOWED names the arrows still to remove, each with
+               its reason, and fails once one is gone (so the list only shrinks)
+    no circles: no two modules import each other, directly or round a loop (imports
+               under ``if TYPE_CHECKING:`` aside: they never run); CIRCLES_ALLOWED
+               likewise
 
 Every ``.py`` under the three packages is parsed with ``ast`` (never imported), so the
 check works on half-written packages and sees imports inside functions as well.
@@ -41,6 +47,39 @@ METADATA_CLIENT = "broker.controller.metadata_client"
 # The coordinator core and the coordinators on it: the handlers call them, never the reverse.
 COORDINATORS = ("broker.coordinator", "broker.groups", "broker.transactions")
 
+# The floors of broker/, lowest first.  An entry is a folder or a module; a module's floor
+# is that of the longest entry containing it, so a leaf may sit below its folder.
+FLOORS = (
+    # leaves: background tasks, log lines, topic names and topic config names, the
+    # counters the hot paths update; network.limits: Kafka's connection-limit settings
+    # (config.py reads them; the connection, on the network floor, counts with them)
+    ("broker.tasks", "broker.logs", "broker.topics", "broker.metrics", "broker.network.limits"),
+    ("broker.client",),            # the outgoing Kafka client
+    ("broker.security",),
+    ("broker.config",),
+    ("broker.controller",),        # the metadata, Raft, the metadata client
+    ("broker.replication",),
+    ("broker.coordinator",),
+    ("broker.groups", "broker.transactions"),
+    ("broker.api",),               # the request handlers
+    ("broker.network", "broker.ui"),   # the server connection dispatching to api/; the view
+    ("broker.node", "broker.config_doc"),
+    ("broker.harness",),
+    ("broker.cli", "broker.testing", "broker.verify"),
+)
+# Arrows up the floors not yet removed: (importing module, imported module) -> why.
+UPWARD_ALLOWED = {
+    ("broker.controller.propagation", "broker.replication.purgatory"):
+        "next step: the purgatory moves below controller/ (propagation.py is being changed)",
+}
+# Circles not yet broken, each a set of modules -> why.
+CIRCLES_ALLOWED = {
+    frozenset({"broker.controller.elections", "broker.controller.state"}):
+        "next step: Election and NO_LEADER move out of state.py, which calls elect_leaders",
+    frozenset({"broker.cli.dev", "broker.cli.dev_console"}):
+        "next step: DevError moves out of cli/dev.py, which dev_console.py reports",
+}
+
 
 def within(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
@@ -55,16 +94,22 @@ def module_name(path: Path) -> tuple[str, bool]:
     return ".".join(parts), is_package
 
 
-def imported_names(source: str, module: str, is_package: bool = False) -> list[tuple[int, str]]:
+def imported_names(source: str, module: str, is_package: bool = False,
+                   runtime_only: bool = False) -> list[tuple[int, str]]:
     """(line, dotted name) of everything ``source`` imports, relative imports resolved.
 
     ``from a.b import c`` yields ``a.b.c`` (c may be a module or a name; prefix rules treat
     both alike).  ``importlib.import_module("x")`` and ``__import__("x")`` with a literal
-    argument count too.
+    argument count too.  ``runtime_only`` leaves out what ``if TYPE_CHECKING:`` guards.
     """
     package = module.split(".") if is_package else module.split(".")[:-1]
+    tree = ast.parse(source)
+    if runtime_only:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and _is_type_checking(node.test):
+                node.body = []
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -121,6 +166,39 @@ def violation(module: str, imported: str) -> str | None:
     return None
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") \
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def floor_of(name: str) -> tuple[int, str] | None:
+    """(floor, entry) of a dotted broker name: the longest FLOORS entry containing it."""
+    best = None
+    for floor, entries in enumerate(FLOORS):
+        for entry in entries:
+            if within(name, entry) and (best is None or len(entry) > len(best[1])):
+                best = (floor, entry)
+    return best
+
+
+def floor_violation(module: str, imported: str) -> str | None:
+    """Why ``module`` may not import ``imported`` by the floors of broker/, or None."""
+    if not (within(module, "broker") and within(imported, "broker")):
+        return None
+    if module == "broker" or imported == "broker":
+        return None  # the package's own __init__ (empty)
+    own, target = floor_of(module), floor_of(imported)
+    if own is None or target is None:
+        return f"{module if own is None else imported} has no floor in FLOORS"
+    if target[0] > own[0]:
+        return f"an import up the floors: {own[1]} sits below {target[1]}"
+    return None
+
+
+def allowed_upward(module: str, imported: str) -> bool:
+    return any(module == m and within(imported, t) for m, t in UPWARD_ALLOWED)
+
+
 def package_files(package: str) -> list[Path]:
     directory = ROOT / package
     if not directory.is_dir():
@@ -140,9 +218,81 @@ def violations_in(packages=PACKAGES) -> list[str]:
                 continue
             for line, imported in imports:
                 reason = violation(module, imported)
+                if reason is None and not allowed_upward(module, imported):
+                    reason = floor_violation(module, imported)
                 if reason:
                     problems.append(f"{path.relative_to(ROOT)}:{line} imports {imported}: {reason}")
     return problems
+
+
+def module_graph(packages=PACKAGES, runtime_only: bool = False) -> dict[str, dict[str, int]]:
+    """module -> {imported module: line} over the project's own modules; a name that is
+    not a module counts as its longest module prefix; a package importing its own
+    submodules is left out (Python runs the package first: no circle)."""
+    sources = {}
+    for package in packages:
+        for path in package_files(package):
+            module, is_package = module_name(path)
+            sources[module] = (path, is_package)
+    graph: dict[str, dict[str, int]] = {}
+    for module, (path, is_package) in sources.items():
+        edges = graph.setdefault(module, {})
+        names = imported_names(path.read_text(encoding="utf-8"), module, is_package,
+                               runtime_only=runtime_only)
+        for line, name in names:
+            target = _longest_module(name, sources)
+            if target and target != module and not (is_package and within(target, module)):
+                edges.setdefault(target, line)
+    return graph
+
+
+def _longest_module(name: str, modules) -> str | None:
+    parts = name.split(".")
+    while parts and ".".join(parts) not in modules:
+        parts.pop()
+    return ".".join(parts) or None
+
+
+def circles(graph: dict[str, dict[str, int]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(graph.get(target, ()))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(frozenset(component))
+    return found
 
 
 # --------------------------------------------------------------------------- the real tree
@@ -155,6 +305,31 @@ def test_protocol_package_exists_so_the_layering_check_is_not_vacuous():
 def test_package_imports_point_one_way(package):
     problems = violations_in([package])
     assert not problems, "\n".join(problems)
+
+
+def test_every_broker_module_has_a_floor():
+    unplaced = [name for name in module_graph(["broker"]) if name != "broker"
+                and floor_of(name) is None]
+    assert not unplaced, f"add these to FLOORS: {unplaced}"
+
+
+def test_every_allowed_upward_arrow_is_still_an_import_up_the_floors():
+    """The allow-list only shrinks: an entry whose import is gone fails here."""
+    graph = module_graph(["broker"])
+    for (module, target), reason in UPWARD_ALLOWED.items():
+        assert reason.strip(), (module, target)
+        assert any(within(t, target) for t in graph.get(module, {})), \
+            f"{module} no longer imports {target}: drop it from UPWARD_ALLOWED"
+        assert floor_violation(module, target), f"{module} -> {target} is not upward"
+
+
+def test_no_circles_but_the_allowed_ones():
+    found = circles(module_graph(runtime_only=True))
+    new = [sorted(c) for c in found if c not in CIRCLES_ALLOWED]
+    assert not new, f"modules importing each other: {new}"
+    gone = [sorted(c) for c in CIRCLES_ALLOWED if c not in found]
+    assert not gone, f"no longer circles, drop them from CIRCLES_ALLOWED: {gone}"
+    assert all(reason.strip() for reason in CIRCLES_ALLOWED.values())
 
 
 # --------------------------------------------------------------------------- the checker itself
@@ -241,6 +416,58 @@ def test_checker_allows_imports_along_the_direction(module, is_package, source):
     assert names
     assert [(name, violation(module, name)) for _, name in names if violation(module, name)] \
         == []
+
+
+@pytest.mark.parametrize("module,imported", [
+    ("broker.metrics.endpoint", "broker.ui.page"),
+    ("broker.metrics", "broker.ui.feed.broker_feed"),
+    ("broker.replication.leader_endpoint", "broker.network.connection.Connection"),
+    ("broker.security.client", "broker.config.BrokerConfig"),
+    ("broker.topics", "broker.replication.throttle.parse_throttled_replicas"),
+    ("broker.config", "broker.controller.state"),
+    ("broker.controller.store", "broker.replication.partition"),
+    ("broker.replication.fetcher", "broker.coordinator.runtime"),
+    ("broker.groups.manager", "broker.api.admin.create_topic_now"),
+    ("broker.network.limits", "broker.config"),
+    ("broker.client.kafka_client", "broker.security.client"),
+    ("broker.node", "broker.harness.cluster"),
+    ("broker.harness.process", "broker.cli.client"),
+])
+def test_floor_rule_flags_imports_up_the_floors(module, imported):
+    assert "up the floors" in floor_violation(module, imported)
+
+
+@pytest.mark.parametrize("module,imported", [
+    ("broker.replication.leader_endpoint", "broker.client.kafka_client.AsyncConnection"),
+    ("broker.security.client", "broker.client.client_protocol.ConnectionFailed"),
+    ("broker.config", "broker.network.limits"),
+    ("broker.config", "broker.topics.THROTTLED_REPLICAS_CONFIGS"),
+    ("broker.replication.throttle", "broker.topics.throttled_replicas_problem"),
+    ("broker.node", "broker.ui.feed.broker_feed"),
+    ("broker.network.connection", "broker.api.HANDLERS"),
+    ("broker.network.connection", "broker.network.limits"),
+    ("broker.ui.feed", "broker.api.status.status"),
+    ("broker.cli.client", "broker.node"),
+    ("broker.api.produce", "broker.api.context"),
+])
+def test_floor_rule_allows_imports_down_or_level(module, imported):
+    assert floor_violation(module, imported) is None
+
+
+def test_a_module_outside_the_floors_is_reported():
+    assert "has no floor" in floor_violation("broker.newroom.x", "broker.tasks")
+
+
+def test_circles_are_found_round_a_loop_and_alone_modules_are_not():
+    graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}, "e": {}}
+    assert circles(graph) == [frozenset({"a", "b", "c"})]
+    assert circles({"a": {"b": 1}, "b": {}}) == []
+
+
+def test_imports_under_type_checking_are_left_out_only_when_asked():
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .b import B\n"
+    assert (3, "x.b.B") in imported_names(source, "x.a")
+    assert (3, "x.b.B") not in imported_names(source, "x.a", runtime_only=True)
 
 
 def test_relative_imports_resolve_against_the_importing_package():
