@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..topics import THROTTLED_REPLICA_ENTRY, throttled_replicas_problem
-# Until the committed replica_manager.py imports the list names from topics.py too:
-from ..topics import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS  # noqa: F401
 
 UNLIMITED = 2**63 - 1
 
