@@ -31,6 +31,7 @@ from typing import Awaitable, Callable
 
 from ..client.client_protocol import NEED_DATA, ClientProtocol, failure_reason
 from ..client.kafka_client import READ_BYTES
+from ..security.client import inter_broker_security
 from .snapshot import build_snapshot, diff
 
 log = logging.getLogger(__name__)
@@ -238,7 +239,6 @@ class ClusterCollector:
         """The inter-broker listener's TLS/SASL, built once (a broker that started has a
         usable one; if not, every peer shows the reason instead of failing the page)."""
         if self._security is None and self._security_error is None:
-            from ..security.client import inter_broker_security
             try:
                 self._security = inter_broker_security(self.broker.config)
             except Exception as exc:  # SettingError and what TLS loading may raise
