@@ -49,17 +49,18 @@ EXTRA_FIELDS = (("committed_changed", "committed_changed"),
 
 
 WIDTH = 100
+KEPT_WHOLE = ("verify: PASS", "verify: FAIL", "schedule (")   # parsed, or a command to copy
 _LABEL = re.compile(r"^(\s*\[\s*[\d.]+s\] |\s+[a-z][\w-]*\s{2,}|\s+[\w-]+: |\s+#?\w+ |\s*)")
 
 
 def fit(text: str, width: int = WIDTH) -> str:
     """Each line of ``text`` wrapped to ``width`` columns, continuations indented under
     the text after its label (``  records     ``, ``[  12.3s] ``); lines that fit, the
-    summary line and ``replay`` lines unchanged.  A single word longer than the line
+    summary line and the lines with a replay command unchanged.  A single word longer than the line
     (a path) is kept whole."""
     out = []
     for line in text.split("\n"):
-        if len(line) <= width or line.startswith(("verify: PASS", "verify: FAIL")) or \
+        if len(line) <= width or line.startswith(KEPT_WHOLE) or \
                 line.lstrip().startswith("replay "):
             out.append(line)
             continue

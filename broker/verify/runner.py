@@ -257,15 +257,18 @@ class VerifyRun:
     # -- phases ------------------------------------------------------------------------
     def _print_plan(self) -> None:
         o = self.options
+        # One short first line (seed, network), then the schedule with its replay command:
+        # scripts read these two; the long details (kinds, why this network) follow.
         self.progress.raw(f"raftwood verify: seed {self.seed}, {o.brokers} brokers, duration "
-                          f"{o.duration_s:g}s, faults {','.join(self.kinds)}; network "
-                          f"{self.network} ({self.network_why})")
+                          f"{o.duration_s:g}s, network {self.network}")
         chosen = self._chosen_kinds()
         self.progress.raw(f"schedule ({len(self.steps)} faults; replay with --seed {self.seed} "
                           f"--brokers {o.brokers} --duration {o.duration_s:g} "
                           f"--network {self.network}"
                           + (f" --faults {','.join(chosen)}" if chosen else "") + "):")
         self.progress.raw(format_schedule(self.steps, self.partition_names))
+        self.progress.raw(f"  faults      drawn from {', '.join(self.kinds)}")
+        self.progress.raw(f"  network     {self.network} ({self.network_why})")
         if self.txn_skipped:
             self.progress.raw(self.txn_skipped)
 
