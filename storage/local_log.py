@@ -34,7 +34,8 @@ class LocalLog:
 
     Invariants:
 
-    * ``segments`` is never empty and sorted by base offset; batch offsets increase
+    * ``segments`` is never empty and sorted by base offset, and is always the same
+      list object (changed in place, never rebound: the owner may keep it); batch offsets increase
       across it (dense on appends; the cleaner's gaps never move an offset); only the
       last segment (the active one) is ever appended to;
     * ``bases[i] == segments[i].base_offset`` for every i (the list ``read`` bisects);
@@ -56,7 +57,9 @@ class LocalLog:
         self._prefix = prefix
         self._segments = segments
         self.bases: list[int] = [segment.base_offset for segment in segments]
-        self._recovery_point = recovery_point
+        #: everything below it has been fsynced; read it freely, only this class sets it
+        #: (a plain attribute, not a property: the append path reads it)
+        self.recovery_point = recovery_point
         #: messages appended since the last full flush (flush.messages counts them)
         self.unflushed_messages = 0
         #: wall-clock ms of the last flush (flush.ms counts from it)
@@ -67,7 +70,7 @@ class LocalLog:
 
     @property
     def segments(self) -> list[LogSegment]:
-        """The live list: read it, never change it."""
+        """The live list (the same object for the log's life): read it, never change it."""
         return self._segments
 
     @property
@@ -78,11 +81,6 @@ class LocalLog:
     def log_end_offset(self) -> int:
         """The next offset to assign (exclusive end of the log)."""
         return self._segments[-1].next_offset
-
-    @property
-    def recovery_point(self) -> int:
-        """Everything below this offset has been fsynced."""
-        return self._recovery_point
 
     @property
     def size_bytes(self) -> int:
@@ -239,7 +237,7 @@ class LocalLog:
         keep = bisect.bisect_right(self.bases, offset)
         removed = self._delete_segments_from(keep)
         removed += self._segments[-1].truncate_to(offset)
-        self._recovery_point = min(self._recovery_point, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
         return removed
 
     def truncate_fully_and_start_at(self, offset: int) -> int:
@@ -250,7 +248,7 @@ class LocalLog:
         self._segments[:] = [LogSegment.create(self.directory, offset,
                                                self._config.index_interval_bytes)]
         self.bases[:] = [offset]
-        self._recovery_point = offset
+        self.recovery_point = offset
         self.unflushed_messages = 0
         return removed
 
@@ -326,9 +324,9 @@ class LocalLog:
     def flush(self, up_to_offset: int) -> None:
         """fsync the segments holding [recovery_point, ``up_to_offset``) and their
         indexes.  The recovery point moves only in ``mark_flushed``."""
-        if up_to_offset > self._recovery_point:
+        if up_to_offset > self.recovery_point:
             for segment in self._segments:
-                if segment.next_offset > self._recovery_point \
+                if segment.next_offset > self.recovery_point \
                         and segment.base_offset < up_to_offset:
                     segment.flush()
 
@@ -336,8 +334,8 @@ class LocalLog:
         """After ``flush(offset)``: recovery_point := ``offset`` if higher, the
         directory's new entries fsynced, the flush.messages count reset when the whole
         log is flushed."""
-        if offset > self._recovery_point:
-            self._recovery_point = offset
+        if offset > self.recovery_point:
+            self.recovery_point = offset
         if self._directory_dirty:
             checkpoint.fsync_directory(self.directory)
             self._directory_dirty = False
@@ -348,7 +346,7 @@ class LocalLog:
     def maybe_increment_recovery_point(self, offset: int) -> None:
         """recovery_point := ``offset`` if higher (everything below it is gone: deleted
         by retention or below a new log start offset)."""
-        self._recovery_point = max(self._recovery_point, offset)
+        self.recovery_point = max(self.recovery_point, offset)
 
     def close(self) -> None:
         """Close every segment's files (the caller flushed first)."""

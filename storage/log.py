@@ -101,6 +101,9 @@ class PartitionLog:
         self._prefix = f"[Log {os.path.basename(os.path.normpath(directory))}]"
         self._local = LocalLog(directory, config, recovered.segments,
                                recovered.offsets.recovery_point, clock_ms, self._prefix)
+        #: ``LocalLog.segments``, the same list for the log's life, read here for
+        #: log_end_offset without a second property call on the hot paths
+        self._segments = self._local.segments
         self._log_start_offset = recovered.offsets.log_start_offset
         self._high_watermark = recovered.offsets.high_watermark
         self.epoch_cache: LeaderEpochCache = recovered.epoch_cache
@@ -146,7 +149,7 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         """The next offset to assign (exclusive end of the log)."""
-        return self._local.log_end_offset
+        return self._segments[-1].next_offset
 
     @property
     def high_watermark(self) -> int:
@@ -194,10 +197,12 @@ class PartitionLog:
                                     self._prefix)
         size = len(batch)
         local = self._local
-        base_offset = local.log_end_offset
+        base_offset = self._segments[-1].next_offset
         header = with_offset_and_epoch(header, base_offset, leader_epoch)
         now_ms = self._clock_ms()
-        self._maybe_roll(size, base_offset + header.last_offset_delta, now_ms)
+        reason = local.roll_reason(size, base_offset + header.last_offset_delta, now_ms)
+        if reason is not None:
+            self._roll(reason)
         assign_offset_and_epoch(batch, 0, base_offset, leader_epoch)
         self.epoch_cache.assign(leader_epoch, base_offset)
         local.append(batch, [header], now_ms, header.records_count)
@@ -237,8 +242,10 @@ class PartitionLog:
             start = 0
             while start < count:
                 first = headers[start]
-                self._maybe_roll(LOG_OVERHEAD + first.batch_length,
-                                 first.base_offset + first.last_offset_delta, now_ms)
+                reason = local.roll_reason(LOG_OVERHEAD + first.batch_length,
+                                           first.base_offset + first.last_offset_delta, now_ms)
+                if reason is not None:
+                    self._roll(reason)
                 end = start + 1 if start + 1 == count else \
                     local.run_fitting_active_segment(headers, start)
                 if end - start == count:
@@ -266,12 +273,6 @@ class PartitionLog:
                               max_timestamp, -1, valid_bytes)
         except OSError as exc:
             raise StorageIOError(f"{self._prefix} append_as_follower failed: {exc}") from exc
-
-    def _maybe_roll(self, batch_size: int, last_offset: int, now_ms: int) -> None:
-        """Roll before an append when ``LocalLog.roll_reason`` names a reason."""
-        reason = self._local.roll_reason(batch_size, last_offset, now_ms)
-        if reason is not None:
-            self._roll(reason)
 
     def _roll(self, reason: str) -> None:
         """A new active segment, and a producer snapshot at its base offset (recovery
@@ -535,7 +536,7 @@ class PartitionLog:
         is set).  Call after appends, and on a timer if flush.ms matters for idle logs.
         """
         local = self._local
-        if local.log_end_offset <= local.recovery_point:
+        if self._segments[-1].next_offset <= local.recovery_point:
             return
         config = self._config
         if local.unflushed_messages >= config.flush_messages or (
