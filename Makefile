@@ -7,16 +7,22 @@ DATA   ?= ./data
 
 .PHONY: run test venv shell system-deps compat-node unit bench clean
 
-# The project (editable) with its test extras and pyspark, the Spark tests' (~400 MB to
-# download the first time; pip's cache makes it seconds afterwards).
+# The project (editable) with its test extras: what `make run` needs, fast to install.
 $(VENV)/.installed: pyproject.toml
-	@echo "venv: $(VENV) with raftwood (editable), its test extras and pyspark"
+	@echo "venv: $(VENV) with raftwood (editable) and its test extras"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,spark]'
+	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
 venv: $(VENV)/.installed
+
+# pyspark, for the Spark tests only (~400 MB to download the first time; pip's cache makes
+# it seconds afterwards): `make test` installs it, `make run` does not wait for it.
+$(VENV)/.spark-installed: $(VENV)/.installed pyproject.toml
+	@echo "venv: pyspark for the Spark tests (the spark extra)"
+	$(PY) -m pip install -q -e '.[test,spark]'
+	touch $@
 
 ## run: a 3-broker cluster on 127.0.0.1:$(PORT)..(PORT+2), data under $(DATA)
 BROKERS ?= 3
@@ -75,7 +81,7 @@ compat-node:
 ## (pyspark, chromium).  The slowest tests are listed at the end (the CI run has a time
 ## budget).  e.g. make test PYTEST_ARGS="-k fetch"
 PYTEST_ARGS ?= --durations=15
-test: venv system-deps compat-node
+test: venv $(VENV)/.spark-installed system-deps compat-node
 	@echo "make test: pytest $(PYTEST_ARGS) (the whole suite: about 30 minutes on 2 cores), started $$(date +%H:%M:%S)"
 	@# pytest exits 5 when it collects no test (a -k that matches none): not a failure
 	$(PY) -m pytest -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
