@@ -6,8 +6,8 @@ started with bash in its own process group and stopped with SIGINT to that group
 user's Ctrl-C) at teardown, then SIGKILL if it outlives the bound; ``dev`` stops its
 brokers on SIGINT and the kernel kills them if ``dev`` dies (PR_SET_PDEATHSIG).  The
 second terminal is one bash script: ``cli`` (the ``raftwood`` commands, produce and
-consume included), ``kcat`` (only when kcat is installed) and the Python block pasted
-into ``python``, as a user would.
+consume included), ``kcat`` (only when kcat is installed) and the Python block given to
+``python`` (as ``python quickstart.py`` runs it, without leaving a file in the checkout).
 
 ``make run`` serves fixed ports (9092-9094 and the ports beside them) and keeps its data
 in ``./data``: the test skips when a port is busy or ``./data`` exists (the quickstart is
