@@ -12,8 +12,17 @@ from latency import LatencyResult, paced_produce, serial_produce
 from report import Section, SummaryRow, fmt_ratio, num, ratio
 from servers import TargetError
 from throughput import PhaseError, PhaseResult, create_topic
-from workloads import (CLUSTER_GOAL, LATENCY_GOAL_P99_MS, Context, Running, _cpu_per_gb, _met,
-                       brief, measured_produce, session)
+from workloads import (
+    CLUSTER_GOAL,
+    LATENCY_GOAL_P99_MS,
+    Context,
+    Running,
+    _cpu_per_gb,
+    _met,
+    brief,
+    measured_produce,
+    session,
+)
 
 CLUSTER_BROKERS = 3
 LATENCY_RATES = (0, 1000, 2500, 5000, 10000)  # 0: one record in flight (serial_produce)

@@ -38,6 +38,7 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(args.src))
     from kafka.protocol.producer import ProduceRequest
+
     from protocol import hot_requests as hot
     from protocol.fetch_response import FetchPartitionResult, encode_fetch_response
 

@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
-
 from throughput import PhaseError, Progress
 
 

@@ -29,7 +29,6 @@ import tempfile
 import time
 
 from confluent_kafka import Producer
-
 from servers import free_port, stop_group
 
 PY = sys.executable

@@ -17,8 +17,8 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 PYSPY_STOP_TIMEOUT_S = 60.0
 PYSPY_ATTACH_TIMEOUT_S = 10.0  # until py-spy says "Sampling process ..."

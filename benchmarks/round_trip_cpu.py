@@ -12,13 +12,12 @@ the report, repeat), and prints the leader's and the followers' CPU per round tr
 import argparse
 import os
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from servers import free_port, stop_group
 
 PY = sys.executable

@@ -20,8 +20,8 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 HOST = "127.0.0.1"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -205,7 +205,7 @@ class BrokerProcess:
     Called from the main thread only.
     """
 
-    _running: set["BrokerProcess"] = set()
+    _running: set[BrokerProcess] = set()
 
     def __init__(self, name: str, argv: list[str], port: int, log_path: Path, cwd: Path) -> None:
         self.name = name

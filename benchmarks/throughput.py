@@ -31,7 +31,6 @@ from pathlib import Path
 import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from servers import REPO_ROOT, STOP_GRACE_S, TARGETS, BrokerProcess, TargetError, free_port
 
 MB = 1_000_000  # figures are in 10^6 bytes of record values (keys, headers, framing excluded)

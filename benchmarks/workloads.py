@@ -10,16 +10,23 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator
 
 from cpu import CpuMeter
 from profiler import Profiler
 from report import CpuRow, Section, SummaryRow, fmt_ratio, num, ratio
 from servers import TARGETS, Deployment, TargetError, make_target
-from throughput import (PhaseError, PhaseResult, Progress, Workload, consume_all, create_topic,
-                        produce_all)
+from throughput import (
+    PhaseError,
+    PhaseResult,
+    Progress,
+    Workload,
+    consume_all,
+    create_topic,
+    produce_all,
+)
 
 LATENCY_GOAL_P99_MS = 50.0
 BACKLOG_GOAL = 0.8      # consume rate of the big log / of the small log, at least

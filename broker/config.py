@@ -12,14 +12,15 @@ import difflib
 import functools
 import os
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from storage.config import LogConfig
 
 from .network import limits as connection_limits
-from .security import listeners as listener_settings
 from .security import authorizer, sasl, tls
+from .security import listeners as listener_settings
 from .topics import THROTTLED_REPLICAS_CONFIGS
 
 DAY_MS = 24 * 60 * 60 * 1000
@@ -326,7 +327,7 @@ class BrokerConfig:
         defaults = {topic_name: str(self[broker_name]).lower()
                     for broker_name, topic_name in TOPIC_DEFAULTS.items()}
         # Topic-only configs (no broker setting behind them): Kafka's empty default.
-        defaults.update({name: "" for name in THROTTLED_REPLICAS_CONFIGS})
+        defaults.update(dict.fromkeys(THROTTLED_REPLICAS_CONFIGS, ""))
         return defaults
 
 

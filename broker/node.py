@@ -27,17 +27,17 @@ from .controller.controller import Controller
 from .controller.lifecycle import BrokerLifecycle
 from .controller.metadata_client import MetadataClient, MetadataUnavailable
 from .controller.store import open_store
-from .replication.fetch_sessions import FetchSessionCache
-from .replication.producer_ids import ProducerIdManager
 from .groups import GroupCoordinator
 from .metrics import BrokerMetrics
-from .transactions import TransactionCoordinator
-from .replication.replica_manager import ReplicaManager
 from .network.connection import Connection
+from .replication.fetch_sessions import FetchSessionCache
+from .replication.producer_ids import ProducerIdManager
+from .replication.replica_manager import ReplicaManager
 from .security import tls
 from .security.authorizer import Authorizer, image_bindings
 from .security.sasl import SaslMechanisms, scram_lookup
 from .tasks import TaskSupervisor
+from .transactions import TransactionCoordinator
 from .ui import page as replication_page
 from .ui.feed import broker_feed
 

@@ -27,7 +27,8 @@ import asyncio
 import inspect
 import logging
 import time
-from typing import Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ docstring; see compat/README.md.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from broker.testing import KafkaConnection, build_batch
 

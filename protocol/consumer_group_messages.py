@@ -305,7 +305,7 @@ class TopicPartitions:
                 + tagged_fields())
 
     @classmethod
-    def read(cls, reader: FlexReader) -> "TopicPartitions":
+    def read(cls, reader: FlexReader) -> TopicPartitions:
         topic_id = reader.uuid()
         partitions = reader.array(reader.int32) or []
         reader.tagged_fields()
@@ -406,7 +406,7 @@ class DescribedTopicPartitions:
                 + compact_array(self.partitions, _int32_item) + tagged_fields())
 
     @classmethod
-    def read(cls, reader: FlexReader) -> "DescribedTopicPartitions":
+    def read(cls, reader: FlexReader) -> DescribedTopicPartitions:
         value = cls(reader.uuid(), reader.string(), reader.array(reader.int32) or [])
         reader.tagged_fields()
         return value
@@ -445,7 +445,7 @@ class DescribedMember:
                 + _encode_assignment(self.target_assignment) + tagged_fields())
 
     @classmethod
-    def read(cls, reader: FlexReader) -> "DescribedMember":
+    def read(cls, reader: FlexReader) -> DescribedMember:
         value = cls(reader.string(), reader.nullable_string(), reader.nullable_string(),
                     reader.int32(), reader.string(), reader.string(),
                     reader.array(reader.string) or [], reader.nullable_string(),
@@ -475,7 +475,7 @@ class DescribedGroup:
                 + int32(self.authorized_operations) + tagged_fields())
 
     @classmethod
-    def read(cls, reader: FlexReader) -> "DescribedGroup":
+    def read(cls, reader: FlexReader) -> DescribedGroup:
         value = cls(reader.int16(), reader.nullable_string(), reader.string(), reader.string(),
                     reader.int32(), reader.int32(), reader.string(),
                     reader.array(lambda: DescribedMember.read(reader)) or [], reader.int32())

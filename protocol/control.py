@@ -20,8 +20,17 @@ import struct
 import crc32c
 
 from .primitives import varint
-from .records import BATCH_HEADER, CONTROL_FLAG, CRC_START, HEADER_SIZE, LOG_OVERHEAD, \
-    MAGIC_V2, NO_PARTITION_LEADER_EPOCH, TRANSACTIONAL_FLAG, BatchHeader
+from .records import (
+    BATCH_HEADER,
+    CONTROL_FLAG,
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    NO_PARTITION_LEADER_EPOCH,
+    TRANSACTIONAL_FLAG,
+    BatchHeader,
+)
 
 ABORT = 0
 COMMIT = 1

@@ -30,8 +30,8 @@ kafka-python's encoder is asserted byte for byte by the unit tests.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from .primitives import uvarint as _uvarint
 

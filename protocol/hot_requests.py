@@ -628,7 +628,7 @@ class FetchResponseIn:
     __slots__ = ("header", "throttle_time_ms", "error_code", "session_id", "responses")
 
     @classmethod
-    def decode(cls, frame, version: int, header: bool = True) -> "FetchResponseIn":
+    def decode(cls, frame, version: int, header: bool = True) -> FetchResponseIn:
         assert header, "responses are decoded with their header"
         flexible = version >= FETCH_FLEXIBLE_FROM
         try:

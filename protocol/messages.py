@@ -14,76 +14,126 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kafka.protocol.admin import (
-    AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
-    DescribeClusterRequest, DescribeClusterResponse, DescribeLogDirsRequest,
-    DescribeLogDirsResponse, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
-    DescribeQuorumRequest, DescribeQuorumResponse,
-    ElectLeadersRequest, ElectLeadersResponse,
-    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
-    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
-)
-from kafka.protocol.consumer import (
-    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
-)
-from kafka.protocol.metadata import (
-    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
-)
-from kafka.protocol.producer import (
-    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
-)
-
-from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
-
 # Consumer groups (broker/groups/).
-from kafka.protocol.admin import (
-    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    ListGroupsRequest, ListGroupsResponse,
-)
-from kafka.protocol.consumer import (
-    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
-    LeaveGroupRequest, LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse,
-    OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse,
-)
-from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
-from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
-
 # Security (broker/security/): SASL (KIP-152), SCRAM credentials (KIP-554), ACLs (KIP-140).
-from kafka.protocol.admin import (
-    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
-    CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
-    DescribeAclsRequest, DescribeAclsResponse,
-    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
-)
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
-
 # Transactions (broker/transactions/).
 from kafka.protocol.admin import (
-    DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsRequest,
-    DescribeTransactionsResponse, ListTransactionsRequest,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    ListTransactionsRequest,
     ListTransactionsResponse,
 )
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
 from kafka.protocol.producer import (
-    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse,
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 from . import hot_requests
 from .consumer_group_messages import (
-    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
 from .errors import CorruptRequest, ErrorCode, UnsupportedVersion
 from .nulls import first_null
 from .raft_voter_messages import (
-    AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse,
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
 )
 
 _PEEK = struct.Struct(">hhi")

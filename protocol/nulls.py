@@ -52,7 +52,7 @@ def first_null(request_class, version: int, body: Any) -> str | None:
     return _walk(plan, body) if plan else None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _plan(request_class, version: int) -> tuple:
     struct = getattr(request_class, "_struct", None)
     if struct is None or not hasattr(struct, "_fields"):

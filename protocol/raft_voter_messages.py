@@ -19,7 +19,14 @@ import uuid
 from dataclasses import dataclass, field
 
 from .consumer_group_messages import (
-    FlexReader, _Message, compact_array, compact_string, int16, int32, tagged_fields, uuid_,
+    FlexReader,
+    _Message,
+    compact_array,
+    compact_string,
+    int16,
+    int32,
+    tagged_fields,
+    uuid_,
 )
 
 ADD_API_KEY = 80

@@ -30,8 +30,16 @@ from kafka.record.util import encode_varint
 
 from .errors import ErrorCode
 from .record_validation import RecordDecodeError, read_records
-from .records import (BATCH_HEADER, COMPRESSION_MASK, CRC_START, HEADER_SIZE, LOG_OVERHEAD,
-                      TIMESTAMP_TYPE_FLAG, BatchHeader, parse_header)
+from .records import (
+    BATCH_HEADER,
+    COMPRESSION_MASK,
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TIMESTAMP_TYPE_FLAG,
+    BatchHeader,
+    parse_header,
+)
 
 _CRC = struct.Struct(">I")
 _CRC_AT = 17

@@ -22,13 +22,18 @@ from __future__ import annotations
 
 import functools
 import struct
-from typing import Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import crc32c
 
 from .errors import ErrorCode, RecordError
-from .record_validation import DEFAULT_MAX_DECOMPRESSED_BYTES, RecordDecodeError, \
-    check_batch_records, read_records
+from .record_validation import (
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    RecordDecodeError,
+    check_batch_records,
+    read_records,
+)
 
 __all__ = ["RecordDecodeError", "RecordError"]  # re-exported: storage/ catches them here
 

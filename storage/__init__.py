@@ -32,9 +32,19 @@ are the log's parts, one on-disk concept each:
 """
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
-from .errors import (CorruptIndex, CorruptLog, InvalidAppend, InvalidEpochAssignment,
-                     InvalidIndexEntry, InvalidOffset, LogClosed, OffsetOutOfRange,
-                     StaleRegion, StorageError, StorageIOError)
+from .errors import (
+                     CorruptIndex,
+                     CorruptLog,
+                     InvalidAppend,
+                     InvalidEpochAssignment,
+                     InvalidIndexEntry,
+                     InvalidOffset,
+                     LogClosed,
+                     OffsetOutOfRange,
+                     StaleRegion,
+                     StorageError,
+                     StorageIOError,
+)
 from .file_records import FileRecords
 from .log import AppendInfo, PartitionLog
 from .recovery import RecoveryReport

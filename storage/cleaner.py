@@ -59,8 +59,8 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from protocol.records import LOG_OVERHEAD, parse_header, valid_prefix
 from protocol.record_filter import RecordDecodeError, decode_records, empty_batch, rebuild_batch
+from protocol.records import LOG_OVERHEAD, parse_header, valid_prefix
 
 from .errors import StorageError
 from .index import INT32_MAX

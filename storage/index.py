@@ -11,7 +11,7 @@ import bisect
 import os
 import struct
 from array import array
-from typing import Callable
+from collections.abc import Callable
 
 from .errors import CorruptIndex, InvalidIndexEntry
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import logging
 import shutil
-from typing import Callable
+from collections.abc import Callable
 
 from protocol.records import BatchHeader, first_offset_at_or_after
 

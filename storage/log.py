@@ -22,20 +22,33 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from protocol.control import marker_of
-from protocol.records import CONTROL_FLAG, LOG_OVERHEAD, BatchHeader, \
-    assign_offset_and_epoch, valid_prefix, with_offset_and_epoch
+from protocol.records import (
+    CONTROL_FLAG,
+    LOG_OVERHEAD,
+    BatchHeader,
+    assign_offset_and_epoch,
+    valid_prefix,
+    with_offset_and_epoch,
+)
 
 from . import checkpoint
 from .append_checks import check_follower_batches, check_leader_batch
 from .checkpoint import PartitionOffsets
 from .config import LONG_MAX, LogConfig
 from .epoch_cache import LeaderEpochCache
-from .errors import InvalidAppend, InvalidOffset, LogClosed, OffsetOutOfRange, StorageIOError, \
-    converts_os_errors, converts_record_errors
+from .errors import (
+    InvalidAppend,
+    InvalidOffset,
+    LogClosed,
+    OffsetOutOfRange,
+    StorageIOError,
+    converts_os_errors,
+    converts_record_errors,
+)
 from .file_records import FileRecords
 from .local_log import LocalLog
 from .producer_state import ProducerStateManager

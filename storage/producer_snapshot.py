@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import crc32c
 

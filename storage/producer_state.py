@@ -75,8 +75,14 @@ from protocol.records import BatchHeader
 
 from .checkpoint import fsync_directory
 from .errors import InvalidOffset
-from .producer_snapshot import CorruptSnapshot, SnapshotEntry, delete_snapshot, \
-    list_snapshots, read_snapshot, write_snapshot
+from .producer_snapshot import (
+    CorruptSnapshot,
+    SnapshotEntry,
+    delete_snapshot,
+    list_snapshots,
+    read_snapshot,
+    write_snapshot,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -43,8 +43,14 @@ from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import CorruptIndex
 from .producer_state import ProducerStateManager
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, SegmentScan, \
-    parse_segment_name
+from .segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    SegmentScan,
+    parse_segment_name,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,7 @@ import os
 import struct
 from dataclasses import dataclass, field
 
-from protocol.records import (BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader,
-                              valid_prefix)
+from protocol.records import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, valid_prefix
 
 from .errors import CorruptIndex, CorruptLog, InvalidAppend, StaleRegion, StorageIOError
 from .index import INT32_MAX, OffsetIndex, TimeIndex

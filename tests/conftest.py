@@ -36,7 +36,7 @@ _topic_counter = itertools.count(1)
 
 
 @pytest.fixture
-def topic_name(request) -> "callable":
+def topic_name(request) -> callable:
     """``topic_name(prefix="t") -> str``: a topic name unique in the session."""
     stem = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60].strip("-")
 

@@ -13,15 +13,29 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
-from . import admin, configs, fetch, log_offsets, metadata, produce, producer_ids
-from . import cluster, describe_partitions, elections, partitions, records  # issue #16
-from . import group_acls  # consumer groups (broker/groups/) behind their authorization gate
-from . import acls, sasl, scram_users  # security (broker/security/)
-from . import transactions  # the transaction coordinator (broker/transactions/)
-from . import txn_markers  # transactions: the partition leader's side
-from . import describe_producers
-from . import reassignments  # KIP-455, on the controller
-from . import quorum  # KIP-853 / KIP-595: the metadata quorum's voters, described
+from . import (  # issue #16  # security (broker/security/)
+    acls,
+    admin,
+    cluster,
+    configs,
+    describe_partitions,
+    describe_producers,
+    elections,
+    fetch,
+    group_acls,  # consumer groups (broker/groups/) behind their authorization gate
+    log_offsets,
+    metadata,
+    partitions,
+    produce,
+    producer_ids,
+    quorum,  # KIP-853 / KIP-595: the metadata quorum's voters, described
+    reassignments,  # KIP-455, on the controller
+    records,
+    sasl,
+    scram_users,
+    transactions,  # the transaction coordinator (broker/transactions/)
+    txn_markers,  # transactions: the partition leader's side
+)
 from .context import ApiContext
 from .outcome import CLOSE, Handler, Later
 

@@ -18,8 +18,15 @@ from kafka.protocol.admin import CreateAclsResponse, DeleteAclsResponse, Describ
 from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
-from ..security.acls import (AclBinding, AclError, AclFilter, AclOperation, AclPermissionType,
-                             PatternType, ResourceType)
+from ..security.acls import (
+    AclBinding,
+    AclError,
+    AclFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 log = logging.getLogger(__name__)
 

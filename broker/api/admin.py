@@ -24,10 +24,14 @@ from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
-from .partitions import (EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, Deadline,
-                         unknown_after_wait)
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal, topic_name_problem
+from .partitions import (
+    EXCESSIVE_PARTITIONS,
+    MAX_PARTITIONS_PER_REQUEST,
+    Deadline,
+    unknown_after_wait,
+)
 
 log = logging.getLogger(__name__)
 

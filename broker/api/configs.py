@@ -14,7 +14,9 @@ CLUSTER_AUTHORIZATION_FAILED for that resource, before its existence is looked a
 from __future__ import annotations
 
 from kafka.protocol.admin import (
-    AlterConfigsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse,
+    AlterConfigsResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
 )
 
 from protocol.errors import ErrorCode
@@ -208,7 +210,7 @@ async def _alter_topic(ctx, resource_type: int, name: str, changes: dict, valida
     if topic is None:
         raise ConfigRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
     if replace:
-        changes = {**{k: None for k in topic.configs}, **changes}
+        changes = {**dict.fromkeys(topic.configs), **changes}
     merged = {k: v for k, v in {**topic.configs, **changes}.items() if v is not None}
     try:
         ctx.replica_manager.validate_topic_configs(merged)

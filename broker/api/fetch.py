@@ -17,8 +17,7 @@ broker/replication/fetch_sessions.py).
 from __future__ import annotations
 
 from protocol.errors import ErrorCode
-from protocol.fetch_response import AbortedTransaction, FetchPartitionResult, \
-    encode_fetch_response
+from protocol.fetch_response import AbortedTransaction, FetchPartitionResult, encode_fetch_response
 from protocol.messages import Framed, FramedFiles
 from storage import FileRecords
 

@@ -29,14 +29,21 @@ With the authorizer off every gate passes the request through unchanged.
 from __future__ import annotations
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse
-from kafka.protocol.consumer import (HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse,
-                                     OffsetCommitResponse, OffsetFetchResponse,
-                                     SyncGroupResponse)
+from kafka.protocol.consumer import (
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
 from kafka.protocol.metadata import FindCoordinatorResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
-from protocol.consumer_group_messages import (ConsumerGroupDescribeResponse,
-                                              ConsumerGroupHeartbeatResponse)
+from protocol.consumer_group_messages import (
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
+)
 from protocol.consumer_group_messages import DescribedGroup as DescribedConsumerGroup
 from protocol.errors import ErrorCode
 

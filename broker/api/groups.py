@@ -25,16 +25,27 @@ from dataclasses import replace
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (
-    HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, OffsetCommitResponse,
-    OffsetFetchResponse, SyncGroupResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import FindCoordinatorResponse
 from kafka.protocol.producer import TxnOffsetCommitResponse
 
 from protocol.consumer_group_messages import (
-    ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse, DescribedGroup as
-    DescribedConsumerGroup, DescribedMember as DescribedConsumerMember,
-    DescribedTopicPartitions, TopicPartitions,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
+    DescribedTopicPartitions,
+    TopicPartitions,
+)
+from protocol.consumer_group_messages import (
+    DescribedGroup as DescribedConsumerGroup,
+)
+from protocol.consumer_group_messages import (
+    DescribedMember as DescribedConsumerMember,
 )
 from protocol.errors import ErrorCode
 
@@ -256,7 +267,7 @@ async def handle_offset_fetch(ctx, request):
     partition_error = None
     if error != ErrorCode.NONE and version < 2:
         # v1 has no group error field: each requested partition carries it.
-        offsets, partition_error = {tp: None for tp in requested or []}, error
+        offsets, partition_error = dict.fromkeys(requested or []), error
     topics = [FetchTopic(name=name, partitions=parts)
               for name, parts in _by_topic(offsets, FetchPartition, partition_error).items()]
     return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=error)

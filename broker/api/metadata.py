@@ -16,8 +16,8 @@ from protocol.errors import ErrorCode
 from protocol.messages import api_versions_body
 
 from ..controller.metadata_client import NO_LEADER, ApplyError, MetadataUnavailable
-from ..topics import is_internal, topic_name_problem
 from ..security.acls import AclOperation, ResourceType
+from ..topics import is_internal, topic_name_problem
 from .admin import create_topic_now
 
 # Metadata v8+ asks whether to include authorized operations; we have no ACLs.

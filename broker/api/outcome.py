@@ -3,7 +3,7 @@ connection, in a module of its own so handlers need not import the package)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 # The handler's answer is "close this connection" (Kafka closes it after a failed
 # acks=0 produce, the only way to tell such a producer).  ``None`` means "send nothing".

@@ -46,16 +46,19 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from kafka.protocol.admin import DescribeQuorumRequest, DescribeQuorumResponse
 
 from protocol.errors import ErrorCode
-from protocol.raft_voter_messages import (AddRaftVoterResponse, RemoveRaftVoterRequest,
-                                          RemoveRaftVoterResponse)
+from protocol.raft_voter_messages import (
+    AddRaftVoterResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+)
 
-from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..client.kafka_client import AsyncConnection, ConnectionFailed
+from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..security.acls import AclOperation
 from ..security.client import inter_broker_security
 

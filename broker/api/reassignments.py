@@ -16,8 +16,10 @@ CLUSTER_AUTHORIZATION_FAILED for the whole request.
 """
 from __future__ import annotations
 
-from kafka.protocol.admin import (AlterPartitionReassignmentsResponse,
-                                  ListPartitionReassignmentsResponse)
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponse,
+)
 
 from protocol.errors import ErrorCode
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import logging
 
-from kafka.protocol.admin import (AlterUserScramCredentialsResponse,
-                                  DescribeUserScramCredentialsResponse)
+from kafka.protocol.admin import (
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsResponse,
+)
 
 from protocol.errors import ErrorCode
 

@@ -16,8 +16,11 @@ The transaction coordinator (``broker/transactions/``) behind Kafka's KafkaApis 
 from __future__ import annotations
 
 from kafka.protocol.admin import DescribeTransactionsResponse, ListTransactionsResponse
-from kafka.protocol.producer import (AddOffsetsToTxnResponse, AddPartitionsToTxnResponse,
-                                     EndTxnResponse)
+from kafka.protocol.producer import (
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnResponse,
+    EndTxnResponse,
+)
 
 from protocol.errors import ErrorCode
 
@@ -65,7 +68,7 @@ async def handle_add_partitions_to_txn(ctx, request):
                                           results_by_topic_v3_and_below=_partition_results(errors))
 
     if not _may_write_txn(ctx, request, transactional_id):
-        return answer({tp: TXN_DENIED for tp in wanted})
+        return answer(dict.fromkeys(wanted, TXN_DENIED))
     denied = ctx.authorizer.refused(request, WRITE, {t for t, _ in wanted if not is_internal(t)})
     topics = ctx.image.topics
     refused = {}
@@ -80,7 +83,7 @@ async def handle_add_partitions_to_txn(ctx, request):
         transactional_id, body.v3_and_below_producer_id, body.v3_and_below_producer_epoch,
         set(wanted))
     error = fenced_for_version(error, request.api_version)
-    return answer({tp: error for tp in wanted})
+    return answer(dict.fromkeys(wanted, error))
 
 
 # -- AddOffsetsToTxn --------------------------------------------------------------------------

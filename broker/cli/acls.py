@@ -26,8 +26,16 @@ from kafka.protocol.admin import CreateAclsRequest, DeleteAclsRequest, DescribeA
 
 from protocol.errors import ErrorCode
 
-from ..security.acls import (CLUSTER_NAME, WILDCARD, AclBinding, AclOperation,
-                             AclPermissionType, PatternType, ResourceType, parse_enum)
+from ..security.acls import (
+    CLUSTER_NAME,
+    WILDCARD,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    parse_enum,
+)
 from .admin import KafkaFailure, _client_options
 from .client import EXIT_OK, EXIT_UNAVAILABLE, Connection, guarded
 

@@ -24,9 +24,21 @@ from protocol.errors import ErrorCode
 from ..security.client import ClientSecurity
 from . import command_config
 from . import status as cli_status
-from .client import (DEFAULT_TIMEOUT_S, EXIT_KAFKA_ERROR, EXIT_OK, Address, ClientError,
-                         CommandFailure, Connection, error_name, fetch_status, fetch_statuses,
-                         format_address, guarded, parse_address)
+from .client import (
+    DEFAULT_TIMEOUT_S,
+    EXIT_KAFKA_ERROR,
+    EXIT_OK,
+    Address,
+    ClientError,
+    CommandFailure,
+    Connection,
+    error_name,
+    fetch_status,
+    fetch_statuses,
+    format_address,
+    guarded,
+    parse_address,
+)
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 CREATE_TOPICS_VERSION = 5   # KIP-464 defaults (-1) and error messages; served 2-7

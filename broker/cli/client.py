@@ -21,8 +21,12 @@ from kafka.protocol.metadata import ApiVersionsRequest
 
 from protocol.errors import ErrorCode
 
-from ..client.kafka_client import (BadResponse, BlockingConnection, ConnectionFailed,
-                                    CorrelationMismatch)
+from ..client.kafka_client import (
+    BadResponse,
+    BlockingConnection,
+    ConnectionFailed,
+    CorrelationMismatch,
+)
 from ..security.client import AuthenticationRefused, ClientSecurity
 
 CLIENT_ID = "raftwood-cli"
@@ -96,7 +100,7 @@ class Connection:
                               f"(is a broker running there? raftwood dev starts a cluster; "
                               f"--bootstrap-server HOST:PORT names another)") from exc
 
-    def __enter__(self) -> "Connection":
+    def __enter__(self) -> Connection:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -70,19 +70,48 @@ import time
 from pathlib import Path
 
 from .. import config as config_module
-from ..harness import BrokerPlan, broker_process, log_tail
-from ..harness import broker_command  # noqa: F401  (part of this command's layout API)
+from ..harness import (
+    BrokerPlan,
+    broker_command,  # noqa: F401  (part of this command's layout API)
+    broker_process,
+    log_tail,
+)
 from . import dev_control
 from .client import answers_api_versions, fetch_statuses
 from .dev_console import KeyReader, StatusPrinter, footer, supervise
-from .dev_tls import make_dev_pki  # noqa: F401  (used through this module by tests)
 from .dev_layout import (  # noqa: F401  (the plan's names, as ``raftwood dev``'s API)
-    ADD_USER_TIMEOUT_S, DEV_MECHANISM, DEV_USER, HOST, MANAGED_SETTINGS, METRICS_PATH,
-    QUORUM_SECRET_FILE, QUORUM_SECRET_SETTINGS, RAFT_PORT_OFFSET, SECURE_PORT_OFFSET,
-    UI_PATH, UI_PORT_OFFSET, DevError, SecureDev, add_dev_user, bootstrap_line,
-    broker_settings, check_ports_free, client_properties, librdkafka_settings, plan_cluster,
-    plan_secure, plan_ui, port_uses, print_secure_settings, quorum_secret,
-    replication_defaults, replication_line, ui_url, voters)
+    ADD_USER_TIMEOUT_S,
+    DEV_MECHANISM,
+    DEV_USER,
+    HOST,
+    MANAGED_SETTINGS,
+    METRICS_PATH,
+    QUORUM_SECRET_FILE,
+    QUORUM_SECRET_SETTINGS,
+    RAFT_PORT_OFFSET,
+    SECURE_PORT_OFFSET,
+    UI_PATH,
+    UI_PORT_OFFSET,
+    DevError,
+    SecureDev,
+    add_dev_user,
+    bootstrap_line,
+    broker_settings,
+    check_ports_free,
+    client_properties,
+    librdkafka_settings,
+    plan_cluster,
+    plan_secure,
+    plan_ui,
+    port_uses,
+    print_secure_settings,
+    quorum_secret,
+    replication_defaults,
+    replication_line,
+    ui_url,
+    voters,
+)
+from .dev_tls import make_dev_pki  # noqa: F401  (used through this module by tests)
 from .ports import port_owner
 from .status import UNKNOWN, broker_summary
 from .tables import format_table

@@ -41,7 +41,7 @@ def make_dev_pki(directory: Path | str) -> DevPki:
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
 
     def name(common_name: str) -> x509.Name:
         return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "raftwood dev"),

@@ -27,10 +27,18 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from protocol.errors import ErrorCode
 
-from .admin import _client_options
-from .client import (EXIT_OK, Address, ClientError, CommandFailure, Connection, error_name,
-                     format_address, guarded)
 from ..groups.consumer_protocol import assigned_partitions
+from .admin import _client_options
+from .client import (
+    EXIT_OK,
+    Address,
+    ClientError,
+    CommandFailure,
+    Connection,
+    error_name,
+    format_address,
+    guarded,
+)
 from .tables import format_table
 
 METADATA_VERSION = 8
@@ -188,7 +196,7 @@ def _describe_at_coordinator(args, deadline: float):
 def _log_end_offsets(bootstrap: Address, partitions: list[tuple[str, int]], timeout_s: float,
                      security=None) -> dict[tuple[str, int], int | None]:
     """Latest offset of each partition from its leader; None where it cannot be read."""
-    result: dict[tuple[str, int], int | None] = {tp: None for tp in partitions}
+    result: dict[tuple[str, int], int | None] = dict.fromkeys(partitions)
     if not partitions:
         return result
     with Connection(bootstrap, timeout_s, security) as conn:

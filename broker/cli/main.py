@@ -26,10 +26,9 @@ import asyncio
 import logging
 import sys
 
-from . import acls, admin, console, dev, groups, quorum, reassign, users, verify
 from .. import config as config_module
-from .. import config_doc
-from .. import logs
+from .. import config_doc, logs
+from . import acls, admin, console, dev, groups, quorum, reassign, users, verify
 
 
 def _setup_logging(level: str, log_format: str = "text") -> None:

@@ -18,12 +18,18 @@ from __future__ import annotations
 import time
 
 from protocol.errors import ErrorCode
-from protocol.raft_voter_messages import (AddRaftVoterRequest, RemoveRaftVoterRequest,
-                                          VoterListener)
+from protocol.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest, VoterListener
 
 from .admin import _address_arg, _client_options, _metadata
-from .client import (EXIT_KAFKA_ERROR, EXIT_OK, ClientError, CommandFailure, Connection,
-                     error_name, guarded)
+from .client import (
+    EXIT_KAFKA_ERROR,
+    EXIT_OK,
+    ClientError,
+    CommandFailure,
+    Connection,
+    error_name,
+    guarded,
+)
 from .tables import format_table
 
 # The voter-change answer comes once the change committed, within this.

@@ -31,17 +31,18 @@ from __future__ import annotations
 import argparse
 import time
 
-from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, DescribeConfigsRequest,
-                                  IncrementalAlterConfigsRequest,
-                                  ListPartitionReassignmentsRequest)
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+    ListPartitionReassignmentsRequest,
+)
 
 from protocol.errors import ErrorCode
 
 from ..topics import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS
-
 from .admin import _client_options, _controller_connection, _metadata
-from .client import (EXIT_KAFKA_ERROR, EXIT_OK, CommandFailure, Connection, error_name,
-                     guarded)
+from .client import EXIT_KAFKA_ERROR, EXIT_OK, CommandFailure, Connection, error_name, guarded
 from .quorum import remove_voter
 from .reassign_plan import PlanError, moves, plan, replace_broker
 from .tables import format_table
@@ -213,7 +214,7 @@ def cmd_reassign(args) -> int:
                 print("nothing to cancel: no partition of these topics is moving")
                 return EXIT_OK
             refused = _alter(conn, {(name, index): None for name, index, *_ in moving})
-            for name, index, code, message in refused:
+            for name, index, code, _message in refused:
                 print(f"raftwood: {name}-{index}: {error_name(code)}")
             print(f"cancelled {len(moving) - len(refused)} of {len(moving)} moves")
             _clear_throttle_lists(conn, args.topics)

@@ -18,7 +18,7 @@ Partitions are planned in (topic, partition) order, so the plan is deterministic
 from __future__ import annotations
 
 from collections import Counter
-from typing import Mapping
+from collections.abc import Mapping
 
 Key = tuple[str, int]
 
@@ -38,7 +38,7 @@ def plan(current: Mapping[Key, list[int]], brokers: list[int],
         raise PlanError(f"a partition has {widest} replicas but only {len(allowed)} brokers "
                         f"are allowed")
     kept = {key: [b for b in current[key] if b in allowed] for key in sorted(current)}
-    load = Counter({b: 0 for b in allowed})
+    load = Counter(dict.fromkeys(allowed, 0))
     load.update(b for replicas in kept.values() for b in replicas)
     share = _shares(sum(len(r) for r in current.values()), allowed, load)
     for broker in allowed:
@@ -73,7 +73,7 @@ def replace_broker(current: Mapping[Key, list[int]], broker: int, remaining: lis
     rack.  Only those partitions change."""
     racks = racks or {}
     allowed = sorted(set(remaining) - {broker})
-    load = Counter({b: 0 for b in allowed})
+    load = Counter(dict.fromkeys(allowed, 0))
     load.update(b for replicas in current.values() for b in replicas if b in load)
     targets = {}
     for key in sorted(k for k, replicas in current.items() if broker in replicas):

@@ -11,7 +11,7 @@ diffs cleanly.  ``None`` prints as ``-``.  A table with no rows prints its heade
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 GAP = "  "
 MISSING = "-"

@@ -11,8 +11,10 @@ import getpass
 import os
 import secrets
 
-from kafka.protocol.admin import (AlterUserScramCredentialsRequest,
-                                  DescribeUserScramCredentialsRequest)
+from kafka.protocol.admin import (
+    AlterUserScramCredentialsRequest,
+    DescribeUserScramCredentialsRequest,
+)
 
 from protocol.errors import ErrorCode
 

@@ -37,8 +37,7 @@ EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def add_command(subparsers) -> None:
-    from ..verify.schedule import (FAULT_KINDS, NETNS_ALIASES, NETNS_FAULT_KINDS,
-                                   OPT_IN_FAULT_KINDS)
+    from ..verify.schedule import FAULT_KINDS, NETNS_ALIASES, NETNS_FAULT_KINDS, OPT_IN_FAULT_KINDS
 
     parser = subparsers.add_parser(
         "verify", help="fault injection and invariant checking on a throwaway cluster",

@@ -24,8 +24,14 @@ import socket
 import time
 
 from .client_protocol import (  # noqa: F401  (the client's public names)
-    MAX_RESPONSE_BYTES, NEED_DATA, BadResponse, ClientProtocol, ConnectionFailed,
-    CorrelationMismatch, failure_reason)
+    MAX_RESPONSE_BYTES,
+    NEED_DATA,
+    BadResponse,
+    ClientProtocol,
+    ConnectionFailed,
+    CorrelationMismatch,
+    failure_reason,
+)
 
 DEFAULT_CLIENT_ID = "raftwood"
 READ_BYTES = 1 << 20
@@ -176,7 +182,7 @@ class AsyncConnection:
             await self.close()
             exc.peer = exc.peer or self.peer
             raise
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             await self.close()
             raise ConnectionFailed(failure_reason(exc), self.peer) from exc
 
@@ -189,7 +195,7 @@ class AsyncConnection:
         if waiter is None or waiter.done():
             return  # the next round trip sets the timer again
         if self._loop.time() >= self._deadline:
-            waiter.set_exception(asyncio.TimeoutError())
+            waiter.set_exception(TimeoutError())
         else:
             self._timer = self._loop.call_at(self._deadline, self._check_deadline)
 

@@ -83,7 +83,7 @@ class Controller:
         if not self.active:
             self.active = True
             self._last_rebalance = now
-            self.last_seen = {b: now for b in image.brokers}
+            self.last_seen = dict.fromkeys(image.brokers, now)
             self._live_epochs = {}  # every live broker counts as returning
             self.maybe_open_return_window(image, now)
             log.info("[Controller %d] became the controller (metadata version %d)",

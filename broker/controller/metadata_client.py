@@ -25,9 +25,22 @@ import uuid
 from typing import Any
 
 from .commands import (
-    AllocateProducerIds, AlterPartition, AlterReassignments, AlterScramCredentials,
-    AlterTopicConfigs, Command, CreateAcls, CreatePartitions, CreateTopic, DeleteAcls,
-    DeleteTopic, ElectLeaders, ElectPreferred, FenceBrokers, Heartbeat, InitCluster,
+    AllocateProducerIds,
+    AlterPartition,
+    AlterReassignments,
+    AlterScramCredentials,
+    AlterTopicConfigs,
+    Command,
+    CreateAcls,
+    CreatePartitions,
+    CreateTopic,
+    DeleteAcls,
+    DeleteTopic,
+    ElectLeaders,
+    ElectPreferred,
+    FenceBrokers,
+    Heartbeat,
+    InitCluster,
     RegisterBroker,
 )
 from .propagation import MetadataPropagation

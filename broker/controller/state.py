@@ -18,10 +18,10 @@ The Raft consumer publishes a state to the event loop as an image plus a delta
 from __future__ import annotations
 
 import copy
-from types import MappingProxyType
-from typing import Mapping
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from .replica_state import ReplicaState, transition
 

@@ -27,13 +27,13 @@ import asyncio
 import json
 import logging
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from storage.checkpoint import write_atomically
 
 from ..config import quorum_password
-from .commands import (MEMBERSHIP_METHODS, Command, Heartbeat, RecordVoter, RegisterBroker,
-                       decode)
+from .commands import MEMBERSHIP_METHODS, Command, Heartbeat, RecordVoter, RegisterBroker, decode
 from .metadata_file import metadata_path, read_state, write_state
 from .raft import RETRIABLE_FAILURES, start_raft_node, voter_addresses
 from .state import ApplyError, ClusterState

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable
 
 from protocol.errors import ErrorCode
 
@@ -115,7 +115,7 @@ class CoordinatorLookup:
         try:
             return await asyncio.wait_for(asyncio.shield(self._creating),
                                           TOPIC_CREATION_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return f"creating {self.topic.name} is taking long"
 
     async def _create(self) -> str | None:

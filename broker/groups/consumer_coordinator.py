@@ -47,16 +47,24 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from protocol.errors import ErrorCode
 
 from ..tasks import TaskSupervisor
 from . import records
 from .assignors import ASSIGNORS, assign
-from .consumer_group import (ConsumerGroupState, ConsumerMember, MemberState, TopicAssignment,
-                             contains, copy_assignment, reconcile, same_assignment)
+from .consumer_group import (
+    ConsumerGroupState,
+    ConsumerMember,
+    MemberState,
+    TopicAssignment,
+    contains,
+    copy_assignment,
+    reconcile,
+    same_assignment,
+)
 from .manager import GroupMetadataManager
 from .state import GroupMetadata, GroupState
 from .waiters import call_later

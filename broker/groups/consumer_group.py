@@ -35,8 +35,9 @@ coordinator keeps those on the members, opaque here).
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 TopicAssignment = dict[str, set[int]]  # topic id -> partitions
 

@@ -59,8 +59,14 @@ from .offsets import GroupOffsets
 from .results import JoinResult, SyncResult
 from .state import GroupMetadata, GroupState, MemberMetadata
 from .static_members import StaticMembers
-from .waiters import (call_later, cancel_heartbeat, cancel_join_timer, cancel_sync_timer,
-                      invoke_join, invoke_sync)
+from .waiters import (
+    call_later,
+    cancel_heartbeat,
+    cancel_join_timer,
+    cancel_sync_timer,
+    invoke_join,
+    invoke_sync,
+)
 
 log = logging.getLogger(__name__)
 

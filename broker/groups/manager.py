@@ -52,8 +52,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable
 
 from protocol.control import COMMIT, marker_of
 from protocol.errors import ErrorCode
@@ -62,8 +62,8 @@ from protocol.records import iter_headers
 from ..coordinator import CoordinatorRuntime, InternalTopic, Ownership, PendingWrite
 from ..coordinator.runtime import APPEND_ERRORS, drop_partition
 from . import records
-from .placement import OFFSETS_TOPIC
 from .consumer_group import ConsumerGroupState, ConsumerMember, MemberState, copy_assignment
+from .placement import OFFSETS_TOPIC
 from .state import CommittedOffset, GroupMetadata, GroupState, MemberMetadata
 
 log = logging.getLogger(__name__)

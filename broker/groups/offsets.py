@@ -29,7 +29,7 @@ one that failed is forgotten; only the answer is dropped.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from protocol.errors import ErrorCode
 
@@ -80,7 +80,7 @@ class GroupOffsets:
                               ) -> dict[TopicPartition, ErrorCode]:
         error = self.manager.validate_group(group_id, allow_empty=True)
         if error != ErrorCode.NONE:
-            return {tp: error for tp in offsets}
+            return dict.fromkeys(offsets, error)
         results: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetValue] = {}
         now_ms = self.manager.clock_ms()
@@ -98,13 +98,13 @@ class GroupOffsets:
         group = self.manager.get_group(group_id)
         if group is None:
             if generation_id >= 0:
-                return {**results, **{tp: ErrorCode.ILLEGAL_GENERATION for tp in valid}}
+                return {**results, **dict.fromkeys(valid, ErrorCode.ILLEGAL_GENERATION)}
             group = self.manager.add_group(GroupMetadata(
                 group_id, self.manager.partition_for(group_id), state_timestamp_ms=now_ms))
         error = self._check_commit(group, member_id, generation_id, group_instance_id)
         if error == ErrorCode.NONE:
             error = await self.manager.store_offsets(group, valid)
-        results.update({tp: error for tp in valid})
+        results.update(dict.fromkeys(valid, error))
         return results
 
     def _check_partition(self, tp: TopicPartition, metadata: str | None) -> ErrorCode:
@@ -156,7 +156,7 @@ class GroupOffsets:
                                   ) -> dict[TopicPartition, ErrorCode]:
         error = self.manager.validate_group(group_id)
         if error != ErrorCode.NONE:
-            return {tp: error for tp in offsets}
+            return dict.fromkeys(offsets, error)
         results: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetValue] = {}
         now_ms = self.manager.clock_ms()
@@ -174,7 +174,7 @@ class GroupOffsets:
         if error == ErrorCode.NONE:
             error = await self.manager.store_txn_offsets(group, producer_id, producer_epoch,
                                                          valid)
-        results.update({tp: error for tp in valid})
+        results.update(dict.fromkeys(valid, error))
         return results
 
     def _check_txn_commit(self, group: GroupMetadata, member_id: str, generation_id: int,
@@ -215,7 +215,7 @@ class GroupOffsets:
             return error, {}
         group = self.manager.get_group(group_id)
         if group is None or group.is_state(GroupState.DEAD):
-            return ErrorCode.NONE, {tp: None for tp in partitions or []}
+            return ErrorCode.NONE, dict.fromkeys(partitions or [])
         wanted = list(group.offsets) if partitions is None else partitions
         return ErrorCode.NONE, {
             tp: ErrorCode.UNSTABLE_OFFSET_COMMIT

@@ -21,9 +21,26 @@ server never imports it (tests/unit/test_layering.py).  Lifecycle calls from one
 from __future__ import annotations
 
 from .cluster import (  # noqa: F401
-    DEFAULT_CLUSTER_START_TIMEOUT_S, DEFAULT_CLUSTER_STOP_TIMEOUT_S, FAST_CLUSTER_SETTINGS,
-    BrokerPlan, ClusterProcess, broker_process, free_ports, plan_brokers, quorum_voters)
+    DEFAULT_CLUSTER_START_TIMEOUT_S,
+    DEFAULT_CLUSTER_STOP_TIMEOUT_S,
+    FAST_CLUSTER_SETTINGS,
+    BrokerPlan,
+    ClusterProcess,
+    broker_process,
+    free_ports,
+    plan_brokers,
+    quorum_voters,
+)
 from .process import (  # noqa: F401
-    DEFAULT_START_TIMEOUT_S, DEFAULT_STOP_TIMEOUT_S, LOCALHOST, PDEATHSIG_LAUNCHER,
-    BrokerError, BrokerProcess, broker_command, free_port, log_tail, settings_from_kwargs)
+    DEFAULT_START_TIMEOUT_S,
+    DEFAULT_STOP_TIMEOUT_S,
+    LOCALHOST,
+    PDEATHSIG_LAUNCHER,
+    BrokerError,
+    BrokerProcess,
+    broker_command,
+    free_port,
+    log_tail,
+    settings_from_kwargs,
+)
 from .wire import KafkaConnection, build_batch, read_records  # noqa: F401

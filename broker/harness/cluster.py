@@ -19,8 +19,13 @@ from kafka.protocol.admin import CreateTopicsRequest
 
 from broker.client.kafka_client import ConnectionFailed
 
-from .process import (BrokerProcess, DEFAULT_STOP_TIMEOUT_S, LOCALHOST,
-                      _MANAGED_SETTINGS, settings_from_kwargs)
+from .process import (
+    _MANAGED_SETTINGS,
+    DEFAULT_STOP_TIMEOUT_S,
+    LOCALHOST,
+    BrokerProcess,
+    settings_from_kwargs,
+)
 from .wire import KafkaConnection
 
 # Failure detection in seconds rather than Kafka's production defaults, so a test that kills
@@ -222,7 +227,7 @@ class ClusterProcess:
     def __repr__(self) -> str:
         return f"<ClusterProcess {self.brokers!r}>"
 
-    def __enter__(self) -> "ClusterProcess":
+    def __enter__(self) -> ClusterProcess:
         try:
             return self.start_all()
         except BaseException:
@@ -234,7 +239,7 @@ class ClusterProcess:
 
     # -- lifecycle -------------------------------------------------------------------------
     def start_all(self, timeout_s: float | None = None,
-                  nodes: list[int] | None = None) -> "ClusterProcess":
+                  nodes: list[int] | None = None) -> ClusterProcess:
         """Start every broker (of ``nodes``, default all) that is not running, side by
         side, and wait until all are registered with a controller elected;
         BrokerError / AssertionError otherwise."""
@@ -242,12 +247,12 @@ class ClusterProcess:
         return self._start([b.node_id for b in self.brokers if not b.is_running()
                             and (nodes is None or b.node_id in nodes)], timeout_s)
 
-    def start(self, node_id: int, timeout_s: float | None = None) -> "ClusterProcess":
+    def start(self, node_id: int, timeout_s: float | None = None) -> ClusterProcess:
         """Start one broker and wait until the running brokers see it registered."""
         timeout_s = self.start_timeout_s if timeout_s is None else timeout_s
         return self._start([node_id], timeout_s)
 
-    def _start(self, nodes: list[int], timeout_s: float) -> "ClusterProcess":
+    def _start(self, nodes: list[int], timeout_s: float) -> ClusterProcess:
         deadline = time.monotonic() + timeout_s
         self.statuses()  # remember the broker epochs the running brokers know
         for node_id in nodes:
@@ -288,7 +293,7 @@ class ClusterProcess:
         self.statuses()
         return self.broker(node_id).kill()
 
-    def restart(self, node_id: int, timeout_s: float | None = None) -> "ClusterProcess":
+    def restart(self, node_id: int, timeout_s: float | None = None) -> ClusterProcess:
         """Stop (SIGTERM) if running, then start again with the same port and data."""
         if self.broker(node_id).is_running():
             self.stop(node_id)

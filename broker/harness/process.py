@@ -187,7 +187,7 @@ class BrokerProcess:
         return f"<BrokerProcess node={self.node_id} {self.bootstrap} {state} data={self.data_dir}>"
 
     # -- lifecycle -------------------------------------------------------------------------
-    def start(self, timeout_s: float | None = None) -> "BrokerProcess":
+    def start(self, timeout_s: float | None = None) -> BrokerProcess:
         """Start the process and wait until it answers ApiVersions; BrokerError otherwise."""
         self.launch()
         try:
@@ -197,7 +197,7 @@ class BrokerProcess:
             raise
         return self
 
-    def launch(self) -> "BrokerProcess":
+    def launch(self) -> BrokerProcess:
         """Start the process without waiting for it (then ``wait_ready``): a cluster helper
         launches every broker first, so their interpreters start side by side."""
         if self.is_running():
@@ -292,7 +292,7 @@ class BrokerProcess:
             return None
         return self._terminate(signal.SIGKILL, 10.0)
 
-    def restart(self, timeout_s: float | None = None) -> "BrokerProcess":
+    def restart(self, timeout_s: float | None = None) -> BrokerProcess:
         """Stop (SIGTERM) if running, then start again on the same port and data directory."""
         if self.is_running():
             self.stop()

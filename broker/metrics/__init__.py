@@ -20,7 +20,7 @@ default: no endpoint) and stops in ``Broker.shutdown``.  The ReplicaManager owns
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from prometheus_client.registry import CollectorRegistry
 

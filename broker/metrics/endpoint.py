@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import CollectorRegistry

@@ -28,8 +28,14 @@ from kafka.protocol.api_key import ApiKey
 
 from protocol.errors import CorruptRequest, UnsupportedVersion
 from protocol.framing import FrameReader
-from protocol.messages import FramedFiles, Request, decode_request, encode_response, \
-    peek_header, unsupported_api_versions_response
+from protocol.messages import (
+    FramedFiles,
+    Request,
+    decode_request,
+    encode_response,
+    peek_header,
+    unsupported_api_versions_response,
+)
 from protocol.status import STATUS_API_KEY, decode_status_request
 from storage import FileRecords, StaleRegion, StorageError
 

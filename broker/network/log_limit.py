@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 DEFAULT_INTERVAL_S = 10.0
 # Kinds are named by our code (an API, an error type, a source line), so they are few;

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from ..controller.metadata_client import ApplyError, MetadataClient, MetadataUnavailable
 from ..controller.state import ClusterState

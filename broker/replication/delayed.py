@@ -5,8 +5,8 @@ Kafka's DelayedProduce/DelayedFetch.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from protocol.errors import ErrorCode
 

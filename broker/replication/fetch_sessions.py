@@ -132,7 +132,7 @@ class FetchContext:
                  "_privileged")
 
     def __init__(self, kind: str, partitions: dict[Key, PartitionParams], *,
-                 error: ErrorCode = ErrorCode.NONE, cache: "FetchSessionCache | None" = None,
+                 error: ErrorCode = ErrorCode.NONE, cache: FetchSessionCache | None = None,
                  session: FetchSession | None = None, privileged: bool = False):
         self.kind = kind
         self.partitions = partitions

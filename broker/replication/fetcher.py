@@ -22,18 +22,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from protocol.errors import ErrorCode
 from storage.errors import StorageError
 
 from ..security.client import inter_broker_security
-from .leader_endpoint import (
-    EndpointFactory, EpochQuery, FetchSettings, KafkaLeaderEndpoint, LeaderEndpoint,
-    LeaderUnavailable, PartitionFetch, SessionFetch,
-)
 from .fetch_sessions import FollowerSession
+from .leader_endpoint import (
+    EndpointFactory,
+    EpochQuery,
+    FetchSettings,
+    KafkaLeaderEndpoint,
+    LeaderEndpoint,
+    LeaderUnavailable,
+    PartitionFetch,
+    SessionFetch,
+)
 from .partition import Partition
 from .throttle import UNLIMITED, ReplicationThrottle
 

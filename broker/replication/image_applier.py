@@ -21,7 +21,8 @@ import asyncio
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from storage.errors import CorruptLog, StorageError, StorageIOError
 from storage.log import PartitionLog

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
+from protocol.control import build_marker_batch
 from protocol.errors import ErrorCode
 from protocol.records import BatchHeader
 from storage.errors import CorruptLog, OffsetOutOfRange, StorageIOError
 from storage.log import AppendInfo, PartitionLog
 from storage.producer_state import ProducerStateError
-from protocol.control import build_marker_batch
 
 from ..logs import state_change
 from .isr import CommittedIsr, IsrState, PendingExpandIsr, PendingIsrChange, PendingShrinkIsr
@@ -646,7 +647,7 @@ class Partition:
                             partition_epoch=self._partition_epoch, isr=self.isr,
                             reason=reason, **more)
 
-    def _storage_guard(self, what: str) -> "_StorageGuard":
+    def _storage_guard(self, what: str) -> _StorageGuard:
         """Around every call that touches the log's files: a disk failure (StorageIOError,
         CorruptLog) goes to ``storage_failure_listener(self, what, exc)`` first, then is
         raised unchanged.  One guard per ``what``, made once: appends and reads pass

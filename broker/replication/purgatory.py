@@ -22,7 +22,7 @@ import asyncio
 import bisect
 import itertools
 from collections import defaultdict
-from typing import Hashable, Iterable
+from collections.abc import Hashable, Iterable
 
 
 class DelayedOperation:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from protocol.errors import ErrorCode, RecordError
 from protocol.record_filter import RecordFilterError, decode_records
@@ -29,23 +29,22 @@ from protocol.records import validate_produce_records
 from storage.errors import InvalidAppend, StorageError
 
 from ..config import RACK_AWARE_SELECTOR, BrokerConfig
-from ..controller.state import ClusterState
 from ..controller.metadata_client import MetadataClient
+from ..controller.state import ClusterState
+from ..metrics.stats import ReplicaStats
+from ..tasks import StopCallback, TaskSupervisor
+from ..topics import is_internal
 from .alter_partition import AlterPartitionManager
-from .delayed import (DelayedFetch, DelayedProduce, FetchPartitionStatus,
-                      ProducePartitionStatus)
+from .delayed import DelayedFetch, DelayedProduce, FetchPartitionStatus, ProducePartitionStatus
 from .fetcher import ReplicaFetcherManager
 from .image_applier import ImageApplier
 from .log_cleaner import LogCleanerManager
 from .origin import AppendOrigin
 from .partition import READ_UNCOMMITTED, Partition, PartitionError
-from ..metrics.stats import ReplicaStats
-from ..topics import is_internal
 from .purgatory import Purgatory
 from .replica_selector import preferred_read_replica
 from .throttle import ReplicationThrottle
 from .throttle_lists import ThrottleLists
-from ..tasks import StopCallback, TaskSupervisor
 from .topic_configs import TopicConfigs
 
 log = logging.getLogger(__name__)

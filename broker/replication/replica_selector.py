@@ -14,7 +14,7 @@ Pure: no I/O, no clock.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 def preferred_read_replica(partition, fetch_offset: int, client_rack: str,

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..topics import THROTTLED_REPLICA_ENTRY, throttled_replicas_problem
 

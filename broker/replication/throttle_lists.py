@@ -7,7 +7,7 @@ broker's ``leader.replication.throttled.rate`` / ``follower.replication.throttle
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..controller.state import ClusterState
 from ..topics import THROTTLED_REPLICAS_CONFIGS

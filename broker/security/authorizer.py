@@ -25,10 +25,19 @@ no binding covers the resource and ``allow.everyone.if.no.acl.found`` is true.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
-from .acls import (CLUSTER_NAME, IMPLIED_BY, WILDCARD, WILDCARD_PRINCIPAL, AclBinding,
-                   AclOperation, AclPermissionType, PatternType, ResourceType)
+from .acls import (
+    CLUSTER_NAME,
+    IMPLIED_BY,
+    WILDCARD,
+    WILDCARD_PRINCIPAL,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from .tls import ANONYMOUS
 
 log = logging.getLogger(__name__)

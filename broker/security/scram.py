@@ -17,8 +17,8 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # KIP-554's mechanism numbers (AlterUserScramCredentials / DescribeUserScramCredentials).
@@ -143,7 +143,7 @@ class ScramServer:
             raise ScramFailure("delegation tokens are not served")
         self._credential = self.lookup(self.username)
         if self._credential is None:
-            raise ScramFailure(f"Authentication failed: Invalid user credentials")
+            raise ScramFailure("Authentication failed: Invalid user credentials")
         self._nonce = client_nonce + self._server_nonce
         self._server_first = (f"r={self._nonce},s={_b64(self._credential.salt)},"
                               f"i={self._credential.iterations}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
-from typing import Callable
+from collections.abc import Callable
 
 Lookup = Callable[[str], str]
 

@@ -84,12 +84,24 @@ from __future__ import annotations
 
 import itertools
 
-from broker.harness import (  # noqa: F401  (re-exported: the public names of this plugin)
-    DEFAULT_CLUSTER_START_TIMEOUT_S, DEFAULT_CLUSTER_STOP_TIMEOUT_S, DEFAULT_START_TIMEOUT_S,
-    DEFAULT_STOP_TIMEOUT_S, FAST_CLUSTER_SETTINGS, LOCALHOST, BrokerError, BrokerProcess,
-    ClusterProcess, KafkaConnection, build_batch, free_port, free_ports, read_records,
-    settings_from_kwargs)
 from broker.client.kafka_client import ConnectionFailed  # noqa: F401
+from broker.harness import (  # noqa: F401  (re-exported: the public names of this plugin)
+    DEFAULT_CLUSTER_START_TIMEOUT_S,
+    DEFAULT_CLUSTER_STOP_TIMEOUT_S,
+    DEFAULT_START_TIMEOUT_S,
+    DEFAULT_STOP_TIMEOUT_S,
+    FAST_CLUSTER_SETTINGS,
+    LOCALHOST,
+    BrokerError,
+    BrokerProcess,
+    ClusterProcess,
+    KafkaConnection,
+    build_batch,
+    free_port,
+    free_ports,
+    read_records,
+    settings_from_kwargs,
+)
 
 __all__ = ["BrokerError", "BrokerProcess", "ClusterProcess", "ConnectionFailed",
            "FAST_CLUSTER_SETTINGS", "KafkaConnection", "free_port", "free_ports", "build_batch",

@@ -43,9 +43,16 @@ from ..coordinator import CoordinatorAnswer, CoordinatorLookup, CreateTopic, Own
 from ..tasks import TaskSupervisor
 from .manager import TRANSACTION_STATE_TOPIC, TXN_LOG_APPEND_TIMEOUT_MS, TransactionStateManager
 from .markers import TransactionMarkerChannelManager
-from .metadata import (EXPIRABLE_STATES, IllegalTransition, NO_PRODUCER_EPOCH,
-                       NO_PRODUCER_ID, TransactionMetadata, TransactionState,
-                       TxnTransitMetadata, is_epoch_exhausted)
+from .metadata import (
+    EXPIRABLE_STATES,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    IllegalTransition,
+    TransactionMetadata,
+    TransactionState,
+    TxnTransitMetadata,
+    is_epoch_exhausted,
+)
 
 log = logging.getLogger(__name__)
 

@@ -25,16 +25,16 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from protocol.errors import ErrorCode
 from protocol.records import iter_headers
 
 from ..coordinator import CoordinatorRuntime, InternalTopic, Ownership
-from ..coordinator.runtime import APPEND_ERRORS, drop_partition
 from ..coordinator.batches import iter_records
+from ..coordinator.runtime import APPEND_ERRORS, drop_partition
 from . import records
-from .metadata import (TransactionMetadata, TransactionState, TxnTransitMetadata)
+from .metadata import TransactionMetadata, TransactionState, TxnTransitMetadata
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
@@ -139,7 +139,7 @@ class TransactionMarkerChannelManager:
                     coordinator_epoch: int, partitions: list[TopicPartition]
                     ) -> dict[TopicPartition, int]:
         """{partition: error code}; a failed exchange answers REQUEST_TIMED_OUT for all."""
-        failed = {tp: ErrorCode.REQUEST_TIMED_OUT for tp in partitions}
+        failed = dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT)
         channel = self._channel(broker_id)
         if channel is None:
             return failed

@@ -27,7 +27,7 @@ import asyncio
 import collections
 import logging
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from ..client.client_protocol import NEED_DATA, ClientProtocol, failure_reason
 from ..client.kafka_client import READ_BYTES
@@ -65,7 +65,7 @@ class ReplicationFeed:
         """Also await ``closer()`` in ``stop`` (the collector's peer connections)."""
         self._closers.append(closer)
 
-    def subscribe(self) -> "Subscription":
+    def subscribe(self) -> Subscription:
         """A new reader; starts the poller if it is the first.  Close it when done."""
         if self._stopped:
             raise RuntimeError("the replication feed is stopped")
@@ -147,7 +147,7 @@ class Subscription:
             self._closed = True
             self.feed._unsubscribe()
 
-    def __enter__(self) -> "Subscription":
+    def __enter__(self) -> Subscription:
         return self
 
     def __exit__(self, *exc) -> None:

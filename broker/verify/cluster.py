@@ -76,7 +76,7 @@ class VerifyCluster:
         return sorted({b.port for b in self.cluster.brokers})
 
     # -- lifecycle ---------------------------------------------------------------------
-    def start(self) -> "VerifyCluster":
+    def start(self) -> VerifyCluster:
         self.home.mkdir(parents=True, exist_ok=True)
         if self.net is not None:
             self.net.start()

@@ -22,18 +22,16 @@ import time
 from pathlib import Path
 
 from protocol.errors import ErrorCode
-from protocol.raft_voter_messages import (AddRaftVoterRequest, RemoveRaftVoterRequest,
-                                          VoterListener)
+from protocol.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest, VoterListener
 from protocol.records import CRC_START, valid_prefix
 from storage.checkpoint import read_offsets
 
 from .cluster import VerifyCluster
 from .netfaults import NetworkFaults
-from .reassign import ReassignLedger, Reassigner
+from .reassign import Reassigner, ReassignLedger
 from .report import AppliedFault
 from .schedule import NETNS_FAULT_KINDS, FaultStep
 from .stuck import coordinator_follower
-
 
 # A voter change answers once committed (the broker waits up to 30 s for it).
 VOTER_CHANGE_TIMEOUT_S = 45.0

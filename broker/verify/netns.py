@@ -233,7 +233,7 @@ class NamespaceNetwork:
                 + [self.inner_veth(n) for n in self.nodes])
 
     # -- building and removing ---------------------------------------------------------
-    def start(self) -> "NamespaceNetwork":
+    def start(self) -> NamespaceNetwork:
         """Build the bridge, namespaces, veths and tables, then check that a namespace
         reaches another and the root namespace reaches it.  On failure everything made
         so far is removed and NetnsError raised."""

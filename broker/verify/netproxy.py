@@ -261,7 +261,7 @@ class NetworkProxy:
     def advertised_listener(self, node: int) -> str:
         return f"PLAINTEXT://{LOCALHOST}:{self.listen_ports[node]}"
 
-    def start(self, targets: dict[int, int], timeout_s: float = 10.0) -> "NetworkProxy":
+    def start(self, targets: dict[int, int], timeout_s: float = 10.0) -> NetworkProxy:
         argv = [sys.executable, "-m", "broker.verify.netproxy"]
         for node, listen_port in sorted(self.listen_ports.items()):
             argv += ["--route", f"{node}:{listen_port}:{targets[node]}"]

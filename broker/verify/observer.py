@@ -36,8 +36,15 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from broker.harness import ClusterProcess, KafkaConnection
 from protocol.records import valid_prefix
 
-from .checker import (CommittedSnapshots, ElectionAudit, EpochAudit, OffsetAudit,
-                      PartitionState, ViolationLog, batch_digest)
+from .checker import (
+    CommittedSnapshots,
+    ElectionAudit,
+    EpochAudit,
+    OffsetAudit,
+    PartitionState,
+    ViolationLog,
+    batch_digest,
+)
 from .txncheck import LsoAudit
 
 TopicPartition = tuple[str, int]
@@ -66,7 +73,7 @@ class Observer:
         self.elections = ElectionAudit(violations)
         self.snapshots = CommittedSnapshots(violations)
         self.epochs = EpochAudit(violations)
-        self.next_offset: dict[TopicPartition, int] = {tp: 0 for tp in partitions}
+        self.next_offset: dict[TopicPartition, int] = dict.fromkeys(partitions, 0)
         self.claimant_offset: dict[tuple[int, TopicPartition], int] = {}
         self.claimant_batches = 0
         self.polls = 0
@@ -75,7 +82,7 @@ class Observer:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="observer")
 
-    def start(self) -> "Observer":
+    def start(self) -> Observer:
         self._thread.start()
         return self
 

@@ -46,8 +46,10 @@ import random
 import time
 from dataclasses import asdict, dataclass
 
-from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
-                                  ListPartitionReassignmentsRequest)
+from kafka.protocol.admin import (
+    AlterPartitionReassignmentsRequest,
+    ListPartitionReassignmentsRequest,
+)
 
 from broker.harness import ClusterProcess, KafkaConnection
 from protocol.errors import ErrorCode

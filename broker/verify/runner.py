@@ -68,11 +68,16 @@ from .cluster import TOPIC_CONFIGS, VerifyCluster
 from .faults import FaultInjector
 from .netns import netns_available
 from .observer import Observer
-from .reassign import REASSIGN_KIND, ReassignLedger, Reassigner, default_brokers
+from .reassign import REASSIGN_KIND, Reassigner, ReassignLedger, default_brokers
 from .recovery import CONVERGENCE_BOUND_S, RecoveryStats, stalls, wait_converged
 from .report import AppliedFault, Progress, Report
-from .schedule import (NETNS_FAULT_KINDS, FaultStep, default_kinds, format_schedule,
-                       generate_schedule)
+from .schedule import (
+    NETNS_FAULT_KINDS,
+    FaultStep,
+    default_kinds,
+    format_schedule,
+    generate_schedule,
+)
 from .stuck import PROBE_TOPIC, ProgressWatch
 from .txncheck import check_transactions
 from .txnload import ReadCommittedReader, TxnProducerWorker, final_read, txn_available

@@ -33,8 +33,7 @@ import time
 
 from kafka.protocol.consumer import OffsetCommitRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
-from kafka.protocol.producer import (AddPartitionsToTxnRequest, EndTxnRequest,
-                                     InitProducerIdRequest)
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
 
 from ..groups.placement import partition_for
 from ..harness.wire import KafkaConnection
@@ -146,7 +145,7 @@ class ProgressProbe:
     def names(self) -> tuple[str, str]:
         return f"transactional.id {PROBE_TXN_ID}", f"group {PROBE_GROUP}"
 
-    def start(self) -> "ProgressProbe":
+    def start(self) -> ProgressProbe:
         for name in self.names:
             self.clock.watch(name)
         self._thread.start()
@@ -232,7 +231,7 @@ class ProgressWatch:
         self.bound_s = bound_s
         self._longest: dict[str, float] | None = None  # fixed by the first ``stop``
 
-    def start(self) -> "ProgressWatch":
+    def start(self) -> ProgressWatch:
         self.probe.start()
         return self
 

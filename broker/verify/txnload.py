@@ -118,7 +118,7 @@ class TxnProducerWorker:
         self.thread = threading.Thread(target=self._run, daemon=True, name="txn-producer")
 
     # -- the runner's side -------------------------------------------------------------
-    def start(self, init_timeout_s: float = 30.0) -> "TxnProducerWorker":
+    def start(self, init_timeout_s: float = 30.0) -> TxnProducerWorker:
         """Initialise the producer (bounded; RuntimeError when it cannot) and start."""
         self.producer = self._new_producer(time.monotonic() + init_timeout_s)
         if self.producer is None:
@@ -168,7 +168,7 @@ class TxnProducerWorker:
             txn = self._transaction(number, list(self.partitions), False, end=True)
             number += 1
             if txn.outcome == "committed":
-                self.end_values = {p: v for p, v in txn.records}
+                self.end_values = dict(txn.records)
                 return
             time.sleep(0.5)
 
@@ -334,7 +334,7 @@ class ReadCommittedReader:
         _assign_from_start(self.consumer, topic, partitions)
         self.thread = threading.Thread(target=self._run, daemon=True, name="txn-reader")
 
-    def start(self) -> "ReadCommittedReader":
+    def start(self) -> ReadCommittedReader:
         self.thread.start()
         return self
 

@@ -223,7 +223,7 @@ class ProducerWorker:
                                 else _KafkaPythonClient)(bootstrap)
         self.thread = threading.Thread(target=self._run, daemon=True, name=f"producer-{name}")
 
-    def start(self) -> "ProducerWorker":
+    def start(self) -> ProducerWorker:
         self.thread.start()
         return self
 
@@ -297,7 +297,7 @@ class ConsumerWorker:
         from kafka import KafkaConsumer, TopicPartition
 
         self.on_record = on_record
-        self.positions: dict[tuple[str, int], int] = {tp: 0 for tp in partitions}
+        self.positions: dict[tuple[str, int], int] = dict.fromkeys(partitions, 0)
         self.records = 0
         self.errors: Counter = Counter()
         self._stop = threading.Event()
@@ -312,7 +312,7 @@ class ConsumerWorker:
             self.consumer.seek(tp, 0)
         self.thread = threading.Thread(target=self._run, daemon=True, name="consumer")
 
-    def start(self) -> "ConsumerWorker":
+    def start(self) -> ConsumerWorker:
         self.thread.start()
         return self
 

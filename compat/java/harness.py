@@ -102,7 +102,7 @@ class Harness:
             return HarnessRun(-9, _text(exc.stdout) + f"\nTIMEOUT after {timeout_s} s",
                               _text(exc.stderr), time.monotonic() - start)
 
-    def start(self, mode: str, **options) -> "LiveHarness":
+    def start(self, mode: str, **options) -> LiveHarness:
         """Start one mode; its stdout lines arrive on ``LiveHarness.lines`` as printed."""
         return LiveHarness(self.command(mode, options))
 

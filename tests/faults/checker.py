@@ -49,18 +49,18 @@ class OffsetWatch:
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"OffsetWatch {topic}-{partition}")
 
-    def start(self) -> "OffsetWatch":
+    def start(self) -> OffsetWatch:
         self._thread.start()
         return self
 
-    def stop(self) -> "OffsetWatch":
+    def stop(self) -> OffsetWatch:
         self._stop.set()
         self._thread.join(30)
         for conn in self._connections.values():
             conn.close()
         return self
 
-    def __enter__(self) -> "OffsetWatch":
+    def __enter__(self) -> OffsetWatch:
         return self.start()
 
     def __exit__(self, *exc) -> None:

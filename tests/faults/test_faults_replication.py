@@ -18,8 +18,12 @@ import time
 from confluent_kafka import Producer
 
 from broker.testing import FAST_CLUSTER_SETTINGS, build_batch
-from tests.faults.checker import (OffsetWatch, assert_replicas_identical_below,
-                                  wait_fully_replicated, wait_until)
+from tests.faults.checker import (
+    OffsetWatch,
+    assert_replicas_identical_below,
+    wait_fully_replicated,
+    wait_until,
+)
 
 NONE = 0
 SESSION_S = int(FAST_CLUSTER_SETTINGS["broker.session.timeout.ms"]) / 1000.0
@@ -66,7 +70,7 @@ class PacedProducer:
             self.producer.poll(self.tick_s)
         self.producer.flush(120)
 
-    def start(self) -> "PacedProducer":
+    def start(self) -> PacedProducer:
         self.thread.start()
         return self
 

@@ -22,8 +22,12 @@ from broker.testing import build_batch
 from broker.verify.cluster import VerifyCluster
 from broker.verify.netns import netns_available
 from protocol.errors import ErrorCode
-from tests.faults.checker import (OffsetWatch, assert_replicas_identical_below,
-                                  wait_fully_replicated, wait_until)
+from tests.faults.checker import (
+    OffsetWatch,
+    assert_replicas_identical_below,
+    wait_fully_replicated,
+    wait_until,
+)
 from tests.faults.test_faults_replication import PacedProducer
 
 SETTINGS = {"replica.lag.time.max.ms": 3000, "broker.session.timeout.ms": 3000}

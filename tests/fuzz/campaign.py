@@ -291,7 +291,7 @@ def _log_paths(cluster, options) -> list[Path]:
 def _scan_logs(paths: list[Path], samples: int = 5) -> dict:
     """Counts of traceback, CRITICAL, fatal and ERROR lines, with the first few of each
     (a traceback with the lines that follow it)."""
-    counts = {kind: 0 for kind in LOG_PATTERNS}
+    counts = dict.fromkeys(LOG_PATTERNS, 0)
     found: dict[str, list[str]] = {kind: [] for kind in LOG_PATTERNS}
     for path in paths:
         try:

@@ -38,7 +38,7 @@ class AckedLoad:
         self._thread = threading.Thread(target=self._run, name="acked-load", daemon=True)
         self._lock = threading.Lock()
 
-    def start(self) -> "AckedLoad":
+    def start(self) -> AckedLoad:
         self._thread.start()
         return self
 

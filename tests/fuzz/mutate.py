@@ -27,7 +27,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 EDGE_INT32 = (-1, 0, 1, 0x7FFFFFFF, -0x80000000, 0x10000, 0x7FFF)
 # api keys Kafka has but Raftwood does not serve, and keys nobody has.
-UNSERVED_KEYS = sorted({k for k in range(0, 90) if k not in SERVED} | {-1, 1000, 32767, -32768}
+UNSERVED_KEYS = sorted({k for k in range(90) if k not in SERVED} | {-1, 1000, 32767, -32768}
                        - {STATUS_API_KEY})
 
 

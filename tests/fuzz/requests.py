@@ -24,7 +24,10 @@ import uuid
 from dataclasses import dataclass, field
 
 from protocol.consumer_group_messages import (
-    ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest, TopicPartitions)
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+    TopicPartitions,
+)
 from protocol.messages import SERVED
 from protocol.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest, VoterListener
 

@@ -94,7 +94,7 @@ def _closed_by_broker(sock: socket.socket, timeout_s: float = 5.0) -> bool:
         while True:
             if not sock.recv(65536):
                 return True
-    except socket.timeout:
+    except TimeoutError:
         return False
     except OSError:
         return True

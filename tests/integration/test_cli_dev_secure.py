@@ -10,8 +10,7 @@ import sys
 
 import pytest
 
-from tests.integration.test_cli import (START_TIMEOUT_S, DevRun, cli_env, free_port_block,
-                                        ports_free)
+from tests.integration.test_cli import START_TIMEOUT_S, DevRun, cli_env, free_port_block, ports_free
 
 pytest.importorskip("cryptography", reason="dev --secure makes its certificates with it")
 BROKERS = 3

@@ -18,8 +18,15 @@ import urllib.request
 
 import pytest
 
-from tests.integration.test_cli import (START_TIMEOUT_S, DevRun, assert_ok, cli_env,
-                                        free_port_block, process_gone, raftwood)
+from tests.integration.test_cli import (
+    START_TIMEOUT_S,
+    DevRun,
+    assert_ok,
+    cli_env,
+    free_port_block,
+    process_gone,
+    raftwood,
+)
 
 BUSY_EXIT_WAIT_S = 60.0    # dev should refuse within ~10 s; the bound allows a slow machine
 SPREAD_WAIT_S = 90.0

@@ -21,19 +21,24 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaException, Producer,
-                             TopicPartition)
-from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
-                                  DescribeTransactionsRequest)
-from kafka.protocol.consumer import (JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest,
-                                     SyncGroupRequest)
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DescribeTransactionsRequest,
+)
+from kafka.protocol.consumer import (
+    JoinGroupRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
 from kafka.protocol.metadata import FindCoordinatorRequest
-from kafka.protocol.producer import (AddPartitionsToTxnRequest, EndTxnRequest,
-                                     InitProducerIdRequest)
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
 
+from broker.client.client_protocol import ConnectionFailed
 from broker.groups.placement import partition_for
 from broker.harness.cluster import ClusterProcess
-from broker.client.client_protocol import ConnectionFailed
 from broker.testing import KafkaConnection
 
 NONE = 0
@@ -289,7 +294,7 @@ def test_a_group_whose_leader_left_during_sync_is_stable(cluster):
 
 def wait_known(cluster: ClusterProcess, names: list[str], partitions: int) -> None:
     """Every broker (the paused one catching up) knows each topic with ``partitions``."""
-    wanted = {name: (NONE, partitions) for name in names}
+    wanted = dict.fromkeys(names, (NONE, partitions))
     for node_id in cluster.node_ids:
         deadline = time.monotonic() + WAIT_S
         while True:

@@ -70,7 +70,7 @@ def test_twenty_topics_created_in_one_request_are_known_everywhere_when_it_answe
         assert [(t.name, t.error_code) for t in response.topics] == [(n, NONE) for n in names]
         for node in (2, 3, 1):
             topics = connections[node].metadata(names).topics
-            assert {t.name: t.error_code for t in topics} == {n: NONE for n in names}, node
+            assert {t.name: t.error_code for t in topics} == dict.fromkeys(names, NONE), node
     finally:
         for conn in connections.values():
             conn.close()
@@ -131,7 +131,7 @@ def test_create_partitions_from_confluent_kafka_grows_a_topic_a_producer_then_wr
                          on_delivery=lambda err, msg: delivered.__setitem__(
                              msg.partition(), (err, msg.offset())))
     assert producer.flush(30) == 0
-    assert delivered == {index: (None, 0) for index in range(5)}
+    assert delivered == dict.fromkeys(range(5), (None, 0))
 
     from kafka import KafkaAdminClient
     from kafka.admin import NewPartitions as KafkaPythonNewPartitions
@@ -175,8 +175,14 @@ def test_delete_records_moves_every_replicas_log_start_and_survives_leader_chang
     segments go); a consumer at 0 gets OFFSET_OUT_OF_RANGE and resets to the new start;
     an offset above the HW is OFFSET_OUT_OF_RANGE; after two leader changes ListOffsets
     earliest still answers the new start; OFFSET_END (-1) deletes up to the HW."""
-    from confluent_kafka import (OFFSET_END, Consumer, KafkaError, KafkaException, Producer,
-                                 TopicPartition)
+    from confluent_kafka import (
+        OFFSET_END,
+        Consumer,
+        KafkaError,
+        KafkaException,
+        Producer,
+        TopicPartition,
+    )
     from confluent_kafka.admin import AdminClient
 
     cluster = raftwood_cluster

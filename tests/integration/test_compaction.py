@@ -312,8 +312,7 @@ def offsets_keys_of(partition_dir: Path, group: bytes) -> list[tuple[int, bytes 
 
 def test_consumer_offsets_is_compacted_and_deleted_groups_vanish_after_their_retention(
         raftwood_broker_factory, new_topic):
-    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
-                                       ConfigResource)
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
     broker = raftwood_broker_factory(**CLEANER, **{"offsets.topic.num.partitions": "1",
                                                    "offsets.topic.replication.factor": "1"})

@@ -111,7 +111,7 @@ class PublishedPorts:
         self._servers: list[asyncio.Server] = []
         self.accepted = {host_port: 0 for host_port, _, _ in routes}
 
-    def start(self) -> "PublishedPorts":
+    def start(self) -> PublishedPorts:
         self._thread.start()
         if not self._ready.wait(10.0):
             raise RuntimeError("the port forwarder did not start within 10 s")

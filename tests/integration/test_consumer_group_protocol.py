@@ -27,8 +27,14 @@ import broker.testing as raftwood_testing
 from broker.testing import KafkaConnection
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
-from confluent_kafka import ConsumerGroupState, ConsumerGroupType  # noqa: E402
+from confluent_kafka import (  # noqa: E402  # noqa: E402
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupType,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 PARTITIONS = 6

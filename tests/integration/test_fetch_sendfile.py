@@ -188,7 +188,7 @@ def test_a_slow_reader_gets_the_bytes_the_pread_path_sends(raftwood_broker_facto
     broker = raftwood_broker_factory(**{"log.segment.bytes": SEGMENT_BYTES})
     topic = create_topic(broker.bootstrap, "sendfile-slow", PARTITIONS)
     produced = produce_log(broker.bootstrap, topic, per_partition=200)
-    request = fetch_request(topic, {p: 0 for p in range(PARTITIONS)}, correlation_id=7)
+    request = fetch_request(topic, dict.fromkeys(range(PARTITIONS), 0), correlation_id=7)
 
     def slow_fetch() -> bytes:
         with open_socket(broker, rcvbuf=4096) as sock:

@@ -109,6 +109,7 @@ def test_create_topics_refuses_excessive_partitions_and_keeps_serving(lone_broke
     10,000 partitions in one request), and the broker answers the next request (it used
     to spend its event loop assigning two billion replica lists)."""
     from kafka.protocol.admin import CreateTopicsRequest
+
     from broker.testing import KafkaConnection
 
     topic = CreateTopicsRequest.CreatableTopic(name="huge", num_partitions=(1 << 31) - 1,
@@ -124,6 +125,7 @@ def test_create_partitions_refuses_excessive_count_and_keeps_serving(lone_broker
     """CreatePartitions to 2^31-1 partitions (the fuzzer's frame, v1): POLICY_VIOLATION,
     and the broker keeps answering."""
     from kafka.protocol.admin import CreatePartitionsRequest
+
     from broker.testing import KafkaConnection
 
     with KafkaConnection(lone_broker.bootstrap, timeout_s=20.0) as conn:
@@ -140,8 +142,10 @@ def test_offset_commit_with_absurd_retention_is_answered(lone_broker):
     """OffsetCommit v2 keeping offsets for 2^63-1 ms: answered (the offsets stored), where
     the expiry time overflowed int64 and the broker logged a traceback and closed."""
     import time
+
     from kafka.protocol.consumer import OffsetCommitRequest
     from kafka.protocol.metadata import FindCoordinatorRequest
+
     from broker.testing import KafkaConnection
 
     topic_class = OffsetCommitRequest.OffsetCommitRequestTopic

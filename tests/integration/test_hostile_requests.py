@@ -81,7 +81,7 @@ def _delete_records():
 def _entries(name, answer) -> int:
     if name == "Metadata":
         return len(answer.topics)
-    partitions = [p for t in answer.topics for p in getattr(t, "partitions")]
+    partitions = [p for t in answer.topics for p in t.partitions]
     return len(partitions)
 
 

@@ -68,7 +68,7 @@ def test_metrics_follow_traffic_an_isr_shrink_and_expansion_and_the_controller(
               for node, s in by_node.items()}
     assert sorted(active.values()) == [0, 0, 1], active
     assert active[controller] == 1
-    for node, samples in by_node.items():
+    for _node, samples in by_node.items():
         assert sample(samples, "raftwood_raft_term") >= 1
         assert sample(samples, "raftwood_raft_commit_index") > 0
         assert sample(samples, "kafka_server_replicamanager_partitioncount") >= 1

@@ -30,11 +30,9 @@ pytest.importorskip("confluent_kafka")
 
 from broker.harness import KafkaConnection  # noqa: E402
 from protocol.errors import ErrorCode  # noqa: E402
-from protocol.raft_voter_messages import (AddRaftVoterRequest,  # noqa: E402
-                                          RemoveRaftVoterRequest, VoterListener)
-from tests.integration.test_reassignment import (  # noqa: E402
-    TOPIC, assert_every_ack_present, replicas_become)
+from protocol.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest, VoterListener  # noqa: E402
 from tests.faults.test_faults_replication import PacedProducer  # noqa: E402
+from tests.integration.test_reassignment import TOPIC, assert_every_ack_present, replicas_become  # noqa: E402
 
 COMMAND_TIMEOUT_S = 120
 ROLE_TIMEOUT_S = 30.0

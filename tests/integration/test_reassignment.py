@@ -24,8 +24,7 @@ import pytest
 pytest.importorskip("confluent_kafka")
 
 from broker.testing import build_batch, read_records  # noqa: E402
-from tests.faults.checker import (assert_replicas_identical_below,  # noqa: E402
-                                  wait_fully_replicated)
+from tests.faults.checker import assert_replicas_identical_below, wait_fully_replicated  # noqa: E402
 from tests.faults.test_faults_replication import PacedProducer  # noqa: E402
 
 TOPIC = "moving"

@@ -17,9 +17,15 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation,
-                                   AclPermissionType, AdminClient, ResourcePatternType,
-                                   ResourceType)
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from broker.testing import BrokerProcess, KafkaConnection, free_port
 from tests.conftest import create_topic
@@ -204,8 +210,14 @@ def test_a_non_super_user_creating_acls_gets_cluster_authorization_failed(author
 
 
 def kafka_python_describe_acls_error(port: int, user: str) -> str | None:
-    from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType,
-                             ACLResourcePatternType, KafkaAdminClient, ResourcePatternFilter)
+    from kafka.admin import (
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePatternFilter,
+    )
     from kafka.admin import ResourceType as KafkaPythonResourceType
 
     admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}",

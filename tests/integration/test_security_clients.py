@@ -18,7 +18,6 @@ import subprocess
 import sys
 
 import pytest
-
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import SaslHandshakeRequest
 

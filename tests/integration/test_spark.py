@@ -44,7 +44,11 @@ import pytest
 
 from broker.testing import BrokerProcess, KafkaConnection, build_batch, free_port
 from compat.spark.pipeline import (
-    CONNECTOR_JAR_PREFIX, JARS_ENV, KAFKA_CONNECTOR, ConnectorMissing, connector_conf,
+    CONNECTOR_JAR_PREFIX,
+    JARS_ENV,
+    KAFKA_CONNECTOR,
+    ConnectorMissing,
+    connector_conf,
 )
 from tests.security_certs import make_pki, with_listeners
 
@@ -237,7 +241,10 @@ def test_pipeline_transformation_and_density_check_without_kafka(spark_env):
 
 def test_streaming_counts_and_batch_read_through_the_kafka_connector(spark, broker, tmp_path):
     from compat.spark.pipeline import (
-        check_dense, latest_value_per_key, read_topic, start_counts_query,
+        check_dense,
+        latest_value_per_key,
+        read_topic,
+        start_counts_query,
     )
 
     bootstrap = broker[0].bootstrap
@@ -350,7 +357,10 @@ def test_sink_stream_and_batch_read_over_sasl_ssl_with_scram(spark, broker, tmp_
     """Over the SASL_SSL listener only: Spark's batch sink writes records, a streaming
     query counts them into another topic, and a batch read sees both topics whole."""
     from compat.spark.pipeline import (
-        latest_value_per_key, read_topic, start_counts_query, write_topic,
+        latest_value_per_key,
+        read_topic,
+        start_counts_query,
+        write_topic,
     )
 
     plain, port, ca = broker

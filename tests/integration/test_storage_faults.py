@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 from kafka.protocol.producer import ProduceRequest
 
-from broker.testing import BrokerProcess, KafkaConnection, build_batch, read_records
+from broker.testing import BrokerProcess, KafkaConnection, build_batch
 
 KAFKA_STORAGE_ERROR = 56
 EXIT_WAIT_S = 30.0

@@ -30,8 +30,15 @@ import collections
 import time
 
 import pytest
-from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaError,
-                             KafkaException, Producer, TopicPartition)
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from broker.testing import BrokerError, BrokerProcess, KafkaConnection
@@ -463,7 +470,7 @@ def test_consume_transform_produce_is_exactly_once_with_an_abort(txn_broker, top
     finally:
         checker.close()
     assert {tp.partition: tp.offset for tp in offsets} == \
-        {p: per_partition for p in range(partitions)}
+        dict.fromkeys(range(partitions), per_partition)
     assert sum(tp.offset for tp in offsets) == total
 
 

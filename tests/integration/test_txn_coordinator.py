@@ -11,11 +11,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from kafka.protocol.admin import (CreateTopicsRequest, DescribeTransactionsRequest,
-                                  ListTransactionsRequest)
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    DescribeTransactionsRequest,
+    ListTransactionsRequest,
+)
 from kafka.protocol.metadata import FindCoordinatorRequest
-from kafka.protocol.producer import (AddPartitionsToTxnRequest, EndTxnRequest,
-                                     InitProducerIdRequest)
+from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
 
 from broker.testing import KafkaConnection
 

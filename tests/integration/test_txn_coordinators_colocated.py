@@ -38,8 +38,15 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from tests.integration.test_txn_failover import (
-    PARTITIONS, WAIT_S, assert_exactly_once_with_offsets, describe_txn,
-    find_group_coordinator, find_txn_coordinator, new_producer, txn_cluster)
+    PARTITIONS,
+    WAIT_S,
+    assert_exactly_once_with_offsets,
+    describe_txn,
+    find_group_coordinator,
+    find_txn_coordinator,
+    new_producer,
+    txn_cluster,
+)
 
 PER_PARTITION = 40
 KILL_AT_BATCH = 4

@@ -26,8 +26,14 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaException,
-                             Producer, TopicPartition)
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    IsolationLevel,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from kafka.protocol.metadata import FindCoordinatorRequest
 
@@ -197,7 +203,7 @@ def assert_exactly_once_with_offsets(cluster, source: str, sink: str, group: str
     finally:
         checker.close()
     assert {tp.partition: tp.offset for tp in committed} == \
-        {p: per_partition for p in range(PARTITIONS)}
+        dict.fromkeys(range(PARTITIONS), per_partition)
 
 
 def read_committed_until_end(bootstrap: str, topic: str, end_tag: str,
@@ -606,7 +612,7 @@ def test_consume_transform_produce_stays_exactly_once_through_a_group_coordinato
         for _ in range(1000):
             if finished or time.monotonic() > deadline:
                 break
-            msgs = [m for m in consumer.consume(num_messages=10, timeout=0.5)]
+            msgs = list(consumer.consume(num_messages=10, timeout=0.5))
             for msg in msgs:
                 assert msg.error() is None, msg.error()
             if not msgs:

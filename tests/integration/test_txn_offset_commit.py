@@ -20,8 +20,11 @@ import pytest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
-from kafka.protocol.producer import (InitProducerIdRequest, TxnOffsetCommitRequest,
-                                     WriteTxnMarkersRequest)
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
+)
 
 from broker.api import HANDLERS
 from broker.groups.placement import OFFSETS_TOPIC, partition_for

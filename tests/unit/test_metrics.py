@@ -14,17 +14,22 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
-from prometheus_client.exposition import generate_latest
 
 from broker import config as config_module
 from broker.controller.state import ClusterState
 from broker.groups.state import CommittedOffset, GroupMetadata
 from broker.metrics import METRIC_NAMES, BrokerMetrics, LoopProbe, MetricsEndpoint
 from broker.metrics.loop import LAG_BUCKETS_MS
-from broker.metrics.stats import (DISCARD_REQUESTS, TIME_BUCKETS_MS, ReplicaStats,
-                                  RequestStats, request_stats_of)
+from broker.metrics.stats import (
+    DISCARD_REQUESTS,
+    TIME_BUCKETS_MS,
+    ReplicaStats,
+    RequestStats,
+    request_stats_of,
+)
 from broker.replication.delayed import FetchPartitionStatus
 from broker.replication.fetch_sessions import CachedPartition, FetchSessionCache, PartitionParams
 from broker.replication.origin import AppendOrigin

@@ -16,9 +16,19 @@ from broker.cli.main import build_parser
 from broker.metrics.endpoint import MetricsEndpoint
 from broker.ui import page
 from broker.ui.feed import ClusterCollector, PeerStatus, ReplicationFeed
-from broker.ui.snapshot import (BROKER_FENCED, BROKER_UNREACHABLE, CONTROLLER_CHANGE,
-                                ISR_EXPAND, ISR_SHRINK, LEADER_CHANGE, PARTITION_CREATED,
-                                REASSIGNMENT, TRUNCATION, build_snapshot, diff)
+from broker.ui.snapshot import (
+    BROKER_FENCED,
+    BROKER_UNREACHABLE,
+    CONTROLLER_CHANGE,
+    ISR_EXPAND,
+    ISR_SHRINK,
+    LEADER_CHANGE,
+    PARTITION_CREATED,
+    REASSIGNMENT,
+    TRUNCATION,
+    build_snapshot,
+    diff,
+)
 from protocol.status import decode_status_request, encode_status_response
 from tests.unit.test_metrics import http  # one raw HTTP exchange with the endpoint
 

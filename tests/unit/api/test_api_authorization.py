@@ -10,8 +10,7 @@ from types import SimpleNamespace
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest
-from kafka.protocol.producer import (InitProducerIdRequest, ProduceRequest,
-                                     ProduceResponse)
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest, ProduceResponse
 
 from broker.api.fetch import handle_fetch
 from broker.api.metadata import handle_metadata
@@ -19,8 +18,10 @@ from broker.api.produce import handle_produce
 from broker.api.producer_ids import handle_init_producer_id
 from broker.controller.state import ClusterState
 from broker.replication.fetch_sessions import FetchSessionCache
-from broker.security.acls import (AclBinding, AclOperation as Op, AclPermissionType as Perm,
-                                  PatternType, ResourceType as Res)
+from broker.security.acls import AclBinding, PatternType
+from broker.security.acls import AclOperation as Op
+from broker.security.acls import AclPermissionType as Perm
+from broker.security.acls import ResourceType as Res
 from broker.security.authorizer import Authorizer, image_bindings
 from broker.testing import build_batch
 from protocol.errors import ErrorCode

@@ -11,8 +11,10 @@ from kafka.protocol.admin import DescribeTopicPartitionsRequest, DescribeTopicPa
 
 from broker.api.describe_partitions import handle_describe_topic_partitions
 from broker.controller.state import ClusterState
-from broker.security.acls import AclBinding, AclOperation as Op, AclPermissionType as Perm
-from broker.security.acls import PatternType, ResourceType as Res
+from broker.security.acls import AclBinding, PatternType
+from broker.security.acls import AclOperation as Op
+from broker.security.acls import AclPermissionType as Perm
+from broker.security.acls import ResourceType as Res
 from broker.security.authorizer import ALLOW_ALL, Authorizer
 from protocol.errors import ErrorCode
 from protocol.messages import decode_request

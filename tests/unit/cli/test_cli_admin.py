@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from broker.cli.main import build_parser
 from broker.cli.client import StatusUnavailable, error_name, fetch_status, parse_address
+from broker.cli.main import build_parser
 from protocol.status import decode_status_request, encode_status_response
 
 

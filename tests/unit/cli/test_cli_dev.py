@@ -5,9 +5,17 @@ from pathlib import Path
 import pytest
 
 from broker import config as config_module
+from broker.cli.dev import (
+    DevError,
+    StatusPrinter,
+    bootstrap_line,
+    broker_command,
+    broker_settings,
+    plan_cluster,
+    render_status,
+    voters,
+)
 from broker.cli.main import build_parser
-from broker.cli.dev import (DevError, StatusPrinter, bootstrap_line, broker_command,
-                            broker_settings, plan_cluster, render_status, voters)
 
 
 def test_three_brokers_get_consecutive_kafka_ports_and_raft_ports_100_above():

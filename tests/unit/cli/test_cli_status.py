@@ -1,7 +1,17 @@
 """broker/cli/status.py: merging status answers into describe / cluster / dev views."""
-from broker.cli.status import (BrokerSummary, ClusterView, broker_summary, describe_rows,
-                               min_isr, partition_problems, problem_rows, render_cluster,
-                               render_describe, replica_cells, short_state)
+from broker.cli.status import (
+    BrokerSummary,
+    ClusterView,
+    broker_summary,
+    describe_rows,
+    min_isr,
+    partition_problems,
+    problem_rows,
+    render_cluster,
+    render_describe,
+    replica_cells,
+    short_state,
+)
 
 ONLINE = "OnlineReplica"
 

@@ -12,8 +12,14 @@ import pytest
 
 from broker.cli import dev_control
 from broker.cli.dev_console import footer
-from broker.cli.dev_layout import (DevError, check_ports_free, plan_cluster, port_uses,
-                                   replication_defaults, replication_line)
+from broker.cli.dev_layout import (
+    DevError,
+    check_ports_free,
+    plan_cluster,
+    port_uses,
+    replication_defaults,
+    replication_line,
+)
 from broker.cli.ports import PortUse, busy_message, busy_ports, port_is_free, port_owner
 
 

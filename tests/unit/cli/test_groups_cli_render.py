@@ -1,8 +1,8 @@
 """``raftwood groups`` rendering (pure): one row per partition with its lag and owner."""
 from __future__ import annotations
 
-from broker.cli.main import build_parser
 from broker.cli.groups import GroupDescription, Member, render_group, render_list
+from broker.cli.main import build_parser
 
 
 def test_describe_shows_offsets_lag_and_owner_per_partition_then_the_members():

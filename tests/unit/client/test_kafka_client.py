@@ -16,8 +16,14 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from broker.client.client_protocol import (
-    MIN_RESPONSE_BYTES, NEED_DATA, BadResponse, ClientProtocol, ConnectionFailed,
-    CorrelationMismatch, ResponseReader)
+    MIN_RESPONSE_BYTES,
+    NEED_DATA,
+    BadResponse,
+    ClientProtocol,
+    ConnectionFailed,
+    CorrelationMismatch,
+    ResponseReader,
+)
 from broker.client.kafka_client import AsyncConnection, BlockingConnection
 from protocol.status import encode_status_response
 

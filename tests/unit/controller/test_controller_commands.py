@@ -16,8 +16,26 @@ from pysyncobj import SyncObj, SyncObjConf
 from pysyncobj.syncobj import _COMMAND_TYPE
 
 from broker.controller.commands import (
-    COMMANDS, AllocateProducerIds, AlterPartition, AlterReassignments, AlterScramCredentials, AlterTopicConfigs, Command, CreateTopic,
-    CreateAcls, CreatePartitions, DeleteAcls, DeleteTopic, ElectLeaders, ElectPreferred, FenceBrokers, Heartbeat, InitCluster, RecordVoter, RegisterBroker, decode,
+    COMMANDS,
+    AllocateProducerIds,
+    AlterPartition,
+    AlterReassignments,
+    AlterScramCredentials,
+    AlterTopicConfigs,
+    Command,
+    CreateAcls,
+    CreatePartitions,
+    CreateTopic,
+    DeleteAcls,
+    DeleteTopic,
+    ElectLeaders,
+    ElectPreferred,
+    FenceBrokers,
+    Heartbeat,
+    InitCluster,
+    RecordVoter,
+    RegisterBroker,
+    decode,
 )
 from broker.controller.raft import MetadataConsumer
 from broker.controller.state import ApplyError, ClusterState

@@ -18,7 +18,11 @@ import pytest
 
 from broker.controller.commands import AllocateProducerIds, Heartbeat
 from broker.controller.metadata_file import (
-    FORMAT_VERSION, MetadataFileError, metadata_path, read_state, write_state,
+    FORMAT_VERSION,
+    MetadataFileError,
+    metadata_path,
+    read_state,
+    write_state,
 )
 from broker.controller.state import ClusterState
 from broker.controller.store import LocalStore

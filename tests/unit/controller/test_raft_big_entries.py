@@ -12,8 +12,7 @@ just below the 64 KiB default's second chunk boundary (128 KiB: an entry of at l
 """
 from __future__ import annotations
 
-from tests.unit.controller.test_raft_safety import (  # noqa: F401  (the fixture)
-    leader_of, raft_cluster, wait_until)
+from tests.unit.controller.test_raft_safety import leader_of, raft_cluster, wait_until  # noqa: F401  (the fixture)
 
 DEFAULT_CHUNK_BYTES = 2 ** 16
 SWEEP = 200  # consecutive command lengths; the bad window is a few dozen bytes wide

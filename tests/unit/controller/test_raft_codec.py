@@ -21,12 +21,12 @@ import struct
 import time
 import zlib
 
+import pysyncobj.pickle as pysyncobj_pickle
 import pytest
 from pysyncobj import SyncObj, SyncObjConf
 from pysyncobj.journal import FileJournal
 from pysyncobj.syncobj import _COMMAND_TYPE
 
-import pysyncobj.pickle as pysyncobj_pickle
 from broker.controller import raft_codec
 from broker.controller.raft import MetadataConsumer, start_raft_node, voter_addresses
 from broker.controller.raft_codec import RaftFileRefused, RefusedPickle
@@ -185,7 +185,7 @@ def closed_by_server(port: int, data: bytes) -> bool:
                     return True
         except ConnectionResetError:
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
     return False
 

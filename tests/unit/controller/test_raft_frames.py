@@ -16,18 +16,26 @@ import pickle
 import struct
 import zlib
 
+import pysyncobj.pickle as pysyncobj_pickle
 import pytest
 from pysyncobj.dns_resolver import globalDnsResolver
 from pysyncobj.node import TCPNode
 
-import pysyncobj.pickle as pysyncobj_pickle
 from broker.controller import raft_codec, raft_frames  # noqa: F401  (installs the patches)
 from broker.controller.raft import voter_addresses
 from broker.controller.raft_codec import RefusedPickle
-from broker.controller.raft_frames import (MAX_FRAME_BYTES, MAX_WIRE_FRAME_BYTES,
-                                           FrameRefused, decompress, frame_loads)
-from tests.unit.controller.test_raft_codec import (closed_by_server, frame,
-                                                   voter)  # noqa: F401  (a fixture)
+from broker.controller.raft_frames import (
+    MAX_FRAME_BYTES,
+    MAX_WIRE_FRAME_BYTES,
+    FrameRefused,
+    decompress,
+    frame_loads,
+)
+from tests.unit.controller.test_raft_codec import (
+    closed_by_server,
+    frame,
+    voter,  # noqa: F401  (a fixture)
+)
 
 
 @functools.lru_cache(maxsize=2)

@@ -4,7 +4,12 @@ import itertools
 import pytest
 
 from broker.controller.replica_state import (
-    VALID_PREVIOUS, IllegalReplicaTransition, ReplicaState as S, is_valid_transition, transition)
+    VALID_PREVIOUS,
+    IllegalReplicaTransition,
+    is_valid_transition,
+    transition,
+)
+from broker.controller.replica_state import ReplicaState as S
 
 ALLOWED = {
     (S.NON_EXISTENT, S.NEW),

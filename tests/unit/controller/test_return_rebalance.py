@@ -4,8 +4,11 @@ first until the periodic check (``leader.imbalance.check.interval.seconds``)."""
 from __future__ import annotations
 
 from broker import config as broker_config
-from broker.controller.controller import (UNFENCE_CHECK_INTERVAL_S, UNFENCE_CHECK_WINDOW_S,
-                                          Controller)
+from broker.controller.controller import (
+    UNFENCE_CHECK_INTERVAL_S,
+    UNFENCE_CHECK_WINDOW_S,
+    Controller,
+)
 from broker.controller.state import ClusterState
 from broker.controller.store import LocalStore
 

@@ -114,8 +114,10 @@ def test_bytes_that_do_not_parse_give_none_never_an_exception(garbage):
 
 
 def test_aiokafkas_own_subscription_and_assignment_bytes_parse():
-    from aiokafka.coordinator.protocol import (ConsumerProtocolMemberAssignment,
-                                               ConsumerProtocolMemberMetadata)
+    from aiokafka.coordinator.protocol import (
+        ConsumerProtocolMemberAssignment,
+        ConsumerProtocolMemberMetadata,
+    )
     metadata = ConsumerProtocolMemberMetadata(0, ["orders", "audit"], b"").encode()
     assert cp.subscribed_topics(bytes(metadata)) == {"orders", "audit"}
     assignment = ConsumerProtocolMemberAssignment(0, [("orders", [0, 2])], b"").encode()

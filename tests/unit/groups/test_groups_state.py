@@ -8,8 +8,13 @@ import pytest
 
 from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.state import (
-    VALID_PREVIOUS_STATES, CommittedOffset, GroupMetadata, GroupState, IllegalGroupTransition,
-    MemberMetadata, can_transition,
+    VALID_PREVIOUS_STATES,
+    CommittedOffset,
+    GroupMetadata,
+    GroupState,
+    IllegalGroupTransition,
+    MemberMetadata,
+    can_transition,
 )
 
 E, P, C, S, D = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,

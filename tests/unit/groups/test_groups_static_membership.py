@@ -15,7 +15,14 @@ from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.state import GroupState
 from protocol.errors import ErrorCode
 from tests.unit.groups.test_groups_coordinator import (
-    PROTOCOLS, REBALANCE_MS, SESSION_MS, FakeBroker, run, started, state, until,
+    PROTOCOLS,
+    REBALANCE_MS,
+    SESSION_MS,
+    FakeBroker,
+    run,
+    started,
+    state,
+    until,
 )
 
 NONE = ErrorCode.NONE

@@ -14,8 +14,7 @@ from broker.groups import GroupCoordinator
 from broker.groups.consumer_coordinator import assignor_names
 from broker.groups.consumer_group import MemberState
 from protocol.errors import ErrorCode
-from tests.unit.groups.test_groups_coordinator import (PROTOCOLS, FakeBroker, run, started,
-                                                       until)
+from tests.unit.groups.test_groups_coordinator import PROTOCOLS, FakeBroker, run, started, until
 
 NONE = ErrorCode.NONE
 TOPIC_ID = str(uuid.UUID(int=0xABC))

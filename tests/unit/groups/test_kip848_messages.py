@@ -9,9 +9,16 @@ import uuid
 import pytest
 
 from protocol.consumer_group_messages import (
-    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse, DescribedGroup, DescribedMember, DescribedTopicPartitions,
-    FlexDecodeError, TopicPartitions)
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    DescribedGroup,
+    DescribedMember,
+    DescribedTopicPartitions,
+    FlexDecodeError,
+    TopicPartitions,
+)
 from protocol.errors import CorruptRequest
 from protocol.messages import decode_request, encode_response
 

@@ -2,8 +2,7 @@
 given to a member while another may still own it; epochs advance on convergence."""
 from __future__ import annotations
 
-from broker.groups.consumer_group import (ConsumerGroupState, ConsumerMember, MemberState,
-                                          reconcile)
+from broker.groups.consumer_group import ConsumerGroupState, ConsumerMember, MemberState, reconcile
 
 
 def group_of(*members) -> ConsumerGroupState:

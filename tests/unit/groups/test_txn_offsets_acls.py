@@ -36,7 +36,7 @@ class Groups:
 
     async def commit_txn_offsets(self, *args):
         self.calls.append(args)
-        return {tp: self.answer for tp in args[-1]}
+        return dict.fromkeys(args[-1], self.answer)
 
 
 def request(version: int = 3):

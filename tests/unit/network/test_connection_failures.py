@@ -9,7 +9,12 @@ import logging
 from broker.network import connection as connection_module
 from broker.network.log_limit import RateLimitedLog
 from tests.unit.network.test_connection import (  # noqa: F401  (handlers: a fixture)
-    FakeBroker, api_versions, handlers, open_connection, run, settle,
+    FakeBroker,
+    api_versions,
+    handlers,
+    open_connection,
+    run,
+    settle,
 )
 
 

@@ -258,8 +258,9 @@ def test_a_region_truncated_and_rewritten_before_its_turn_is_never_sent(
 
 def test_under_tls_regions_are_read_and_written_through_the_transport(
         scripted, sendfile_bytes, log, tmp_path):
-    from tests.security_certs import make_pki
     import ssl
+
+    from tests.security_certs import make_pki
 
     pki = make_pki(tmp_path / "pki")
     plain = answer_whole_log(log, scripted)

@@ -4,8 +4,13 @@ import random
 import pytest
 from kafka.protocol.consumer import FetchResponse
 
-from protocol.fetch_response import (MAX_VERSION, MIN_VERSION, AbortedTransaction,
-                                     FetchPartitionResult, encode_fetch_response)
+from protocol.fetch_response import (
+    MAX_VERSION,
+    MIN_VERSION,
+    AbortedTransaction,
+    FetchPartitionResult,
+    encode_fetch_response,
+)
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = TopicResponse.PartitionData

@@ -9,40 +9,66 @@ import struct
 import uuid
 
 import pytest
-from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
-                                  DescribeProducersRequest, DescribeTransactionsRequest,
-                                  ListPartitionReassignmentsRequest, ListTransactionsRequest)
-from kafka.protocol.producer import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest,
-                                     EndTxnRequest, TxnOffsetCommitRequest,
-                                     WriteTxnMarkersRequest)
 from kafka.protocol.admin import (
-    AlterConfigsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest)
-from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
-from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
-from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
-from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+    AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
+    AlterUserScramCredentialsRequest,
+    CreateAclsRequest,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteAclsRequest,
+    DeleteGroupsRequest,
+    DeleteRecordsRequest,
+    DeleteTopicsRequest,
+    DescribeAclsRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+    DescribeGroupsRequest,
+    DescribeLogDirsRequest,
+    DescribeProducersRequest,
+    DescribeQuorumRequest,
+    DescribeTopicPartitionsRequest,
+    DescribeTransactionsRequest,
+    DescribeUserScramCredentialsRequest,
+    ElectLeadersRequest,
+    IncrementalAlterConfigsRequest,
+    ListGroupsRequest,
+    ListPartitionReassignmentsRequest,
+    ListTransactionsRequest,
+)
 from kafka.protocol.consumer import (
-    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
-    OffsetFetchRequest, SyncGroupRequest)
-from kafka.protocol.metadata import FindCoordinatorRequest
-from kafka.protocol.admin import (AlterUserScramCredentialsRequest, CreateAclsRequest,
-                                  DeleteAclsRequest, DescribeAclsRequest,
-                                  DescribeUserScramCredentialsRequest)
+    FetchRequest,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListOffsetsRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    OffsetForLeaderEpochRequest,
+    SyncGroupRequest,
+)
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    InitProducerIdRequest,
+    ProduceRequest,
+    TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
+)
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from kafka.protocol.admin import (CreatePartitionsRequest, DeleteRecordsRequest,
-                                  DescribeClusterRequest, DescribeLogDirsRequest,
-                                  DescribeQuorumRequest, DescribeTopicPartitionsRequest,
-                                  ElectLeadersRequest)
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from protocol.consumer_group_messages import (ConsumerGroupDescribeRequest,
-                                              ConsumerGroupHeartbeatRequest, TopicPartitions)
-from protocol.raft_voter_messages import (AddRaftVoterRequest, RemoveRaftVoterRequest,
-                                          VoterListener)
+from protocol.consumer_group_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupHeartbeatRequest,
+    TopicPartitions,
+)
 from protocol.errors import CorruptRequest, UnsupportedVersion
 from protocol.framing import FrameReader
 from protocol.messages import SERVED, Request, decode_request
+from protocol.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest, VoterListener
 
 
 def _batch() -> bytes:

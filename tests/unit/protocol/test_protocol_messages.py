@@ -12,70 +12,133 @@ import io
 import struct
 import uuid
 
-from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
-                                  AlterPartitionReassignmentsResponse,
-                                  ListPartitionReassignmentsRequest,
-                                  ListPartitionReassignmentsResponse,
-                                  DescribeProducersRequest, DescribeProducersResponse,
-                                  DescribeTransactionsRequest, DescribeTransactionsResponse,
-                                  ListTransactionsRequest, ListTransactionsResponse)
-from kafka.protocol.producer import (
-    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse)
-
-from kafka.protocol.admin import (
-    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
-    CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    DeleteRecordsRequest, DeleteRecordsResponse, DescribeClusterRequest, DescribeClusterResponse,
-    DescribeQuorumRequest, DescribeQuorumResponse,
-    DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, ElectLeadersRequest,
-    ElectLeadersResponse,
-    DescribeLogDirsRequest, DescribeLogDirsResponse,
-    DeleteAclsRequest, DeleteAclsResponse, DescribeAclsRequest, DescribeAclsResponse,
-    DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
-)
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
-
 import pytest
 from kafka.protocol.admin import (
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 from kafka.protocol.consumer import (
-    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+    FetchRequest,
+    FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from kafka.protocol.metadata import (
-    ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
 )
-from kafka.protocol.admin import (
-    AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse)
 from kafka.protocol.producer import (
-    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse)
-from kafka.protocol.admin import (
-    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
-    ListGroupsRequest, ListGroupsResponse)
-from kafka.protocol.consumer import (
-    HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
-    LeaveGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest,
-    OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse)
-from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.consumer_group_messages import (
-    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse, DescribedGroup as CgDescribedGroup,
-    TopicPartitions as CgTopicPartitions)
-from protocol.raft_voter_messages import (
-    AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse,
-    VoterListener)
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from protocol.consumer_group_messages import DescribedGroup as CgDescribedGroup
+from protocol.consumer_group_messages import TopicPartitions as CgTopicPartitions
 from protocol.errors import ErrorCode, UnsupportedVersion
 from protocol.messages import (
-    SERVED, api_versions_body, decode_request, encode_response, unsupported_api_versions_response,
+    SERVED,
+    api_versions_body,
+    decode_request,
+    encode_response,
+    unsupported_api_versions_response,
+)
+from protocol.raft_voter_messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    VoterListener,
 )
 
 # What we serve, written out independently of protocol/messages.py (Produce and Fetch capped
@@ -1158,7 +1221,7 @@ def test_aiokafka_reads_the_unsupported_api_versions_fallback():
     assert len(response["api_versions"]) == len(EXPECTED_RANGES)
 
 
-@pytest.mark.parametrize("version", range(0, 6))
+@pytest.mark.parametrize("version", range(6))
 def test_aiokafka_metadata_request_and_response(version):
     request = aio_metadata.MetadataRequest(topics=["orders", "events"],
                                            allow_auto_topic_creation=False)

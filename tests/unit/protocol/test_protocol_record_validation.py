@@ -19,8 +19,7 @@ from broker.harness.wire import build_batch
 from protocol.errors import ErrorCode
 from protocol.primitives import varint as zigzag
 from protocol.record_filter import RecordFilterError, decode_records
-from protocol.record_validation import RecordDecodeError, check_records, decompress, \
-    read_records
+from protocol.record_validation import RecordDecodeError, check_records, decompress, read_records
 from protocol.records import HEADER_SIZE, first_offset_at_or_after, validate_produce_records
 
 CODECS = [0, 1, 2, 3, 4]

@@ -12,15 +12,23 @@ from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from protocol.errors import ErrorCode, RecordError
 from protocol.records import (
-    CONTROL_FLAG, CRC_START, HEADER_SIZE, assign_offset_and_epoch, crc_matches,
-    first_offset_at_or_after, iter_headers, parse_header, valid_prefix, validate_produce_records,
+    CONTROL_FLAG,
+    CRC_START,
+    HEADER_SIZE,
+    assign_offset_and_epoch,
+    crc_matches,
+    first_offset_at_or_after,
+    iter_headers,
+    parse_header,
+    valid_prefix,
+    validate_produce_records,
 )
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 BASE_TIMESTAMP = 1_700_000_000_000
 RECORDS = [(b"key-%d" % i, b"value-%d-" % i + b"x" * 40) for i in range(5)]
 # Byte ranges of the header (inclusive start, exclusive end) that assignment may rewrite.
-BASE_OFFSET_BYTES = range(0, 8)
+BASE_OFFSET_BYTES = range(8)
 PARTITION_LEADER_EPOCH_BYTES = range(12, 16)
 
 

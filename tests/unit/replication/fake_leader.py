@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from broker.replication.leader_endpoint import (
-    EpochEndOffset, EpochQuery, FetchedData, FetchResult, LeaderUnavailable, PartitionFetch,
+    EpochEndOffset,
+    EpochQuery,
+    FetchedData,
+    FetchResult,
+    LeaderUnavailable,
+    PartitionFetch,
 )
 from broker.replication.partition import Partition, PartitionError, PartitionSettings
 from broker.testing import build_batch

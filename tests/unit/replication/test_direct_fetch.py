@@ -12,8 +12,14 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 
 from broker.network.connection import Connection
 from broker.testing import read_records
-from tests.unit.replication.test_log_dir_offline import StubBroker, Transport, frames, \
-    produce, replica_manager, single_broker_image
+from tests.unit.replication.test_log_dir_offline import (
+    StubBroker,
+    Transport,
+    frames,
+    produce,
+    replica_manager,
+    single_broker_image,
+)
 
 
 def fetch(offset: int, correlation_id: int, max_wait_ms: int = 10_000) -> bytes:

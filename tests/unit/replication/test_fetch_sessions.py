@@ -2,8 +2,14 @@
 from __future__ import annotations
 
 from broker.replication.fetch_sessions import (
-    EVICTION_MS, FINAL_EPOCH, INITIAL_EPOCH, CachedPartition, FetchSessionCache,
-    FollowerSession, PartitionParams, next_epoch,
+    EVICTION_MS,
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    CachedPartition,
+    FetchSessionCache,
+    FollowerSession,
+    PartitionParams,
+    next_epoch,
 )
 from broker.replication.replica_manager import FetchedPartition
 from protocol.errors import ErrorCode

@@ -15,7 +15,11 @@ from broker.replication.fetch_sessions import FollowerSession
 from broker.replication.leader_endpoint import PartitionFetch
 from tests.unit.replication.fake_leader import FakeLeaderEndpoint, produce, replica_with_history
 from tests.unit.replication.test_replica_fetcher import (
-    FOLLOWER, following, leading, manager_with, stepping_fetcher,
+    FOLLOWER,
+    following,
+    leading,
+    manager_with,
+    stepping_fetcher,
 )
 
 

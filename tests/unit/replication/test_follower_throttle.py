@@ -11,7 +11,11 @@ import asyncio
 from broker.replication.throttle import ReplicationThrottle
 from tests.unit.replication.fake_leader import FakeLeaderEndpoint, open_replica, produce
 from tests.unit.replication.test_replica_fetcher import (
-    FOLLOWER, following, leading, manager_with, stepping_fetcher,
+    FOLLOWER,
+    following,
+    leading,
+    manager_with,
+    stepping_fetcher,
 )
 
 

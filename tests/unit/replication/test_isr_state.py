@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from broker import config as config_module
 from broker.controller.metadata_client import MetadataClient
 from broker.controller.state import ApplyError, ClusterState
+from broker.replication.delayed import FetchPartitionStatus
 from broker.replication.isr import CommittedIsr, PendingExpandIsr, PendingShrinkIsr
 from broker.replication.replica_manager import ReplicaManager
-from broker.replication.delayed import FetchPartitionStatus
 from tests.unit.replication.test_partition_hw import append, fetch, leader, new_partition
 
 LAG_MS = 10_000

@@ -13,13 +13,18 @@ import socket
 import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse, OffsetForLeaderEpochResponse
 
-from protocol.hot_requests import FetchResponseIn
-
 from broker.client.kafka_client import ConnectionFailed
 from broker.replication.leader_endpoint import (
-    EpochEndOffset, EpochQuery, FetchedData, FetchSettings, KafkaLeaderEndpoint,
-    LeaderUnavailable, PartitionFetch, SessionFetch,
+    EpochEndOffset,
+    EpochQuery,
+    FetchedData,
+    FetchSettings,
+    KafkaLeaderEndpoint,
+    LeaderUnavailable,
+    PartitionFetch,
+    SessionFetch,
 )
+from protocol.hot_requests import FetchResponseIn
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = TopicResponse.PartitionData

@@ -13,8 +13,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from broker import config as broker_config
 from broker.replication.log_cleaner import LogCleanerManager
 from protocol.records import iter_headers
-from storage import LogConfig, PartitionLog
-from storage import cleaner
+from storage import LogConfig, PartitionLog, cleaner
 
 
 def make_batch(pairs):

@@ -21,18 +21,18 @@ import storage.index
 import storage.segment
 from broker import config as config_module
 from broker.controller.state import ClusterState
+from broker.network.connection import Connection
 from broker.replication.delayed import FetchPartitionStatus
 from broker.replication.origin import AppendOrigin
 from broker.replication.partition import PartitionError
 from broker.replication.replica_manager import ReplicaManager
-from broker.network.connection import Connection
+from broker.security.authorizer import ALLOW_ALL
 from broker.testing import build_batch, read_records
 from protocol.errors import ErrorCode
 from protocol.records import assign_offset_and_epoch
 from storage.config import LogConfig
 from storage.errors import StorageIOError
 from storage.log import PartitionLog
-from broker.security.authorizer import ALLOW_ALL
 
 STORAGE_ERROR = ErrorCode.KAFKA_STORAGE_ERROR
 MAX_BATCH = 1 << 20

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.replication.partition import (FollowerState, Partition, PartitionError,
-                                          PartitionSettings)
+from broker.replication.partition import FollowerState, Partition, PartitionError, PartitionSettings
 from broker.testing import build_batch
 from protocol.errors import ErrorCode
 from protocol.records import iter_headers, validate_produce_records

@@ -17,12 +17,20 @@ import time
 import pytest
 
 from broker.replication.fetcher import (
-    FIRST_RETRY_S, FollowedPartition, ReplicaFetcher, ReplicaFetcherManager,
+    FIRST_RETRY_S,
+    FollowedPartition,
+    ReplicaFetcher,
+    ReplicaFetcherManager,
 )
 from broker.replication.leader_endpoint import FetchedData
 from protocol.errors import ErrorCode
 from tests.unit.replication.fake_leader import (
-    FakeLeaderEndpoint, batches_of, log_bytes, open_replica, produce, replica_with_history,
+    FakeLeaderEndpoint,
+    batches_of,
+    log_bytes,
+    open_replica,
+    produce,
+    replica_with_history,
 )
 
 FOLLOWER = 3

@@ -37,7 +37,9 @@ import pytest  # noqa: E402
 
 from broker.replication.throttle import parse_throttled_replicas  # noqa: E402
 from broker.topics import (  # noqa: E402
-    FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, throttled_replicas_problem,
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_REPLICAS,
+    throttled_replicas_problem,
     topic_config_problem,
 )
 

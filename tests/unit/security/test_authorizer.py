@@ -5,11 +5,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.security.acls import (AclBinding, AclError, AclFilter, AclOperation as Op,
-                                  AclPermissionType as Perm, PatternType as Pat,
-                                  ResourceType as Res, parse_enum)
-from broker.security.authorizer import (ALLOW_ALL, Authorizer, AuthorizerSettingError,
-                                        authorize, authorize_any, check_settings)
+from broker.security.acls import AclBinding, AclError, AclFilter, parse_enum
+from broker.security.acls import AclOperation as Op
+from broker.security.acls import AclPermissionType as Perm
+from broker.security.acls import PatternType as Pat
+from broker.security.acls import ResourceType as Res
+from broker.security.authorizer import (
+    ALLOW_ALL,
+    Authorizer,
+    AuthorizerSettingError,
+    authorize,
+    authorize_any,
+    check_settings,
+)
 
 ALICE, BOB = "User:alice", "User:bob"
 HOST = "10.0.0.7"
@@ -142,7 +150,7 @@ def test_the_host_is_the_client_address_without_its_slash():
 
 
 def test_no_authorizer_allows_everything():
-    off = Authorizer(config(**{"authorizer.class.name": ""}), lambda: [])
+    off = Authorizer(config(**{"authorizer.class.name": ""}), list)
     assert not off.enabled and off.allows(request(ALICE), Op.ALTER, Res.CLUSTER, "kafka-cluster")
     assert ALLOW_ALL.refused(request(ALICE), Op.WRITE, ["t"]) == set()
 

@@ -11,8 +11,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from protocol.records import iter_headers, valid_prefix
-from storage import LogConfig, PartitionLog
-from storage import cleaner
+from storage import LogConfig, PartitionLog, cleaner
 
 NOW_MS = 10_000_000_000
 DAY_MS = 24 * 3600 * 1000

@@ -14,8 +14,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.records import iter_headers
-from storage import FileRecords, LogConfig, PartitionLog, StaleRegion
-from storage import cleaner
+from storage import FileRecords, LogConfig, PartitionLog, StaleRegion, cleaner
 from storage.file_records import ZERO_COPY_MIN_BYTES
 
 NOW_MS = 10_000_000_000

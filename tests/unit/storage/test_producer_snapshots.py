@@ -15,15 +15,21 @@ import shutil
 import struct
 
 import crc32c
-
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from protocol.records import iter_headers, validate_produce_records
 from storage import LogConfig, PartitionLog
-from storage.producer_snapshot import (CorruptSnapshot, SNAPSHOT_VERSION, decode, encode,
-                                       list_snapshots, read_snapshot, snapshot_file_name,
-                                       write_snapshot)
+from storage.producer_snapshot import (
+    SNAPSHOT_VERSION,
+    CorruptSnapshot,
+    decode,
+    encode,
+    list_snapshots,
+    read_snapshot,
+    snapshot_file_name,
+    write_snapshot,
+)
 from storage.producer_state import BATCHES_KEPT, MAX_SEQUENCE, ProducerStateManager
 
 PRODUCER_ID_AT = 43  # byte position of producerId in a v2 batch header
@@ -42,7 +48,7 @@ class Producers:
     """Idempotent producers appending round robin through ``PartitionLog.append_as_leader``."""
 
     def __init__(self, ids=(7, 8, 9), epoch: int = 0):
-        self.next_sequence = {producer_id: 0 for producer_id in ids}
+        self.next_sequence = dict.fromkeys(ids, 0)
         self.epoch = epoch
         self.batches = 0
 

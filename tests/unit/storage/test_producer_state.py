@@ -19,8 +19,13 @@ from protocol.errors import ErrorCode
 from protocol.records import CONTROL_FLAG, BatchHeader, validate_produce_records
 from storage import LogConfig, PartitionLog
 from storage.producer_state import (
-    BATCHES_KEPT, MAX_SEQUENCE, BatchMetadata, ProducerStateError, ProducerStateManager,
-    in_sequence, last_sequence_of,
+    BATCHES_KEPT,
+    MAX_SEQUENCE,
+    BatchMetadata,
+    ProducerStateError,
+    ProducerStateManager,
+    in_sequence,
+    last_sequence_of,
 )
 
 PID = 4000

@@ -7,8 +7,7 @@ import os
 
 import pytest
 
-from storage import LogConfig
-from storage import checkpoint
+from storage import LogConfig, checkpoint
 from storage.checkpoint import PartitionOffsets
 
 

@@ -11,7 +11,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from protocol.records import iter_headers
-from storage import (InvalidAppend, LogClosed, LogConfig, OffsetOutOfRange, PartitionLog)
+from storage import InvalidAppend, LogClosed, LogConfig, OffsetOutOfRange, PartitionLog
 
 
 def make_batch(count: int = 3, *, timestamp: int = 1_000, value_size: int = 50,

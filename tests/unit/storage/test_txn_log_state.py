@@ -9,7 +9,6 @@ snapshot written at the end), a truncation that cuts a marker, and retention.
 """
 from __future__ import annotations
 
-
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 

@@ -13,8 +13,7 @@ import crc32c
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from storage import LogConfig, PartitionLog
-from storage import cleaner
+from storage import LogConfig, PartitionLog, cleaner
 from storage.errors import StorageIOError, UndecodableBatch
 
 NOW_MS = 10_000_000_000

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from broker.transactions.metadata import (IllegalTransition, MAX_PRODUCER_EPOCH,
-                                          TransactionMetadata, TransactionState,
-                                          VALID_PREVIOUS_STATES)
+from broker.transactions.metadata import (
+    MAX_PRODUCER_EPOCH,
+    VALID_PREVIOUS_STATES,
+    IllegalTransition,
+    TransactionMetadata,
+    TransactionState,
+)
 from protocol.errors import ErrorCode
 
 S = TransactionState

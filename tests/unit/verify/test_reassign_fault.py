@@ -8,11 +8,17 @@ import pytest
 from broker.verify import VerifyOptions, VerifyRun
 from broker.verify import reassign as reassign_module
 from broker.verify.checker import CheckResult, ViolationLog
-from broker.verify.reassign import (CANCEL_DELAY_RANGE_S, Move, ReassignLedger, Reassigner,
-                                    cancel_delay_s, default_brokers, plan_move)
+from broker.verify.reassign import (
+    CANCEL_DELAY_RANGE_S,
+    Move,
+    Reassigner,
+    ReassignLedger,
+    cancel_delay_s,
+    default_brokers,
+    plan_move,
+)
 from broker.verify.report import Report
-from broker.verify.schedule import (FAULT_KINDS, FaultStep, generate_schedule,
-                                    parse_fault_kinds)
+from broker.verify.schedule import FAULT_KINDS, FaultStep, generate_schedule, parse_fault_kinds
 from protocol.errors import ErrorCode
 
 TP = ("verify-a", 1)

@@ -24,7 +24,7 @@ def txn(txn_id: int, outcome: str, count: int = 4, **extra) -> Txn:
 def log_of(*txns: Txn) -> list[Sighting]:
     """What read_committed serves for ``txns`` (in order): each record at its own offset
     per partition, a marker after each transaction on every partition it touched."""
-    next_offset = {p: 0 for p in PARTS}
+    next_offset = dict.fromkeys(PARTS, 0)
     out = []
     for t in txns:
         for p, v in t.records:

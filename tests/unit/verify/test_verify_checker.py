@@ -5,10 +5,19 @@ and stays quiet on a clean run."""
 from __future__ import annotations
 
 from broker.testing import build_batch, read_records
-from broker.verify.checker import (AckedRecord, CommittedSnapshots, ElectionAudit,
-                                   FinalPartition, OffsetAudit, PartitionState,
-                                   ViolationLog, batch_digest, batches_below, check_final,
-                                   compare_replicas)
+from broker.verify.checker import (
+    AckedRecord,
+    CommittedSnapshots,
+    ElectionAudit,
+    FinalPartition,
+    OffsetAudit,
+    PartitionState,
+    ViolationLog,
+    batch_digest,
+    batches_below,
+    check_final,
+    compare_replicas,
+)
 from broker.verify.payload import encode_value
 from protocol.records import assign_offset_and_epoch, iter_headers
 

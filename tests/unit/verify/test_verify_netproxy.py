@@ -50,7 +50,7 @@ async def _roundtrip(port: int, client_id: str, payload: bytes = b"ping",
     try:
         echoed = await asyncio.wait_for(reader.readexactly(len(frame) + len(payload)),
                                         timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         echoed = None
     return echoed, (reader, writer)
 
@@ -70,7 +70,7 @@ async def _scenario():
         await old_writer.drain()
         try:
             late = await asyncio.wait_for(old_reader.read(100), 0.5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             late = None
         assert late is None, "bytes crossed a cut link"
         blocked, (new_reader, _new_writer) = await _roundtrip(proxy_port, "raftwood-fetcher-1")

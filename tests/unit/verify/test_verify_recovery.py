@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from collections import Counter
 
-from broker.verify.checker import (AckedRecord, CommittedSnapshots, EpochAudit,
-                                   FinalPartition, ViolationLog, check_final)
+from broker.testing import build_batch, read_records
+from broker.verify.checker import (
+    AckedRecord,
+    CommittedSnapshots,
+    EpochAudit,
+    FinalPartition,
+    ViolationLog,
+    check_final,
+)
 from broker.verify.payload import encode_value
 from broker.verify.recovery import RecoveryStats, longest_gap, stalls
-from broker.testing import build_batch, read_records
 from protocol.records import assign_offset_and_epoch
 
 TP = ("t", 0)

@@ -7,8 +7,7 @@ import re
 import pytest
 
 from broker.verify.checker import CheckResult, ViolationLog
-from broker.verify.report import (AppliedFault, Report, parse_summary_line,
-                                  summary_line)
+from broker.verify.report import AppliedFault, Report, parse_summary_line, summary_line
 
 PASS_LINE = re.compile(r"^verify: PASS faults=\d+ acked=\d+ lost=0 duplicates=\d+ "
                        r"hw_regressions=0 divergent=0$")

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from broker.verify.schedule import (FAULT_KINDS, HOLD_RANGES_S, RECOVERY_ESTIMATE_S,
-                                    FaultStep, format_schedule, generate_schedule,
-                                    parse_fault_kinds)
+from broker.verify.schedule import (
+    FAULT_KINDS,
+    HOLD_RANGES_S,
+    RECOVERY_ESTIMATE_S,
+    FaultStep,
+    format_schedule,
+    generate_schedule,
+    parse_fault_kinds,
+)
 
 
 def test_the_same_seed_gives_the_same_schedule():

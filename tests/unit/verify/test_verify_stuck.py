@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from broker.verify.checker import CheckResult, ViolationLog
 from broker.verify.report import Report
-from broker.verify.schedule import (FAULT_KINDS, TXN_FAULT_KINDS, default_kinds,
-                                    generate_schedule, parse_fault_kinds)
+from broker.verify.schedule import (
+    FAULT_KINDS,
+    TXN_FAULT_KINDS,
+    default_kinds,
+    generate_schedule,
+    parse_fault_kinds,
+)
 from broker.verify.stuck import ProgressClock, ProgressWatch, progress_line, stuck_summary
 
 

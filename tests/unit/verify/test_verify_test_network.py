@@ -11,8 +11,15 @@ import sys
 
 import pytest
 
-from broker.verify.netns import (CLIENTS, NamespaceNetwork, NetnsError, netem_supported,
-                                 netns_available, pick_subnet, run)
+from broker.verify.netns import (
+    CLIENTS,
+    NamespaceNetwork,
+    NetnsError,
+    netem_supported,
+    netns_available,
+    pick_subnet,
+    run,
+)
 
 USABLE, WHY = netns_available()
 needs_netns = pytest.mark.skipif(not USABLE, reason=f"network namespaces: {WHY}")
