@@ -155,8 +155,8 @@ def _send_paced(producer: Producer, topic: str, value: bytes, rate_per_s: int, t
         try:
             producer.produce(topic, value,
                              on_delivery=lambda e, m, t=sent_at: on_delivery(e, m, t))
-        except BufferError:
-            raise PhaseError(f"local queue full at {rate_per_s}/s after {i:,} records")
+        except BufferError as exc:
+            raise PhaseError(f"local queue full at {rate_per_s}/s after {i:,} records") from exc
         result.sent += 1
         producer.poll(0)
         if progress.due():

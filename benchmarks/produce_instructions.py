@@ -58,9 +58,10 @@ def instructions(src: str, records: int, acks: str, compression: str = "none",
             try:
                 producer.list_topics(timeout=2)
                 break
-            except Exception:
+            except Exception as exc:
                 if time.monotonic() > deadline or broker.poll() is not None:
-                    raise RuntimeError(f"the broker from {src} did not start under valgrind")
+                    raise RuntimeError(
+                        f"the broker from {src} did not start under valgrind") from exc
                 time.sleep(1)
         for i in range(records):
             for _ in range(batch):

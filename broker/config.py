@@ -345,7 +345,7 @@ def _check_listeners(config: BrokerConfig) -> None:
         plan = config.listener_plan
         for listener in plan.listeners:
             if listener.uses_tls:
-                tls.check_settings(lambda name: config.listener_setting(listener.name, name),
+                tls.check_settings(functools.partial(config.listener_setting, listener.name),
                                    listener.name)
         sasl.check_settings(config)
         authorizer.check_settings(lambda name: config[name])

@@ -193,7 +193,8 @@ class Broker:
 
 
 def _describe(listeners) -> str:
-    return ",".join(f"{l.name}://{l.host}:{l.port}" for l in listeners)
+    return ",".join(f"{listener.name}://{listener.host}:{listener.port}"
+                    for listener in listeners)
 
 
 def _new_cluster_id() -> str:

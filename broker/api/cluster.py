@@ -73,7 +73,7 @@ async def handle_describe_log_dirs(ctx, request):
             else ErrorCode.NONE
         return DescribeLogDirsResponse(throttle_time_ms=0, error_code=code, results=[])
     rm = ctx.replica_manager
-    log_dir = os.path.abspath(rm.log_dir)
+    log_dir = os.path.abspath(rm.log_dir)  # noqa: ASYNC240  (string work and one getcwd)
     total_bytes = usable_bytes = -1
     try:
         volume = os.statvfs(log_dir)

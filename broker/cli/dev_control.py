@@ -115,7 +115,8 @@ def request_restart(data_dir, node_id: int, timeout_s: float) -> int:
             text = result.read_text(encoding="utf-8").strip()
         except FileNotFoundError:
             if supervisor_pid(data_dir) is None:
-                raise ControlError(f"raftwood dev (pid {pid}) exited before answering")
+                raise ControlError(
+                    f"raftwood dev (pid {pid}) exited before answering") from None
             time.sleep(POLL_S)
             continue
         result.unlink(missing_ok=True)

@@ -58,7 +58,8 @@ def _broker_list(text: str) -> list[int]:
     try:
         brokers = [int(b) for b in text.split(",") if b.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected broker ids like 1,2,4, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected broker ids like 1,2,4, got {text!r}") from None
     if not brokers:
         raise argparse.ArgumentTypeError("no broker id given")
     return brokers

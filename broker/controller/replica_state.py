@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 
 
-class ReplicaState(str, enum.Enum):
+class ReplicaState(str, enum.Enum):  # noqa: UP042  (StrEnum would change str() and format())
     NEW = "NewReplica"
     ONLINE = "OnlineReplica"
     OFFLINE = "OfflineReplica"

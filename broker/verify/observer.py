@@ -139,8 +139,9 @@ class Observer:
             if state and state["leader"] in statuses:
                 by_leader.setdefault(state["leader"], []).append((tp, state["leader_epoch"]))
         for leader, led in sorted(by_leader.items()):
-            self._ask(leader, lambda conn: self._list_offsets(conn, leader, led))
-            self._ask(leader, lambda conn: self._fetch(conn, leader, led))
+            self._ask(leader, lambda conn, leader=leader, led=led:
+                      self._list_offsets(conn, leader, led))
+            self._ask(leader, lambda conn, leader=leader, led=led: self._fetch(conn, leader, led))
         lso_by_leader: dict[int, list[tuple[TopicPartition, int]]] = {}
         for tp in self.lso_partitions:
             state = self.cluster.find_partition(image, *tp)
@@ -148,10 +149,11 @@ class Observer:
                 lso_by_leader.setdefault(state["leader"], []).append(
                     (tp, state["leader_epoch"]))
         for leader, led in sorted(lso_by_leader.items()):
-            self._ask(leader, lambda conn: self._list_offsets(conn, leader, led,
-                                                              READ_COMMITTED))
+            self._ask(leader, lambda conn, leader=leader, led=led:
+                      self._list_offsets(conn, leader, led, READ_COMMITTED))
         for node, led in sorted(self._claimants(statuses, by_leader).items()):
-            self._ask(node, lambda conn: self._fetch(conn, node, led, claimant=True))
+            self._ask(node, lambda conn, node=node, led=led:
+                      self._fetch(conn, node, led, claimant=True))
 
     def _claimants(self, statuses: dict[int, dict], by_leader) -> dict[int, list]:
         """Brokers leading a partition, by their own status, that the main view does

@@ -45,7 +45,7 @@ def secure_dev(tmp_path, monkeypatch):
 
 
 def printed_settings(run: DevRun) -> dict[str, str]:
-    start = run.lines.index(next(l for l in run.lines if l.startswith("librdkafka")))
+    start = run.lines.index(next(line for line in run.lines if line.startswith("librdkafka")))
     settings = {}
     for line in run.lines[start + 1:]:
         match = re.match(r"^  ([a-z.]+)=(.*)$", line)

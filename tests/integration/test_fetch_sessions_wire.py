@@ -16,8 +16,8 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.protocol.consumer import FetchRequest
 
-from broker.testing import BrokerProcess, KafkaConnection, build_batch
 from broker.harness.wire import read_records
+from broker.testing import BrokerProcess, KafkaConnection, build_batch
 
 TOPIC = "sessions"
 PARTITIONS = 3
@@ -70,13 +70,13 @@ def listed(response) -> dict[int, tuple[int, int]]:
 
 def test_a_session_lists_only_what_changed_both_ways(broker):
     with KafkaConnection(broker.bootstrap) as conn:
-        full = fetch(conn, 0, 0, {p: 0 for p in range(PARTITIONS)})
+        full = fetch(conn, 0, 0, dict.fromkeys(range(PARTITIONS), 0))
         assert full.error_code == 0 and full.session_id > 0, "a session was created"
         session = full.session_id
         assert listed(full) == {0: (2, 2), 1: (2, 2), 2: (2, 2)}, "a full answer lists all"
 
         # The consumer read everything: it names its new positions, nothing is new.
-        caught_up = fetch(conn, session, 1, {p: 2 for p in range(PARTITIONS)})
+        caught_up = fetch(conn, session, 1, dict.fromkeys(range(PARTITIONS), 2))
         assert (caught_up.error_code, caught_up.session_id) == (0, session)
         assert listed(caught_up) == {}
 
@@ -175,7 +175,7 @@ def test_kafka_python_consumer_reads_everything_through_a_session(broker):
         handler = consumer._fetcher._session_handlers.get(1)
     finally:
         consumer.close()
-    assert {p: offsets for p, offsets in seen.items()} == \
+    assert dict(seen) == \
         {p: list(range(ends[p])) for p in range(PARTITIONS)}
     assert handler is not None and handler.next_metadata.session_id > 0, \
         "the consumer fetched in a session"

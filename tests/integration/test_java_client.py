@@ -91,7 +91,7 @@ def test_idempotent_producer_survives_leader_kill(java_harness, raftwood_cluster
     finally:
         live.kill()
     _assert_passed(produced, 1)
-    assert "sent=%d" % NUMBERED_COUNT in produced.stdout
+    assert f"sent={NUMBERED_COUNT}" in produced.stdout
     new_leader = cluster.wait_for_leader(topic, 0, not_in=(victim,))
     alive = ",".join(b.bootstrap for b in cluster.brokers if b.is_running())
     verified = java_harness.run("verify-numbered", bootstrap=alive, topic=topic,

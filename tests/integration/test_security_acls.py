@@ -268,7 +268,7 @@ def test_deny_beats_allow(authorized):
 def test_the_status_request_needs_authentication_on_a_sasl_listener(authorized):
     broker, port = authorized
     with KafkaConnection(("127.0.0.1", port)) as conn:
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017  (any failure: the next line says which)
             conn.status()
         assert conn.closed_by_peer()
     with KafkaConnection(broker.bootstrap) as conn:

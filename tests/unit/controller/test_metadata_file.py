@@ -32,7 +32,7 @@ def busy_state() -> ClusterState:
     state = ClusterState()
     state.apply_init_cluster("cluster-x")
     for broker_id in (3, 1, 2):  # registration order, not id order
-        state.apply_register_broker(broker_id, "10.0.0.%d" % broker_id, 9090 + broker_id,
+        state.apply_register_broker(broker_id, f"10.0.0.{broker_id}", 9090 + broker_id,
                                     f"inc-{broker_id}")
     state.apply_create_topic("zeta", "id-z", [[1, 2, 3], [2, 3, 1], [3, 1, 2]],
                              {"min.insync.replicas": "2"})

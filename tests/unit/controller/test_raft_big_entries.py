@@ -29,7 +29,7 @@ def test_entries_of_every_length_around_a_chunk_boundary_apply_on_every_voter(ra
     assert all(outcome["e"] == 0 for outcome in outcomes), \
         [outcome for outcome in outcomes if outcome["e"] != 0][:3]
     for node in nodes:
-        wait_until(lambda: len(node.applied.commands) >= base + SWEEP, timeout_s=60.0,
+        wait_until(lambda node=node: len(node.applied.commands) >= base + SWEEP, timeout_s=60.0,
                    what=f"{node.address} to apply every command")
         lengths = [len(args[0]) for method, args in node.applied.commands[base:]
                    if method == "init_cluster"]

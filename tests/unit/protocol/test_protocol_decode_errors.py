@@ -121,9 +121,9 @@ def _delete_topics(v):
 
 
 def _offset_for_leader_epoch(v):
-    O = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
-    return OffsetForLeaderEpochRequest[v](replica_id=-1, topics=[O(topic="orders", partitions=[
-        O.OffsetForLeaderPartition(partition=0, current_leader_epoch=2, leader_epoch=1)])])
+    Topic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    return OffsetForLeaderEpochRequest[v](replica_id=-1, topics=[Topic(topic="orders", partitions=[
+        Topic.OffsetForLeaderPartition(partition=0, current_leader_epoch=2, leader_epoch=1)])])
 
 
 def _api_versions(v):

@@ -463,10 +463,10 @@ def test_kafka_python_delete_topics_request_round_trips(version):
 
 @pytest.mark.parametrize("version", versions(23))
 def test_kafka_python_offset_for_leader_epoch_request_round_trips(version):
-    O = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
+    Topic = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
     message = OffsetForLeaderEpochRequest[version](replica_id=2, topics=[
-        O(topic="orders", partitions=[
-            O.OffsetForLeaderPartition(partition=0, current_leader_epoch=5, leader_epoch=4)])])
+        Topic(topic="orders", partitions=[
+            Topic.OffsetForLeaderPartition(partition=0, current_leader_epoch=5, leader_epoch=4)])])
     payload = kafka_python_frame(message, 23)
     req = decode_request(payload)
     assert_header(req, 23, version, 23)

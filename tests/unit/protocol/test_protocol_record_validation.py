@@ -53,7 +53,7 @@ def seal(payload: bytes, count: int, *, compression: int = 0, attributes: int = 
 
 def sample_records(n: int = 7):
     return [(b"k%d" % i if i % 4 else None, b"x" * (i * 37) if i % 5 else None, TS + 3 * i,
-             [("h%d" % j, b"v" * j if j else None) for j in range(i % 3)]) for i in range(n)]
+             [(f"h{j}", b"v" * j if j else None) for j in range(i % 3)]) for i in range(n)]
 
 
 def refused_code(batch) -> ErrorCode:

@@ -72,14 +72,14 @@ def test_an_unlisted_partition_or_an_unlimited_rate_is_not_throttled(tmp_path):
     for rate, throttled in ((300, False), (2**63 - 1, True)):
         leader, follower, endpoint, manager, _ = setup(tmp_path / str(rate), rate, throttled)
 
-        async def main():
+        async def main(leader, follower, endpoint, manager):
             fetcher, followed = stepping_fetcher(manager, endpoint, 2, follower)
             followed.needs_truncation = False
             assert await fetcher._fetch_once()
             assert endpoint.fetches[-1][0].max_bytes == manager.fetch_max_bytes
             assert follower.log_end_offset == leader.log_end_offset
 
-        asyncio.run(main())
+        asyncio.run(main(leader, follower, endpoint, manager))
 
 
 def test_a_caught_up_follower_is_left_alone(tmp_path):
