@@ -144,7 +144,8 @@ class NoidaTarget:
         if not marker.exists():
             say(f"installing noida-db=={NOIDA_VERSION} into {self.venv_dir} (first use only)")
             shutil.rmtree(self.venv_dir, ignore_errors=True)
-            _run_checked([sys.executable, "-m", "venv", str(self.venv_dir)], "create the noida venv")
+            _run_checked([sys.executable, "-m", "venv", str(self.venv_dir)],
+                         "create the noida venv")
             _run_checked([str(self._python()), "-m", "pip", "install", "-q",
                           "--disable-pip-version-check", f"noida-db=={NOIDA_VERSION}"],
                          f"pip install noida-db=={NOIDA_VERSION}")

@@ -357,7 +357,8 @@ def _consume_until(consumer: Consumer, workload: Workload, expected: int, partit
         if stalled_s > CONSUMER_STALL_S:
             raise PhaseError(f"no record for {stalled_s:.0f} s with {state.received:,} of "
                              f"{expected:,} read; {len(state.at_end)} of {partitions} partitions "
-                             f"at their end; consumer errors: {sorted(state.errors_seen) or 'none'}")
+                             f"at their end; consumer errors: "
+                             f"{sorted(state.errors_seen) or 'none'}")
         if progress.due():
             _report(progress, "consume", state.received, workload, f"of {expected:,}")
     return state
@@ -410,7 +411,8 @@ def run_target(name: str, workload: Workload, keep_data: bool) -> TargetResult:
         if broker is not None:
             progress.say(f"stopping: SIGTERM, up to {STOP_GRACE_S:g} s, then SIGKILL")
             code = broker.stop()
-            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            how = (f"killed by signal {-code}" if code is not None and code < 0
+                   else f"exit code {code}")
             progress.say(f"stopped ({how})")
         if keep_data:
             progress.say(f"kept data and log under {data_root}")
@@ -544,7 +546,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.target_names = [t.strip() for t in args.targets.split(",") if t.strip()]
     unknown = [t for t in args.target_names if t not in TARGETS]
     if unknown or not args.target_names:
-        parser.error(f"--targets: unknown {unknown or 'empty list'}; choose from {', '.join(TARGETS)}")
+        parser.error(f"--targets: unknown {unknown or 'empty list'}; "
+                     f"choose from {', '.join(TARGETS)}")
     return args
 
 

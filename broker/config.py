@@ -191,8 +191,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "Move leadership back to preferred replicas"),
     Setting("leader.imbalance.check.interval.seconds", float, 300.0,
             "How often the controller restores preferred leaders"),
-    Setting("group.initial.rebalance.delay.ms", int, 3_000, "Wait for members before first rebalance"),
-    Setting("group.min.session.timeout.ms", int, 6_000, "Shortest session timeout a member may ask"),
+    Setting("group.initial.rebalance.delay.ms", int, 3_000,
+            "Wait for members before first rebalance"),
+    Setting("group.min.session.timeout.ms", int, 6_000,
+            "Shortest session timeout a member may ask"),
     Setting("group.max.session.timeout.ms", int, 1_800_000,
             "Longest session timeout a member may ask"),
     # KIP-848's consumer groups (group.protocol=consumer): the broker sets the timeouts.

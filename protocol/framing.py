@@ -55,7 +55,8 @@ class FrameReader:
                 return None
             (size,) = SIZE.unpack_from(self._buffer, start)
             if size < self.min_frame_bytes:
-                raise CorruptRequest(f"frame size {size} is below the minimum {self.min_frame_bytes}")
+                raise CorruptRequest(
+                    f"frame size {size} is below the minimum {self.min_frame_bytes}")
             if size > self.max_frame_bytes:
                 raise CorruptRequest(f"frame size {size} exceeds socket.request.max.bytes "
                                      f"({self.max_frame_bytes})")

@@ -8,8 +8,9 @@ with ``struct`` into small slotted objects carrying kafka-python's attribute nam
 handlers cannot tell them apart.  Each fixed-size run of fields (a partition's header
 fields, and in non-flexible versions the length or count prefix after them) is read with
 one precompiled ``struct.Struct`` per version; strings, bytes and arrays keep their loops.
-Record sets are handed over as memoryviews of the frame, not copied.  Byte-for-byte equivalence with kafka-python (every served version, random
-requests, every truncation) is asserted by the unit tests.
+Record sets are handed over as memoryviews of the frame, not copied.  Byte-for-byte equivalence with
+kafka-python (every served version, random requests, every truncation) is asserted by the unit
+tests.
 
 Layouts, from Kafka's ProduceRequest.json / FetchRequest.json (request header v1 up to the
 first flexible version, v2 from it: Produce v9+, Fetch v12+; flexible versions use compact

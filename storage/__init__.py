@@ -4,9 +4,9 @@ state, recovery, retention.  No network, no cluster, no asyncio.
 Imports: the standard library, crc32c (producer snapshots; batch CRCs go through
 ``protocol.records``), ``protocol.records`` — the shared RecordBatch v2 header view,
 so the broker and the log agree on one parser — and ``protocol.record_filter`` (the
-cleaner's record-level rewrite, the only place storage opens records).  The broker uses ``PartitionLog`` (and
-asks its ``producer_state`` about client batches) and ``LogConfig``; the other modules
-are the log's parts, one on-disk concept each:
+cleaner's record-level rewrite, the only place storage opens records).  The broker uses
+``PartitionLog`` (and asks its ``producer_state`` about client batches) and ``LogConfig``; the other
+modules are the log's parts, one on-disk concept each:
 
 ``config``             LogConfig (Kafka topic-config names)
 ``checkpoint``         atomic small files: offsets.checkpoint, leader-epoch-checkpoint,

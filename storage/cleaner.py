@@ -28,12 +28,13 @@ One pass over one partition log, in three parts:
        (``protocol.record_filter``); a batch left empty is dropped, except the newest
        batch of each producer, kept empty so the producer's sequence survives (Kafka's
        rule), and the last batch of each group, kept (empty if need be) so a cleaned
-       segment ends at the same offset as the segments it replaces.  The cleaned files are fsynced.  The old segments are read through fds of
-       the cleaner's own, so retention deleting one meanwhile cannot pull a file away.
+       segment ends at the same offset as the segments it replaces.  The cleaned files are fsynced.
+       The old segments are read through fds of the cleaner's own, so retention deleting one
+       meanwhile cannot pull a file away.
 
 ``commit(log, result)`` (event loop)
-    ``PartitionLog.replace_segments`` (``LocalLog``'s swap) for each group: validated against what the log
-    holds now (retention or a truncation meanwhile discards the group), then the
+    ``PartitionLog.replace_segments`` (``LocalLog``'s swap) for each group: validated against what
+    the log holds now (retention or a truncation meanwhile discards the group), then the
     ``.cleaned`` → ``.swap`` → final renames, with the in-memory swap in one call that
     does not await.  Recovery (``recovery.complete_swaps``) finishes or drops a swap a
     crash interrupted.

@@ -92,8 +92,8 @@ class LogConfig:
             low, high = _RANGES[field.name]
             wanted = float if field.name == "min_cleanable_dirty_ratio" else int
             if type(value) is not wanted and not (wanted is float and type(value) is int):
-                raise ValueError(f"{key}: expected {'a number' if wanted is float else 'an integer'}"
-                                 f", got {value!r}")
+                expected = "a number" if wanted is float else "an integer"
+                raise ValueError(f"{key}: expected {expected}, got {value!r}")
             if not low <= value <= high:
                 raise ValueError(f"{key}: {value} is outside [{low}, {high}]")
         if self.min_compaction_lag_ms > self.max_compaction_lag_ms:  # Kafka's check too

@@ -8,9 +8,10 @@ when they are taken is ``ProducerStateManager``'s business.
 Writes use ``checkpoint.write_atomically`` (tmp file, fsync, rename), so a reader sees
 a whole old file or a whole new one; a leftover ``.snapshot.tmp`` is removed by
 recovery's first step.  The rename is left to the log's next directory fsync (flush,
-the clean-shutdown marker): a snapshot lost with it is only a longer replay.  Decoding never trusts the file: a wrong version, a
-CRC32C mismatch, a short or over-long body raise ``CorruptSnapshot`` (a ValueError that
-never leaves storage/: the manager logs it and falls back).  Pure functions; any thread.
+the clean-shutdown marker): a snapshot lost with it is only a longer replay.  Decoding never trusts
+the file: a wrong version, a CRC32C mismatch, a short or over-long body raise ``CorruptSnapshot`` (a
+ValueError that never leaves storage/: the manager logs it and falls back).  Pure functions; any
+thread.
 """
 from __future__ import annotations
 

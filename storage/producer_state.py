@@ -23,8 +23,8 @@ transactions hold the *last stable offset* back: ``first_unstable_offset`` is th
 offset of the oldest open transaction, or of a closed one whose marker the high watermark
 has not passed yet (``on_high_watermark`` forgets those; they are kept in memory only: after a
 reload a marker is trusted at once, which only makes the coordinator's decision -- never
-changed once markers are sent -- visible a little earlier).  Every ABORT that closes a transaction adds an
-``AbortedTxn`` (producer id, first and last offset, the last stable offset at that time)
+changed once markers are sent -- visible a little earlier).  Every ABORT that closes a transaction
+adds an ``AbortedTxn`` (producer id, first and last offset, the last stable offset at that time)
 to ``aborted``, ascending by last offset: what a read_committed Fetch reports so clients
 can drop the aborted records.  A marker is refused when its producer epoch is older than
 the producer's (INVALID_PRODUCER_EPOCH) or its coordinator epoch older than the last

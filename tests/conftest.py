@@ -70,8 +70,8 @@ def create_topic_with_admin(bootstrap: str, name: str, partitions: int = 1,
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
     try:
-        admin.create_topics([NewTopic(name, partitions, 1,
-                                      topic_configs={k: str(v) for k, v in (configs or {}).items()})])
+        topic_configs = {k: str(v) for k, v in (configs or {}).items()}
+        admin.create_topics([NewTopic(name, partitions, 1, topic_configs=topic_configs)])
     finally:
         admin.close()
     return name

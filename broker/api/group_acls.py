@@ -252,10 +252,12 @@ async def handle_describe_groups(ctx, request):
         request.body.groups = allowed
         answered = {g.group_id: g for g in
                     (await groups.handle_describe_groups(ctx, request)).groups}
-    return DescribeGroupsResponse(throttle_time_ms=0, groups=[answered.get(g) or groups.DescribedGroup(
-        error_code=GROUP_DENIED, error_message=None, group_id=g, group_state="",
-        protocol_type="", protocol_data="", members=[],
-        authorized_operations=groups.AUTHORIZED_OPERATIONS_OMITTED) for g in wanted])
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=[
+        answered.get(g) or groups.DescribedGroup(
+            error_code=GROUP_DENIED, error_message=None, group_id=g, group_state="",
+            protocol_type="", protocol_data="", members=[],
+            authorized_operations=groups.AUTHORIZED_OPERATIONS_OMITTED)
+        for g in wanted])
 
 
 async def handle_delete_groups(ctx, request):

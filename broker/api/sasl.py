@@ -4,8 +4,8 @@ A connection on a SASL listener sends SaslHandshake (v1: the tokens then travel 
 SaslAuthenticate requests) naming a mechanism, then SaslAuthenticate requests carrying
 the mechanism's messages until it succeeds.  After a v0 handshake (KIP-43) the tokens
 travel as bare size-prefixed frames instead (``legacy_token``, called by the
-connection for each), and a failure closes the connection without an answer.  Only ApiVersions and these two are
-handled before that (broker/security/session.py).  Failures are answered with Kafka's
+connection for each), and a failure closes the connection without an answer.  Only ApiVersions and
+these two are handled before that (broker/security/session.py).  Failures are answered with Kafka's
 code and then the connection closes: UNSUPPORTED_SASL_MECHANISM for a mechanism not
 enabled on the listener, SASL_AUTHENTICATION_FAILED for wrong credentials (logged at
 WARNING with the user name and the peer address), ILLEGAL_SASL_STATE for a request out

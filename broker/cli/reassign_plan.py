@@ -92,6 +92,7 @@ def replace_broker(current: Mapping[Key, list[int]], broker: int, remaining: lis
     return targets
 
 
-def moves(current: Mapping[Key, list[int]], proposed: Mapping[Key, list[int]]) -> dict[Key, list[int]]:
+def moves(current: Mapping[Key, list[int]],
+          proposed: Mapping[Key, list[int]]) -> dict[Key, list[int]]:
     """The partitions whose replica set or order changes."""
     return {key: replicas for key, replicas in proposed.items() if replicas != current[key]}

@@ -12,9 +12,9 @@ session (a new controller cannot know how long a broker has been silent).
 
 Every decision carries the Raft term this node leads in
 (``metadata.controller_term``, read before deciding): the apply refuses it unless it
-is committed in that term, so a decision outlives no leadership.  Fencing also needs evidence that the quorum works:
-this broker's own heartbeats are committed like everyone's, so while its own session
-has expired too the controller has no quorum, and fences nobody (a controller cut off
+is committed in that term, so a decision outlives no leadership.  Fencing also needs evidence that
+the quorum works: this broker's own heartbeats are committed like everyone's, so while its own
+session has expired too the controller has no quorum, and fences nobody (a controller cut off
 would otherwise conclude that every other broker died).
 """
 from __future__ import annotations

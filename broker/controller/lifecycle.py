@@ -5,8 +5,8 @@ image that brings a new topic or partition (a heartbeat then goes at once: the b
 that created it waits for every live broker to report it, ``propagation.py``); it
 sends this broker's epoch, the log end offset of every replica it hosts (the
 controller's election hints) and the position of the newest image it applied,
-re-registers when the cluster no longer knows its epoch, and exits on cancellation.  Every metadata write goes through the
-MetadataClient (register_broker, heartbeat, fence_self).
+re-registers when the cluster no longer knows its epoch, and exits on cancellation.  Every metadata
+write goes through the MetadataClient (register_broker, heartbeat, fence_self).
 
 Invariant: once ``controlled_shutdown`` has taken the heartbeat lock no heartbeat is
 in flight or sent again, so none can be ordered after this broker's fencing and

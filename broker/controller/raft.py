@@ -86,10 +86,10 @@ What the metadata quorum relies on (pysyncobj 0.3.17, with the fix below):
   drops the connection — again at every resend.  With the 64 KiB default, a broker's
   heartbeat (the log end offset of every replica it hosts) crossed it after a
   CreatePartitions of a few thousand partitions, and the quorum stopped committing.
-* **An applied change is published as an image plus a delta** (``image.publish``): unchanged topics and partitions are shared with the
-  previous image, not copied, and the delta names the changed ones, so neither this
-  thread nor a broker's replica manager walks every partition for a one-partition
-  change.  An installed snapshot is a whole image without a delta.
+* **An applied change is published as an image plus a delta** (``image.publish``): unchanged topics
+  and partitions are shared with the previous image, not copied, and the delta names the changed
+  ones, so neither this thread nor a broker's replica manager walks every partition for a
+  one-partition change.  An installed snapshot is a whole image without a delta.
 """
 from __future__ import annotations
 

@@ -17,7 +17,8 @@ a change of the partition's record (epochs bumped, so every broker sees it):
    replicas := T, ISR := ISR ∩ T, and the removed replicas go OfflineReplica →
    ReplicaDeletionStarted → ReplicaDeletionSuccessful → NonExistentReplica (their
    brokers drop the logs when they leave the replica list).  When the leader itself was
-   removed, the first in-sync replica of T leads in a new epoch.  No committed record can be lost: every replica of T is in the ISR then.
+   removed, the first in-sync replica of T leads in a new epoch.  No committed record can be lost:
+   every replica of T is in the ISR then.
 
 **Cancel** (target None): back to R (replicas := R, ISR := ISR ∩ R); the adding replicas are
 removed the same way.  Refused with INVALID_REPLICA_ASSIGNMENT when no replica of R is in

@@ -303,7 +303,8 @@ class ClusterState:
 
     def _move_replica(self, partition: PartitionInfo, broker_id: int,
                       target: ReplicaState) -> None:
-        current = ReplicaState(partition.replica_states.get(broker_id, ReplicaState.NON_EXISTENT.value))
+        current = ReplicaState(partition.replica_states.get(broker_id,
+                                                            ReplicaState.NON_EXISTENT.value))
         partition.replica_states[broker_id] = transition(current, target).value
 
     # -- elections ---------------------------------------------------------------
@@ -473,7 +474,8 @@ class ClusterState:
         if leader_id != partition.leader or leader_epoch != partition.leader_epoch:
             raise ApplyError("FENCED_LEADER_EPOCH",
                              f"{name}-{index}: leader {leader_id} epoch {leader_epoch} is not "
-                             f"the current leader {partition.leader} epoch {partition.leader_epoch}")
+                             f"the current leader {partition.leader} "
+                             f"epoch {partition.leader_epoch}")
         if partition_epoch != partition.partition_epoch:
             raise ApplyError("INVALID_UPDATE_VERSION",
                              f"{name}-{index}: partition epoch {partition_epoch} is stale "

@@ -140,7 +140,8 @@ class BrokerProcess:
         self.command_prefix = list(command_prefix or [])
         self.node_id = node_id
         self.port = port if port is not None else free_port()
-        self.log_path = Path(log_path) if log_path else self.data_dir.parent / f"broker-{node_id}.log"
+        self.log_path = (Path(log_path) if log_path
+                         else self.data_dir.parent / f"broker-{node_id}.log")
         self.extra_settings = settings_from_kwargs(extra_settings or {})
         clash = _MANAGED_SETTINGS & self.extra_settings.keys()
         if clash:

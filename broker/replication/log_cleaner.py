@@ -16,7 +16,8 @@ recovery).
 Failures: a disk error (OSError in the thread, StorageIOError in the swap) takes the log
 directory offline, as every storage failure does; a log whose batches do not decode
 (``CleaningAborted``: bad content, not a bad disk) is marked uncleanable, with a
-WARNING, and skipped until the broker restarts (Kafka's uncleanable partitions).  Event-loop only, except ``clean`` in the thread.
+WARNING, and skipped until the broker restarts (Kafka's uncleanable partitions).  Event-loop only,
+except ``clean`` in the thread.
 """
 from __future__ import annotations
 

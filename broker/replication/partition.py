@@ -373,7 +373,8 @@ class Partition:
     def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> list[int]:
         """ISR followers that have not caught up within ``lag_time_max_ms``."""
         return [r for r in self.isr if r != self.node_id and
-                now_ms - self.followers.get(r, FollowerState(r)).last_caught_up_ms > lag_time_max_ms]
+                now_ms - self.followers.get(r, FollowerState(r)).last_caught_up_ms
+                > lag_time_max_ms]
 
     # -- follower: the log mirrors the leader's ------------------------------------------
 

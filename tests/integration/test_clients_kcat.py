@@ -58,7 +58,8 @@ class KcatDriver(ClientDriver):
                  "-X", "linger.ms=5", "-X", f"enable.idempotence={str(idempotent).lower()}",
                  *header_args, stdin=lines, stderr=stderr)
             delivered = DELIVERED.findall(stderr[0])
-            assert len(delivered) == len(indexes), f"{len(delivered)} delivery reports:\n{stderr[0]}"
+            assert len(delivered) == len(indexes), \
+                f"{len(delivered)} delivery reports:\n{stderr[0]}"
             assert {int(p) for p, _ in delivered} == {partition}
             for i, (_, offset) in zip(indexes, delivered):
                 offsets[i] = int(offset) if int(offset) >= 0 else None

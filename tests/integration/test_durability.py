@@ -55,7 +55,8 @@ def _produce_acked(conn: KafkaConnection, topic: str, partitions: int, total_rec
 def _assert_log_is(conn: KafkaConnection, topic: str, partition: int, expected: list[tuple]):
     """The partition holds exactly ``expected`` (offset, key, value, ts, headers) from 0."""
     got = conn.read_partition(topic, partition)
-    assert len(got) == len(expected), f"{topic}-{partition}: {len(got)} records, expected {len(expected)}"
+    assert len(got) == len(expected), \
+        f"{topic}-{partition}: {len(got)} records, expected {len(expected)}"
     for g, e in zip(got, expected):
         assert g == e, f"{topic}-{partition} offset {e[0]}: got {g!r}, expected {e!r}"
     latest = conn.list_offsets(topic, partition, -1)

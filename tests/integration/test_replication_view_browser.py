@@ -12,7 +12,8 @@ meanwhile so the LEO/HW charts move.
 The screenshot goes to ``tmp_path``, or to the path in ``RAFTWOOD_SCREENSHOT``: that is
 how ``docs/replication-view.png`` in the README is made::
 
-    RAFTWOOD_SCREENSHOT=docs/replication-view.png pytest tests/integration/test_replication_view_browser.py
+    RAFTWOOD_SCREENSHOT=docs/replication-view.png \
+        pytest tests/integration/test_replication_view_browser.py
 
 Skipped, with the reason, when chromium, chromedriver or the selenium package is missing.
 """

@@ -88,7 +88,8 @@ def test_users_cli_lists_scram_users_and_refuses_weak_credentials(secure):
     broker, *_ = secure
     listed = raftwood("users", "list", "--bootstrap-server", broker.bootstrap)
     assert listed.returncode == 0, listed.stderr
-    assert "alice\tSCRAM-SHA-256 (iterations 8192), SCRAM-SHA-512 (iterations 8192)" in listed.stdout
+    assert ("alice\tSCRAM-SHA-256 (iterations 8192), SCRAM-SHA-512 (iterations 8192)"
+            in listed.stdout)
     R = AlterUserScramCredentialsRequest
     with KafkaConnection(broker.bootstrap) as conn:
         answer = conn.request(R[0](deletions=[], upsertions=[R.ScramCredentialUpsertion(
@@ -198,7 +199,8 @@ def test_three_brokers_replicate_over_a_sasl_ssl_inter_broker_listener(tmp_path,
         with_listeners(broker, f"SASL_SSL://127.0.0.1:{free_port()}")
     cluster.start_all()
     added = raftwood("users", "add", "broker", "--password", "broker-secret",
-                     "--mechanism", "SCRAM-SHA-512", "--bootstrap-server", cluster.bootstrap.split(",")[0])
+                     "--mechanism", "SCRAM-SHA-512",
+                     "--bootstrap-server", cluster.bootstrap.split(",")[0])
     assert added.returncode == 0, added.stderr
     cluster.create_topic("replicated", partitions=1, replication_factor=3)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})

@@ -192,7 +192,8 @@ def test_a_quorum_without_secret_opts_out_explicitly_and_publishes_no_raft_port(
             continue
         assert config["controller.quorum.allow.unauthenticated"] is True
         raft_port = parse_voters(config["controller.quorum.voters"])[config.node_id][1]
-        assert raft_port not in published_ports(load_compose()["services"][name]), f"{name} publishes its Raft port"
+        assert raft_port not in published_ports(load_compose()["services"][name]), \
+            f"{name} publishes its Raft port"
         assert "What that trusts" in COMPOSE.read_text(), "the file says whom it trusts"
 
 

@@ -114,7 +114,8 @@ def loop():
 
 def test_partitions_are_added_with_given_or_computed_assignments(tmp_path, loop):
     ctx, client = loop.run_until_complete(started(tmp_path))
-    answers = call(ctx, client, [Topic(name="t", count=3, assignments=[Assignment(broker_ids=[3, 1])])])
+    answers = call(ctx, client,
+                   [Topic(name="t", count=3, assignments=[Assignment(broker_ids=[3, 1])])])
     assert answers == {"t": (ErrorCode.NONE, None)}
     assert client.image.topics["t"].partitions[2].replicas == [3, 1]
     answers = call(ctx, client, [Topic(name="t", count=6, assignments=None)])

@@ -513,7 +513,8 @@ def test_scram_credentials_are_set_removed_and_survive_the_plain_dict_form():
                   "server_key": "a2V5"}
     state.apply_alter_scram_credentials([["alice", "SCRAM-SHA-256", credential],
                                          ["alice", "SCRAM-SHA-512", credential]], [])
-    state.apply_alter_scram_credentials([], [["alice", "SCRAM-SHA-256"], ["nobody", "SCRAM-SHA-256"]])
+    state.apply_alter_scram_credentials(
+        [], [["alice", "SCRAM-SHA-256"], ["nobody", "SCRAM-SHA-256"]])
     assert state.scram_credentials == {"alice": {"SCRAM-SHA-512": credential}}
     assert State.from_dict(state.to_dict()).scram_credentials == state.scram_credentials
     state.apply_alter_scram_credentials([], [["alice", "SCRAM-SHA-512"]])

@@ -10,7 +10,8 @@ MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_S
 
 
 def test_each_listener_gets_its_protocol_and_is_advertised_as_bound_by_default():
-    plan = plan_listeners("PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093", "", MAP, "", "PLAINTEXT")
+    plan = plan_listeners("PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093", "", MAP, "",
+                          "PLAINTEXT")
     assert [(x.name, x.security_protocol, x.port) for x in plan.listeners] == [
         ("PLAINTEXT", "PLAINTEXT", 9092), ("SSL", "SSL", 9093)]
     assert plan.endpoints() == {"PLAINTEXT": ["127.0.0.1", 9092], "SSL": ["127.0.0.1", 9093]}
