@@ -204,6 +204,9 @@ class RequestHeader:
 class _VersionedClass(type):
     """``Class[version]``: a constructor of that version's message, as kafka-python's."""
 
+    name: str          # set by each message class
+    max_version: int
+
     def __getitem__(cls, version: int):
         if not 0 <= version <= cls.max_version:
             raise ValueError(f"{cls.name} v{version} is not encoded here")
@@ -224,7 +227,7 @@ class _Message(metaclass=_VersionedClass):
     is_request: bool = True
 
     API_VERSION: int = 0
-    response_type = None  # a request's response class, when a client here sends it
+    response_type: type | None = None  # a request's response class, when a client sends it
     header = None
     _client_id: str | None = None
     _correlation_id: int = 0
@@ -272,7 +275,7 @@ class _Message(metaclass=_VersionedClass):
     def decode(cls, data, version: int, header: bool = False):
         """A response (or a request body) from bytes, as kafka-python's ``decode``."""
         reader = FlexReader(data)
-        correlation_id = None
+        correlation_id = 0
         if header:
             correlation_id = reader.int32()
             reader.tagged_fields()

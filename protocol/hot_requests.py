@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import struct
+from collections.abc import Sequence
 
 from .primitives import uvarint as _uvarint
 
@@ -247,6 +248,12 @@ class ProduceRequestBody:
 
     __slots__ = ("header", "API_VERSION", "transactional_id", "acks", "timeout_ms",
                  "topic_data")
+    header: RequestHeader
+    API_VERSION: int
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[TopicProduceData]
 
     def expect_response(self) -> bool:
         return self.acks != 0
@@ -340,6 +347,18 @@ class FetchRequestBody:
     __slots__ = ("header", "API_VERSION", "replica_id", "max_wait_ms", "min_bytes",
                  "max_bytes", "isolation_level", "session_id", "session_epoch", "topics",
                  "forgotten_topics_data", "rack_id")
+    header: RequestHeader
+    API_VERSION: int
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: list[FetchTopic]
+    forgotten_topics_data: list[ForgottenTopic]
+    rack_id: str
 
     def expect_response(self) -> bool:
         return True
@@ -525,7 +544,7 @@ class FetchRequestOut:
 
     def __init__(self, version: int, replica_id: int, max_wait_ms: int, min_bytes: int,
                  max_bytes: int, partitions: list[tuple], session_id: int = 0,
-                 session_epoch: int = -1, forgotten: list[tuple[str, int]] = ()):
+                 session_epoch: int = -1, forgotten: Sequence[tuple[str, int]] = ()):
         if not 4 <= version <= 12:
             raise ValueError(f"Fetch v{version} is not encoded here")
         self.API_VERSION = version
@@ -534,7 +553,8 @@ class FetchRequestOut:
         self.partitions = partitions
         self.session_id, self.session_epoch = session_id, session_epoch
         self.forgotten = forgotten
-        self._correlation_id, self._client_id = 0, None
+        self._correlation_id = 0
+        self._client_id: str | None = None
 
     def with_header(self, correlation_id: int, client_id: str | None = None) -> None:
         self._correlation_id, self._client_id = correlation_id, client_id
@@ -612,6 +632,14 @@ class FetchedPartitionIn:
     __slots__ = ("partition_index", "error_code", "high_watermark", "last_stable_offset",
                  "log_start_offset", "aborted_transactions", "preferred_read_replica",
                  "records")
+    partition_index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: list[tuple]
+    preferred_read_replica: int
+    records: memoryview | None
 
 
 class FetchedTopicIn:
@@ -627,6 +655,11 @@ class FetchResponseIn:
     class serves as the ``response_class`` of a request."""
 
     __slots__ = ("header", "throttle_time_ms", "error_code", "session_id", "responses")
+    header: ResponseHeader
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    responses: list[FetchedTopicIn]
 
     @classmethod
     def decode(cls, frame, version: int, header: bool = True) -> FetchResponseIn:

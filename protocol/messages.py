@@ -300,10 +300,10 @@ def decode_request(frame: bytes, header: tuple[int, int, int] | None = None) -> 
     # are checked after (protocol/nulls.py).
     generated = hot_decoder is None or api_version < hot_decoder[0]
     try:
-        if generated:
-            body, end = _decode_body(spec.request_class, frame, api_version)
-        else:
+        if hot_decoder is not None and not generated:
             body, end = hot_decoder[1](frame, api_version)
+        else:
+            body, end = _decode_body(spec.request_class, frame, api_version)
     except _DECODE_ERRORS as exc:
         raise CorruptRequest(f"{spec.name} v{api_version} does not parse: {exc!r}") from exc
     if end > len(frame):

@@ -91,7 +91,7 @@ def _field_check(field, version: int) -> _Check | None:
 def _walk(plan: tuple, obj: Any) -> str | None:
     """The path (relative to ``obj``) of the first forbidden null under ``obj``."""
     for name, required, kind, inner in plan:
-        value = getattr(obj, name, _ABSENT)
+        value: Any = getattr(obj, name, _ABSENT)
         if value is _ABSENT:
             continue
         if value is None:

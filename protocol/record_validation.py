@@ -87,11 +87,12 @@ def decompress(compression: int, payload, max_bytes: int = DEFAULT_MAX_DECOMPRES
     """The records ``payload`` holds compressed with ``compression`` (1-4), at most
     ``max_bytes`` of them (inclusive); RecordDecodeError otherwise."""
     name = CODEC_NAMES.get(compression)
-    if name is None or _DECOMPRESSORS.get(compression) is None:
+    decompressor = _DECOMPRESSORS.get(compression)
+    if name is None or decompressor is None:
         raise RecordDecodeError(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                 f"compression type {compression} is not available")
     try:
-        records = _DECOMPRESSORS[compression](payload, max_bytes)
+        records = decompressor(payload, max_bytes)
     except RecordDecodeError:
         raise
     except Exception as exc:  # each codec library has errors of its own (zlib.error, ...)
@@ -314,7 +315,7 @@ def read_records(batch, position: int, end: int, compression: int, records_count
     else:
         data = bytes(memoryview(batch)[position:end])
         position, end = 0, len(data)
-    records = []
+    records: list[tuple] = []
     try:
         while position < end:
             length, position = _varint(data, position, 5)

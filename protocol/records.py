@@ -173,7 +173,7 @@ def valid_prefix(buf, *, check_crc: bool = True) -> tuple[list[BatchHeader], int
         if size < HEADER_SIZE or position + size > end or header.magic != MAGIC_V2 \
                 or header.last_offset_delta < 0:
             break
-        if check_crc and _crc32c(view[position + CRC_START:position + size]) != header.crc:
+        if view is not None and _crc32c(view[position + CRC_START:position + size]) != header.crc:
             break
         headers.append(header)
         position += size
