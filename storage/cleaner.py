@@ -61,7 +61,7 @@ import time
 from dataclasses import dataclass, field
 
 from protocol.record_filter import RecordDecodeError, decode_records, empty_batch, rebuild_batch
-from protocol.records import LOG_OVERHEAD, parse_header, valid_prefix
+from protocol.records import LOG_OVERHEAD, BatchHeader, parse_header, valid_prefix
 
 from .errors import StorageError
 from .index import INT32_MAX
@@ -89,6 +89,14 @@ def crash_point(step: str) -> None:
 class CleaningAborted(StorageError):
     """The pass cannot go on (a segment vanished, a batch does not decode); nothing of
     it is swapped in, so every segment stays as it was."""
+
+
+def _built_header(batch: bytes) -> BatchHeader:
+    """The header of a batch this pass built: whole by construction, else CleaningAborted."""
+    header = parse_header(batch)
+    if header is None:
+        raise CleaningAborted(f"a rebuilt batch of {len(batch)} bytes is torn")
+    return header
 
 
 def _records_of(header, data, where: str) -> list:
@@ -351,14 +359,13 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offsets: dict[b
                 if new_tombstone and not cleaned_before:
                     newest_write_ms = max(newest_write_ms, plan.now_ms)
                 if kept is not None:
-                    kept_header = parse_header(kept)
-                    new.append(kept, [kept_header], plan.now_ms)
+                    new.append(kept, [_built_header(kept)], plan.now_ms)
                     stats.bytes_written += len(kept)
         if last_header is not None and new.next_offset < last_header.next_offset:
             # The group's last batch stays, emptied: the segment then ends where the old
             # ones did, which is how recovery knows what a ``.swap`` replaces.
             kept = empty_batch(last_header)
-            new.append(kept, [parse_header(kept)], plan.now_ms)
+            new.append(kept, [_built_header(kept)], plan.now_ms)
             stats.bytes_written += len(kept)
         new.flush()
         new.set_last_modified(newest_write_ms)

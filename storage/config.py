@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -118,7 +119,7 @@ class LogConfig:
         Values are applied over ``base`` (the broker defaults) or over Kafka's defaults.
         A value that is not an integer, or out of range, raises ValueError naming the key.
         """
-        changes: dict[str, object] = {}
+        changes: dict[str, Any] = {}
         for field, key in PROPERTY_NAMES.items():
             if key not in properties:
                 continue

@@ -157,7 +157,7 @@ class LocalLog:
         index = bisect.bisect_right(self.bases, offset) - 1
         if zero_copy:
             return self._locate(index, offset, max_bytes, upper, log_end_offset, min_one_batch)
-        chunks: list[bytes] = []
+        chunks: list[bytes | memoryview] = []
         remaining = max_bytes
         while True:
             data, exhausted = self._segments[index].read(

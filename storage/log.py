@@ -253,6 +253,7 @@ class PartitionLog:
             producer_state = self.producer_state
             count = len(headers)
             start = 0
+            data: bytes | memoryview  # all of ``batches``, or a run of them as a view
             while start < count:
                 first = headers[start]
                 reason = local.roll_reason(LOG_OVERHEAD + first.batch_length,

@@ -382,7 +382,7 @@ class ProducerStateManager:
             self.map_end_offset = log_end_offset
             return log_end_offset
         self._clear(log_start_offset)
-        while self._snapshots:
+        while self._directory is not None and self._snapshots:  # no directory: no snapshots
             offset = self._snapshots[-1]
             try:
                 entries, aborted = read_snapshot(self._directory, offset, BATCHES_KEPT)
@@ -437,7 +437,7 @@ class ProducerStateManager:
         """The aborted transactions of the snapshot at ``offset``; CorruptSnapshot unless
         they end below it, in ascending order."""
         result = [AbortedTxn._make(txn) for txn in aborted]
-        for previous, txn in zip([None] + result, result):
+        for previous, txn in zip([None, *result], result):
             if txn.last_offset >= offset or txn.first_offset > txn.last_offset or (
                     previous is not None and txn.last_offset <= previous.last_offset):
                 raise CorruptSnapshot(f"aborted transaction {tuple(txn)} is out of place")
