@@ -5,7 +5,7 @@ PY      = $(VENV)/bin/python
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: run test venv shell system-deps compat-node unit bench clean
+.PHONY: run test venv shell system-deps compat-node unit bench lint clean
 
 # The project (editable) with its test extras: what `make run` needs, fast to install.
 $(VENV)/.installed: pyproject.toml
@@ -89,6 +89,16 @@ test: venv $(VENV)/.spark-installed system-deps compat-node
 ## unit: the unit tests only (no broker processes)
 unit: venv
 	$(PY) -m pytest -q tests/unit
+
+## lint: ruff over the tree and mypy over protocol/ and storage/ (rules and options in
+## pyproject.toml); CI runs it before the tests.  `ruff check --fix` applies the safe fixes
+$(VENV)/.lint-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install -q -e '.[test,lint]'
+	touch $@
+
+lint: $(VENV)/.lint-installed
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/mypy
 
 ## bench: every benchmark workload, Raftwood vs noida-db (not a test); see benchmarks/README.md
 ## e.g. make bench BENCH_ARGS="--quick"   or   BENCH_ARGS="--workloads w1,w5 --json out.json"
