@@ -16,6 +16,11 @@ offsets, an index lookup, a short walk over 12-byte prefixes and one ``os.pread`
 network layer sends with ``os.sendfile``).
 Everything that decodes records (``offset_for_timestamp``, ``max_timestamp_and_offset``)
 is a cold path.
+
+Size (about 620 lines): one class, because every mutator here moves several of the
+offsets above together (a truncation moves the high watermark, the epoch cache, the
+producer state and the cleaner's offset in one call); what is not offsets is in
+``local_log``, ``append_checks`` and ``errors``.
 """
 from __future__ import annotations
 
