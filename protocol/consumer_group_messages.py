@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, Self
 
-from .primitives import uvarint
+from .primitives import Buffer, uvarint
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -57,7 +59,7 @@ class FlexReader:
     FlexDecodeError on any underrun.  Also reads the flexible record values of
     ``__consumer_offsets`` (broker/groups/records.py)."""
 
-    def __init__(self, data, pos: int = 0):
+    def __init__(self, data: Buffer, pos: int = 0) -> None:
         self.data = memoryview(data)
         self.pos = pos
 
@@ -124,7 +126,7 @@ class FlexReader:
             raise FlexDecodeError(f"array of {n} elements in {len(self.data) - self.pos} bytes")
         return None if n < 0 else n
 
-    def array(self, read_one) -> list | None:
+    def array(self, read_one: Callable[[], Any]) -> list[Any] | None:
         n = self.array_length()
         return None if n is None else [read_one() for _ in range(n)]
 
@@ -161,7 +163,7 @@ def compact_string(text: str | None) -> bytes:
     return uvarint(len(raw) + 1) + raw
 
 
-def compact_array(items, write_one) -> bytes:
+def compact_array(items: Iterable[Any] | None, write_one: Callable[[Any], bytes]) -> bytes:
     if items is None:
         return b"\x00"
     items = list(items)
@@ -187,14 +189,15 @@ class RequestHeader:
     __slots__ = ("request_api_key", "request_api_version", "correlation_id", "client_id",
                  "response_type")
 
-    def __init__(self, api_key, api_version, correlation_id, client_id, response_type=None):
+    def __init__(self, api_key: int, api_version: int, correlation_id: int,
+                 client_id: str | None, response_type: type | None = None) -> None:
         self.request_api_key = api_key
         self.request_api_version = api_version
         self.correlation_id = correlation_id
         self.client_id = client_id
         self.response_type = response_type
 
-    def get_response_class(self):
+    def get_response_class(self) -> type:
         """The response's class, as kafka-python's headers answer (for clients)."""
         if self.response_type is None:
             raise TypeError(f"no response class known for API {self.request_api_key}")
@@ -207,11 +210,11 @@ class _VersionedClass(type):
     name: str          # set by each message class
     max_version: int
 
-    def __getitem__(cls, version: int):
+    def __getitem__(cls, version: int) -> Callable[..., Any]:
         if not 0 <= version <= cls.max_version:
             raise ValueError(f"{cls.name} v{version} is not encoded here")
 
-        def build(**kwargs):
+        def build(**kwargs: Any) -> Any:
             message = cls(**kwargs)
             message.API_VERSION = version
             return message
@@ -228,7 +231,7 @@ class _Message(metaclass=_VersionedClass):
 
     API_VERSION: int = 0
     response_type: type | None = None  # a request's response class, when a client sends it
-    header = None
+    header: RequestHeader | ResponseHeader | None = None
     _client_id: str | None = None
     _correlation_id: int = 0
 
@@ -259,7 +262,7 @@ class _Message(metaclass=_VersionedClass):
         raise NotImplementedError
 
     @classmethod
-    def decode_frame(cls, frame, version: int):
+    def decode_frame(cls, frame: Buffer, version: int) -> tuple[Self, int]:
         """(message, position where it ended) of a whole request frame, header included."""
         reader = FlexReader(frame)
         api_key, api_version, correlation_id = reader.int16(), reader.int16(), reader.int32()
@@ -272,7 +275,7 @@ class _Message(metaclass=_VersionedClass):
         return message, reader.pos
 
     @classmethod
-    def decode(cls, data, version: int, header: bool = False):
+    def decode(cls, data: Buffer, version: int, header: bool = False) -> Self:
         """A response (or a request body) from bytes, as kafka-python's ``decode``."""
         reader = FlexReader(data)
         correlation_id = 0
@@ -286,7 +289,7 @@ class _Message(metaclass=_VersionedClass):
         return message
 
     @classmethod
-    def decode_body(cls, reader: FlexReader, version: int):
+    def decode_body(cls, reader: FlexReader, version: int) -> Self:
         raise NotImplementedError
 
 
@@ -343,7 +346,7 @@ class ConsumerGroupHeartbeatRequest(_Message):
                 + compact_array(self.topic_partitions, TopicPartitions.encode) + tagged_fields())
 
     @classmethod
-    def decode_body(cls, reader: FlexReader, version: int):
+    def decode_body(cls, reader: FlexReader, version: int) -> Self:
         message = cls(group_id=reader.string(), member_id=reader.string(),
                       member_epoch=reader.int32(), instance_id=reader.nullable_string(),
                       rack_id=reader.nullable_string(), rebalance_timeout_ms=reader.int32(),
@@ -384,7 +387,7 @@ class ConsumerGroupHeartbeatResponse(_Message):
         return out + tagged_fields()
 
     @classmethod
-    def decode_body(cls, reader: FlexReader, version: int):
+    def decode_body(cls, reader: FlexReader, version: int) -> Self:
         message = cls(throttle_time_ms=reader.int32(), error_code=reader.int16(),
                       error_message=reader.nullable_string(),
                       member_id=reader.nullable_string(), member_epoch=reader.int32(),
@@ -500,7 +503,7 @@ class ConsumerGroupDescribeRequest(_Message):
                 + int8(1 if self.include_authorized_operations else 0) + tagged_fields())
 
     @classmethod
-    def decode_body(cls, reader: FlexReader, version: int):
+    def decode_body(cls, reader: FlexReader, version: int) -> Self:
         message = cls(group_ids=reader.array(reader.string) or [],
                       include_authorized_operations=reader.boolean())
         reader.tagged_fields()
@@ -522,7 +525,7 @@ class ConsumerGroupDescribeResponse(_Message):
                 + tagged_fields())
 
     @classmethod
-    def decode_body(cls, reader: FlexReader, version: int):
+    def decode_body(cls, reader: FlexReader, version: int) -> Self:
         message = cls(throttle_time_ms=reader.int32(),
                       groups=reader.array(lambda: DescribedGroup.read(reader)) or [])
         reader.tagged_fields()

@@ -19,7 +19,7 @@ import struct
 
 import crc32c
 
-from .primitives import varint
+from .primitives import Buffer, varint
 from .records import (
     BATCH_HEADER,
     CONTROL_FLAG,
@@ -43,7 +43,7 @@ class ControlRecordError(ValueError):
     """A control batch whose record does not decode."""
 
 
-def _read_varint(buf, position: int) -> tuple[int, int]:
+def _read_varint(buf: Buffer, position: int) -> tuple[int, int]:
     """(zigzag-decoded value, next position) of the varint at ``position``."""
     shift = result = 0
     while True:
@@ -75,7 +75,7 @@ def build_marker_batch(producer_id: int, producer_epoch: int, coordinator_epoch:
     return batch
 
 
-def read_marker(buf, header: BatchHeader) -> tuple[int, int]:
+def read_marker(buf: Buffer, header: BatchHeader) -> tuple[int, int]:
     """(type, coordinator epoch) of the control batch ``header`` describes in ``buf``:
     ABORT or COMMIT with the marker's coordinator epoch, or another control type Kafka
     defines with -1.  ControlRecordError if its record does not decode."""
@@ -97,7 +97,7 @@ def read_marker(buf, header: BatchHeader) -> tuple[int, int]:
     return marker_type, _MARKER_VALUE.unpack_from(buf, position)[1]
 
 
-def marker_of(buf, header: BatchHeader) -> tuple[int, int] | None:
+def marker_of(buf: Buffer, header: BatchHeader) -> tuple[int, int] | None:
     """``read_marker`` for a control batch, None for any other batch or an unreadable
     control record (the batch then changes no producer: Kafka ignores unknown types)."""
     if not header.is_control:

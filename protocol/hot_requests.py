@@ -34,7 +34,9 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Sequence
+from typing import Any
 
+from .primitives import Buffer
 from .primitives import uvarint as _uvarint
 
 _I8 = struct.Struct(">b")
@@ -74,7 +76,7 @@ class _Cursor:
         self.pos = pos
         self.end = len(data)
 
-    def run(self, codec: struct.Struct) -> tuple:
+    def run(self, codec: struct.Struct) -> tuple[Any, ...]:
         pos = self.pos
         stop = pos + codec.size
         if stop > self.end:
@@ -209,7 +211,8 @@ class _Cursor:
 class RequestHeader:
     __slots__ = ("request_api_key", "request_api_version", "correlation_id", "client_id")
 
-    def __init__(self, api_key, api_version, correlation_id, client_id):
+    def __init__(self, api_key: int, api_version: int, correlation_id: int,
+                 client_id: str | None) -> None:
         self.request_api_key = api_key
         self.request_api_version = api_version
         self.correlation_id = correlation_id
@@ -230,7 +233,7 @@ def _header(cursor: _Cursor, flexible: bool) -> RequestHeader:
 class PartitionProduceData:
     __slots__ = ("index", "records")
 
-    def __init__(self, index: int, records):
+    def __init__(self, index: int, records: memoryview | None) -> None:
         self.index = index
         self.records = records
 
@@ -258,7 +261,7 @@ class ProduceRequestBody:
     def expect_response(self) -> bool:
         return self.acks != 0
 
-    def to_message(self):
+    def to_message(self) -> Any:
         """The same request as kafka-python's message object (tests, debugging)."""
         from kafka.protocol.producer import ProduceRequest
         data = ProduceRequest.TopicProduceData
@@ -269,7 +272,7 @@ class ProduceRequestBody:
                 for p in t.partition_data]) for t in self.topic_data])
 
 
-def decode_produce(frame, version: int) -> tuple[ProduceRequestBody, int]:
+def decode_produce(frame: Buffer, version: int) -> tuple[ProduceRequestBody, int]:
     """(body, position where it ended) of a Produce request v3+ frame (header included)."""
     flexible = version >= PRODUCE_FLEXIBLE_FROM
     cursor = _Cursor(memoryview(frame))
@@ -314,8 +317,9 @@ class FetchPartition:
     __slots__ = ("partition", "current_leader_epoch", "fetch_offset", "last_fetched_epoch",
                  "log_start_offset", "partition_max_bytes")
 
-    def __init__(self, partition, current_leader_epoch, fetch_offset, last_fetched_epoch,
-                 log_start_offset, partition_max_bytes):
+    def __init__(self, partition: int, current_leader_epoch: int, fetch_offset: int,
+                 last_fetched_epoch: int, log_start_offset: int,
+                 partition_max_bytes: int) -> None:
         self.partition = partition
         self.current_leader_epoch = current_leader_epoch
         self.fetch_offset = fetch_offset
@@ -363,7 +367,7 @@ class FetchRequestBody:
     def expect_response(self) -> bool:
         return True
 
-    def to_message(self):
+    def to_message(self) -> Any:
         """The same request as kafka-python's message object (tests, debugging)."""
         from kafka.protocol.consumer import FetchRequest
         topic, forgotten = FetchRequest.FetchTopic, FetchRequest.ForgottenTopic
@@ -393,7 +397,7 @@ def _fetch_request_runs(version: int) -> tuple[struct.Struct, struct.Struct]:
 _FETCH_REQUEST_RUNS = {version: _fetch_request_runs(version) for version in range(4, 13)}
 
 
-def decode_fetch(frame, version: int) -> tuple[FetchRequestBody, int]:
+def decode_fetch(frame: Buffer, version: int) -> tuple[FetchRequestBody, int]:
     """(body, position where it ended) of a Fetch request v4-v12 frame (header included)."""
     flexible = version >= FETCH_FLEXIBLE_FROM
     try:
@@ -461,7 +465,7 @@ def decode_fetch(frame, version: int) -> tuple[FetchRequestBody, int]:
 
 
 def encode_produce_response(version: int, correlation_id: int,
-                            topics: list[tuple[str, list[tuple]]],
+                            topics: list[tuple[str, list[tuple[Any, ...]]]],
                             throttle_time_ms: int = 0) -> bytes:
     """A framed Produce response v3+.  ``topics``: (name, [(index, error_code,
     base_offset, log_append_time_ms, log_start_offset, error_message), ...]).
@@ -543,7 +547,7 @@ class FetchRequestOut:
                  "_client_id")
 
     def __init__(self, version: int, replica_id: int, max_wait_ms: int, min_bytes: int,
-                 max_bytes: int, partitions: list[tuple], session_id: int = 0,
+                 max_bytes: int, partitions: list[tuple[Any, ...]], session_id: int = 0,
                  session_epoch: int = -1, forgotten: Sequence[tuple[str, int]] = ()):
         if not 4 <= version <= 12:
             raise ValueError(f"Fetch v{version} is not encoded here")
@@ -579,7 +583,7 @@ class FetchRequestOut:
             out += _FETCH_OUT_TOP.pack(self.replica_id, self.max_wait_ms, self.min_bytes,
                                        self.max_bytes, 0)
         partition_run = _FETCH_REQUEST_RUNS[version][1]
-        by_topic: dict[str, list[tuple]] = {}
+        by_topic: dict[str, list[tuple[Any, ...]]] = {}
         for entry in self.partitions:
             by_topic.setdefault(entry[0], []).append(entry)
         out += _uvarint(len(by_topic) + 1) if flexible else _I32.pack(len(by_topic))
@@ -637,7 +641,7 @@ class FetchedPartitionIn:
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    aborted_transactions: list[tuple]
+    aborted_transactions: list[tuple[Any, ...]]
     preferred_read_replica: int
     records: memoryview | None
 
@@ -645,7 +649,7 @@ class FetchedPartitionIn:
 class FetchedTopicIn:
     __slots__ = ("topic", "partitions")
 
-    def __init__(self, topic, partitions):
+    def __init__(self, topic: str | None, partitions: list[FetchedPartitionIn]) -> None:
         self.topic, self.partitions = topic, partitions
 
 
@@ -662,7 +666,7 @@ class FetchResponseIn:
     responses: list[FetchedTopicIn]
 
     @classmethod
-    def decode(cls, frame, version: int, header: bool = True) -> FetchResponseIn:
+    def decode(cls, frame: Buffer, version: int, header: bool = True) -> FetchResponseIn:
         assert header, "responses are decoded with their header"
         flexible = version >= FETCH_FLEXIBLE_FROM
         try:

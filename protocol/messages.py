@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,7 +159,8 @@ class ApiSpec:
         return self.min_version <= version <= self.max_version
 
 
-def _spec(request_class, response_class, min_version, max_version, refused_below=0) -> ApiSpec:
+def _spec(request_class: Any, response_class: Any, min_version: int, max_version: int,
+          refused_below: int = 0) -> ApiSpec:
     return ApiSpec(request_class.API_KEY, request_class.name.removesuffix("Request"),
                    request_class, response_class, min_version, max_version, refused_below)
 
@@ -267,7 +269,7 @@ class Request:
 # protocol/hot_requests.py.  Both produce bodies with kafka-python's attribute names.
 # So are KIP-848's two APIs and KIP-853's voter changes, which kafka-python has no
 # classes for.
-_HOT_DECODERS = {
+_HOT_DECODERS: dict[int, tuple[int, Callable[[bytes, int], tuple[Any, int]]]] = {
     ProduceRequest.API_KEY: (3, hot_requests.decode_produce),
     FetchRequest.API_KEY: (4, hot_requests.decode_fetch),
     ConsumerGroupHeartbeatRequest.API_KEY: (0, ConsumerGroupHeartbeatRequest.decode_frame),
@@ -318,7 +320,7 @@ def decode_request(frame: bytes, header: tuple[int, int, int] | None = None) -> 
                    len(frame))
 
 
-def _decode_body(request_class, frame: bytes, api_version: int):
+def _decode_body(request_class: Any, frame: bytes, api_version: int) -> tuple[Any, int]:
     """(body with its header, position where the body ended): ``ApiMessage.decode`` plus its end.
 
     kafka-python's compiled decoders read strings and bytes as ``data[pos:pos + n]``: when ``n``
@@ -339,7 +341,7 @@ def _decode_body(request_class, frame: bytes, api_version: int):
     return body, end
 
 
-class Framed(list):
+class Framed(list[Any]):
     """A response already framed by a hand-written encoder (size prefix included), as the
     buffers to write in order; ``encode_response`` passes it through untouched."""
 
@@ -351,7 +353,7 @@ class FramedFiles(Framed):
     it from every other answer by one class test."""
 
 
-def encode_response(request: Request, body) -> bytes | Framed:
+def encode_response(request: Request, body: Any) -> bytes | Framed:
     """Frame ``body`` (a response message of the request's API) as the answer to ``request``."""
     if isinstance(body, Framed):
         return body
@@ -362,7 +364,7 @@ def encode_response(request: Request, body) -> bytes | Framed:
     return bytes(body.encode(header=True, framed=True))
 
 
-def api_versions_body(error_code: int = ErrorCode.NONE, version: int = 0):
+def api_versions_body(error_code: int = ErrorCode.NONE, version: int = 0) -> Any:
     """An ApiVersionsResponse listing every served range (KIP-511 fallback uses v0)."""
     keys = [ApiVersionsResponse.ApiVersion(api_key=s.api_key, min_version=s.min_version,
                                            max_version=s.max_version)

@@ -41,10 +41,10 @@ class _Check(NamedTuple):
     name: str
     required: bool
     kind: int
-    inner: tuple
+    inner: tuple[Any, ...]
 
 
-def first_null(request_class, version: int, body: Any) -> str | None:
+def first_null(request_class: Any, version: int, body: Any) -> str | None:
     """The path of the first field of ``body`` that is null although the schema of
     ``request_class`` v``version`` forbids it (``topics[3].name``), or None when there is
     none.  Classes without kafka-python's schema are not checked (None)."""
@@ -53,14 +53,14 @@ def first_null(request_class, version: int, body: Any) -> str | None:
 
 
 @functools.cache
-def _plan(request_class, version: int) -> tuple:
+def _plan(request_class: Any, version: int) -> tuple[Any, ...]:
     struct = getattr(request_class, "_struct", None)
     if struct is None or not hasattr(struct, "_fields"):
         return ()
     return _struct_plan(struct, version)
 
 
-def _struct_plan(struct, version: int) -> tuple:
+def _struct_plan(struct: Any, version: int) -> tuple[Any, ...]:
     """The checks of the fields ``struct`` has in ``version`` (tagged ones included:
     absent, they take their default)."""
     checks = []
@@ -73,7 +73,7 @@ def _struct_plan(struct, version: int) -> tuple:
     return tuple(checks)
 
 
-def _field_check(field, version: int) -> _Check | None:
+def _field_check(field: Any, version: int) -> _Check | None:
     """The check of one field, or None when nothing in it can be null."""
     required = not field.nullable_for_version_q(version)
     if field.is_struct_array():
@@ -88,7 +88,7 @@ def _field_check(field, version: int) -> _Check | None:
     return None
 
 
-def _walk(plan: tuple, obj: Any) -> str | None:
+def _walk(plan: tuple[Any, ...], obj: Any) -> str | None:
     """The path (relative to ``obj``) of the first forbidden null under ``obj``."""
     for name, required, kind, inner in plan:
         value: Any = getattr(obj, name, _ABSENT)

@@ -14,6 +14,10 @@ struct.error, so each caller converts one exception at its boundary.
 from __future__ import annotations
 
 import struct
+from typing import TypeAlias
+
+#: what the decoders read: bytes, or a view of a request frame or of a file's pages
+Buffer: TypeAlias = bytes | bytearray | memoryview
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 import uuid
 from dataclasses import dataclass, field
+from typing import Self
 
 from .consumer_group_messages import (
     FlexReader,
@@ -72,7 +73,7 @@ class AddRaftVoterRequest(_Message):
                 + compact_array(self.listeners, VoterListener.encode) + tagged_fields())
 
     @classmethod
-    def decode_body(cls, reader: FlexReader, version: int):
+    def decode_body(cls, reader: FlexReader, version: int) -> Self:
         message = cls(cluster_id=reader.nullable_string(), timeout_ms=reader.int32(),
                       voter_id=reader.int32(), voter_directory_id=reader.uuid(),
                       listeners=reader.array(lambda: VoterListener.read(reader)) or [])
@@ -95,7 +96,7 @@ class RemoveRaftVoterRequest(_Message):
                 + uuid_(self.voter_directory_id) + tagged_fields())
 
     @classmethod
-    def decode_body(cls, reader: FlexReader, version: int):
+    def decode_body(cls, reader: FlexReader, version: int) -> Self:
         message = cls(cluster_id=reader.nullable_string(), voter_id=reader.int32(),
                       voter_directory_id=reader.uuid())
         reader.tagged_fields()
@@ -115,7 +116,7 @@ class _VoterChangeResponse(_Message):
                 + compact_string(self.error_message) + tagged_fields())
 
     @classmethod
-    def decode_body(cls, reader: FlexReader, version: int):
+    def decode_body(cls, reader: FlexReader, version: int) -> Self:
         message = cls(throttle_time_ms=reader.int32(), error_code=reader.int16(),
                       error_message=reader.nullable_string())
         reader.tagged_fields()

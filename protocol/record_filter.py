@@ -22,13 +22,14 @@ Pure functions; any thread.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import crc32c
 from kafka import codec
 from kafka.record.util import encode_varint
 
 from .errors import ErrorCode
+from .primitives import Buffer
 from .record_validation import RecordDecodeError, read_records
 from .records import (
     BATCH_HEADER,
@@ -55,10 +56,10 @@ class Record(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple
+    headers: tuple[Any, ...]
 
 
-def decode_records(batch) -> list[Record]:
+def decode_records(batch: Buffer) -> list[Record]:
     """Every record of one whole stored batch (decompressed), in offset order.
 
     RecordDecodeError when it does not decode (``record_validation``'s rules, offset

@@ -45,10 +45,12 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import Any
 
 from kafka import codec as _codec
 
 from .errors import ErrorCode, RecordError
+from .primitives import Buffer
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 CODEC_NAMES = {GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
@@ -82,7 +84,7 @@ def _corrupt(message: str) -> RecordDecodeError:
 
 # -- decompression ----------------------------------------------------------------------------
 
-def decompress(compression: int, payload, max_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+def decompress(compression: int, payload: Buffer, max_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
                ) -> bytes:
     """The records ``payload`` holds compressed with ``compression`` (1-4), at most
     ``max_bytes`` of them (inclusive); RecordDecodeError otherwise."""
@@ -107,7 +109,7 @@ def _too_large(name: str, max_bytes: int) -> RecordDecodeError:
                              f"{name} payload decompresses to more than {max_bytes} bytes")
 
 
-def _gunzip(payload, max_bytes: int) -> bytes:
+def _gunzip(payload: Buffer, max_bytes: int) -> bytes:
     """Every gzip member of ``payload`` (Java's GZIPInputStream reads them all)."""
     out = bytearray()
     data = bytes(payload)
@@ -124,7 +126,7 @@ def _gunzip(payload, max_bytes: int) -> bytes:
     return bytes(out)
 
 
-def _unlz4(payload, max_bytes: int) -> bytes:
+def _unlz4(payload: Buffer, max_bytes: int) -> bytes:
     """Every LZ4 frame of ``payload`` (Kafka's LZ4 is the frame format)."""
     out = bytearray()
     data = bytes(payload)
@@ -140,7 +142,7 @@ def _unlz4(payload, max_bytes: int) -> bytes:
             return bytes(out)
 
 
-def _unzstd(payload, max_bytes: int) -> bytes:
+def _unzstd(payload: Buffer, max_bytes: int) -> bytes:
     """Every zstd frame of ``payload``.  Input goes in slices small enough that one
     slice cannot expand past the bound by much (zstd's largest ratio is about 2^15)."""
     out = bytearray()
@@ -162,7 +164,7 @@ def _unzstd(payload, max_bytes: int) -> bytes:
     return bytes(out)
 
 
-def _unsnappy(payload, max_bytes: int) -> bytes:
+def _unsnappy(payload: Buffer, max_bytes: int) -> bytes:
     """Xerial-framed snappy (what Kafka's Java client writes) or one raw snappy block."""
     data = bytes(payload)
     if not data.startswith(_XERIAL_MAGIC):
@@ -207,7 +209,7 @@ _DECOMPRESSORS = {
 
 # -- varints ----------------------------------------------------------------------------------
 
-def _varint(data, position: int, max_bytes: int) -> tuple[int, int]:
+def _varint(data: Buffer, position: int, max_bytes: int) -> tuple[int, int]:
     """(zigzag value, next position) of the varint at ``position``, at most ``max_bytes``
     long (5 for an int, 10 for a long); IndexError when the data ends inside it."""
     value = shift = 0
@@ -222,7 +224,7 @@ def _varint(data, position: int, max_bytes: int) -> tuple[int, int]:
 
 # -- the produce path: check in place -------------------------------------------------------------
 
-def check_records(data, position: int, end: int, records_count: int) -> None:
+def check_records(data: Buffer, position: int, end: int, records_count: int) -> None:
     """Check the records in ``data[position:end]`` (uncompressed) as Kafka's produce path
     does, at the depth that keeps the offsets right: each record's length (at least the
     smallest record, within the records), lengths adding up to the records' size
@@ -266,7 +268,7 @@ def check_records(data, position: int, end: int, records_count: int) -> None:
         raise _invalid(f"the batch holds {index} records, its header says {records_count}")
 
 
-def _read_headers(data, position: int, count: int, into: list) -> int:
+def _read_headers(data: bytes, position: int, count: int, into: list[Any]) -> int:
     """Read ``count`` headers from ``position`` into ``into`` as (key, value or None);
     the position after them."""
     if count < 0:
@@ -288,7 +290,7 @@ def _read_headers(data, position: int, count: int, into: list) -> int:
     return position
 
 
-def check_batch_records(batch, position: int, end: int, compression: int,
+def check_batch_records(batch: Buffer, position: int, end: int, compression: int,
                         records_count: int,
                         max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> None:
     """``check_records`` over a batch's records at ``batch[position:end]`` (after the
@@ -303,8 +305,9 @@ def check_batch_records(batch, position: int, end: int, compression: int,
 
 # -- cold paths: read every record ------------------------------------------------------------
 
-def read_records(batch, position: int, end: int, compression: int, records_count: int,
-                 max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> list[tuple]:
+def read_records(batch: Buffer, position: int, end: int, compression: int, records_count: int,
+                 max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+                 ) -> list[tuple[Any, ...]]:
     """Every record of a stored batch's records at ``batch[position:end]``, as
     ``(offset_delta, timestamp_delta, key, value, headers)`` with ``headers`` a list of
     ``(key bytes, value bytes or None)``.  Offset deltas are not checked (a cleaned batch
@@ -315,7 +318,7 @@ def read_records(batch, position: int, end: int, compression: int, records_count
     else:
         data = bytes(memoryview(batch)[position:end])
         position, end = 0, len(data)
-    records: list[tuple] = []
+    records: list[tuple[Any, ...]] = []
     try:
         while position < end:
             length, position = _varint(data, position, 5)
@@ -327,7 +330,7 @@ def read_records(batch, position: int, end: int, compression: int, records_count
             key, position = _read_bytes(data, position)
             value, position = _read_bytes(data, position)
             count, position = _varint(data, position, 5)
-            headers: list = []
+            headers: list[Any] = []
             position = _read_headers(data, position, count, headers)
             if position != record_end:
                 raise _invalid(f"record {len(records)} does not fill its {length} bytes")

@@ -28,6 +28,7 @@ from typing import NamedTuple
 import crc32c
 
 from .errors import ErrorCode, RecordError
+from .primitives import Buffer
 from .record_validation import (
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     RecordDecodeError,
@@ -106,7 +107,7 @@ class BatchHeader(NamedTuple):
 _new_header = functools.partial(tuple.__new__, BatchHeader)
 
 
-def parse_header(buf, position: int = 0) -> BatchHeader | None:
+def parse_header(buf: Buffer, position: int = 0) -> BatchHeader | None:
     """The header of the batch at ``position``, or None when the buffer ends first.
 
     None means "torn": fewer than 61 bytes remain, or the batch runs past the end of
@@ -133,14 +134,14 @@ def with_offset_and_epoch(header: BatchHeader, base_offset: int,
                        + header[4:])
 
 
-def crc_matches(buf, header: BatchHeader) -> bool:
+def crc_matches(buf: Buffer, header: BatchHeader) -> bool:
     """True when the stored CRC-32C matches attributes..end of the batch."""
     start = header.position + CRC_START
     end = header.position + header.size
     return crc32c.crc32c(memoryview(buf)[start:end]) == header.crc
 
 
-def iter_headers(buf, position: int = 0) -> Iterator[BatchHeader]:
+def iter_headers(buf: Buffer, position: int = 0) -> Iterator[BatchHeader]:
     """Every complete batch header from ``position`` on; stops quietly at a torn end."""
     while True:
         header = parse_header(buf, position)
@@ -150,7 +151,7 @@ def iter_headers(buf, position: int = 0) -> Iterator[BatchHeader]:
         position += header.size
 
 
-def valid_prefix(buf, *, check_crc: bool = True) -> tuple[list[BatchHeader], int]:
+def valid_prefix(buf: Buffer, *, check_crc: bool = True) -> tuple[list[BatchHeader], int]:
     """The longest run of well-formed batches at the start of ``buf``.
 
     Returns the headers and the number of bytes they cover.  Scanning stops at the
@@ -180,7 +181,7 @@ def valid_prefix(buf, *, check_crc: bool = True) -> tuple[list[BatchHeader], int
     return headers, position
 
 
-def validate_produce_records(records, max_decompressed_bytes: int =
+def validate_produce_records(records: Buffer, max_decompressed_bytes: int =
                              DEFAULT_MAX_DECOMPRESSED_BYTES) -> tuple[bytearray, BatchHeader]:
     """Check a client's records for one partition; return a writable copy and its header.
 
@@ -233,7 +234,7 @@ def assign_offset_and_epoch(buf: bytearray, position: int, base_offset: int,
     _EPOCH.pack_into(buf, position + LOG_OVERHEAD, partition_leader_epoch)
 
 
-def first_offset_at_or_after(batch, target_timestamp: int) -> tuple[int, int] | None:
+def first_offset_at_or_after(batch: Buffer, target_timestamp: int) -> tuple[int, int] | None:
     """(offset, timestamp) of the first record with timestamp >= target in one whole
     stored batch, or None when no record of it qualifies.
 

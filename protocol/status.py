@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import struct
+from typing import Any
 
 from .errors import CorruptRequest
 
@@ -38,7 +39,7 @@ _HEADER = struct.Struct(">hhih")
 _CORRELATION = struct.Struct(">i")
 
 
-def encode_status_request(correlation_id: int, query: dict | None = None,
+def encode_status_request(correlation_id: int, query: dict[str, Any] | None = None,
                           client_id: str = "raftwood-cli") -> bytes:
     client = client_id.encode()
     payload = (_HEADER.pack(STATUS_API_KEY, 0, correlation_id, len(client)) + client
@@ -46,7 +47,7 @@ def encode_status_request(correlation_id: int, query: dict | None = None,
     return struct.pack(">i", len(payload)) + payload
 
 
-def decode_status_request(frame: bytes) -> tuple[int, dict]:
+def decode_status_request(frame: bytes) -> tuple[int, dict[str, Any]]:
     """(correlation_id, query) from a frame without its size prefix."""
     try:
         api_key, _version, correlation_id, client_len = _HEADER.unpack_from(frame, 0)
@@ -59,12 +60,12 @@ def decode_status_request(frame: bytes) -> tuple[int, dict]:
     return correlation_id, query
 
 
-def encode_status_response(correlation_id: int, status: dict) -> bytes:
+def encode_status_response(correlation_id: int, status: dict[str, Any]) -> bytes:
     payload = _CORRELATION.pack(correlation_id) + json.dumps(status).encode()
     return struct.pack(">i", len(payload)) + payload
 
 
-def decode_status_response(frame: bytes) -> tuple[int, dict]:
+def decode_status_response(frame: bytes) -> tuple[int, dict[str, Any]]:
     """(correlation_id, status) from a frame without its size prefix."""
     (correlation_id,) = _CORRELATION.unpack_from(frame, 0)
     return correlation_id, json.loads(frame[_CORRELATION.size:])
