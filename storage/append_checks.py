@@ -13,7 +13,7 @@ from protocol.records import LOG_OVERHEAD, BatchHeader, RecordError, parse_heade
 from .errors import InvalidAppend
 
 
-def check_leader_batch(batch, header: BatchHeader | None, leader_epoch: int,
+def check_leader_batch(batch: bytearray, header: BatchHeader | None, leader_epoch: int,
                        latest_epoch: int | None, prefix: str) -> BatchHeader:
     """The header of ``batch``, which must be a bytearray (offsets are assigned in
     place) holding exactly one complete batch, appended at ``leader_epoch``, which

@@ -46,7 +46,7 @@ TMP_SUFFIX = ".tmp"
 CHECKPOINT_VERSION = 0
 
 
-def fsync_directory(directory: str | os.PathLike) -> None:
+def fsync_directory(directory: str | os.PathLike[str]) -> None:
     """Make renames and unlinks inside ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -55,7 +55,7 @@ def fsync_directory(directory: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str | os.PathLike, data: bytes, *,
+def write_atomically(path: str | os.PathLike[str], data: bytes, *,
                      sync_directory: bool = True) -> None:
     """Replace ``path`` with ``data``: write tmp, fsync, rename, fsync the directory
     (unless ``sync_directory`` is False: then the caller's next directory fsync makes
@@ -100,14 +100,14 @@ class PartitionOffsets:
 _OFFSET_KEYS = ("high_watermark", "recovery_point", "log_start_offset")
 
 
-def write_offsets(directory: str | os.PathLike, offsets: PartitionOffsets) -> None:
+def write_offsets(directory: str | os.PathLike[str], offsets: PartitionOffsets) -> None:
     lines = [str(CHECKPOINT_VERSION)]
     lines += [f"{key} {getattr(offsets, key)}" for key in _OFFSET_KEYS]
     write_atomically(os.path.join(directory, OFFSETS_CHECKPOINT),
                      ("\n".join(lines) + "\n").encode())
 
 
-def read_offsets(directory: str | os.PathLike) -> PartitionOffsets | None:
+def read_offsets(directory: str | os.PathLike[str]) -> PartitionOffsets | None:
     """The saved offsets, or None if missing or unparsable (WARNING in the latter case)."""
     path = os.path.join(directory, OFFSETS_CHECKPOINT)
     lines = _read_lines(path)
@@ -130,14 +130,14 @@ def read_offsets(directory: str | os.PathLike) -> PartitionOffsets | None:
         return None
 
 
-def write_leader_epochs(directory: str | os.PathLike, entries: list[tuple[int, int]]) -> None:
+def write_leader_epochs(directory: str | os.PathLike[str], entries: list[tuple[int, int]]) -> None:
     lines = [str(CHECKPOINT_VERSION), str(len(entries))]
     lines += [f"{epoch} {start_offset}" for epoch, start_offset in entries]
     write_atomically(os.path.join(directory, LEADER_EPOCH_CHECKPOINT),
                      ("\n".join(lines) + "\n").encode())
 
 
-def read_leader_epochs(directory: str | os.PathLike) -> list[tuple[int, int]] | None:
+def read_leader_epochs(directory: str | os.PathLike[str]) -> list[tuple[int, int]] | None:
     """(epoch, start_offset) entries, or None if missing or unparsable (WARNING then).
 
     Entries must have strictly increasing epochs and start offsets, all >= 0.
@@ -167,12 +167,12 @@ def read_leader_epochs(directory: str | os.PathLike) -> list[tuple[int, int]] | 
         return None
 
 
-def write_cleaner_offset(directory: str | os.PathLike, first_dirty_offset: int) -> None:
+def write_cleaner_offset(directory: str | os.PathLike[str], first_dirty_offset: int) -> None:
     write_atomically(os.path.join(directory, CLEANER_OFFSET_CHECKPOINT),
                      f"{CHECKPOINT_VERSION}\n{first_dirty_offset}\n".encode())
 
 
-def read_cleaner_offset(directory: str | os.PathLike) -> int | None:
+def read_cleaner_offset(directory: str | os.PathLike[str]) -> int | None:
     """The cleaner's first dirty offset, or None if missing or unparsable (WARNING then)."""
     path = os.path.join(directory, CLEANER_OFFSET_CHECKPOINT)
     lines = _read_lines(path)
@@ -187,11 +187,11 @@ def read_cleaner_offset(directory: str | os.PathLike) -> int | None:
         return None
 
 
-def write_clean_shutdown_marker(directory: str | os.PathLike) -> None:
+def write_clean_shutdown_marker(directory: str | os.PathLike[str]) -> None:
     write_atomically(os.path.join(directory, CLEAN_SHUTDOWN_MARKER), b"")
 
 
-def consume_clean_shutdown_marker(directory: str | os.PathLike) -> bool:
+def consume_clean_shutdown_marker(directory: str | os.PathLike[str]) -> bool:
     """True if the marker was present; it is removed durably before returning.
 
     The removal is fsynced: a marker that survived a later crash would make the next

@@ -58,14 +58,25 @@ import logging
 import os
 import struct
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from protocol.record_filter import RecordDecodeError, decode_records, empty_batch, rebuild_batch
+from protocol.record_filter import (
+    Record,
+    RecordDecodeError,
+    decode_records,
+    empty_batch,
+    rebuild_batch,
+)
 from protocol.records import LOG_OVERHEAD, BatchHeader, parse_header, valid_prefix
 
 from .errors import StorageError
 from .index import INT32_MAX
 from .segment import LogSegment
+
+if TYPE_CHECKING:
+    from .log import PartitionLog
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +110,7 @@ def _built_header(batch: bytes) -> BatchHeader:
     return header
 
 
-def _records_of(header, data, where: str) -> list:
+def _records_of(header: BatchHeader, data: memoryview, where: str) -> list[Record]:
     """``decode_records``; a batch that does not decode ends the pass (CleaningAborted):
     its content is bad, not the disk, and the segment holding it is left alone."""
     try:
@@ -149,7 +160,7 @@ class CleaningPlan:
     #: producer id -> [(first offset, last offset)] of its aborted transactions
     aborted_ranges: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
-    def is_aborted(self, header) -> bool:
+    def is_aborted(self, header: BatchHeader) -> bool:
         """Whether the batch belongs to an aborted transaction (markers never do)."""
         if not header.is_transactional or header.is_control:
             return False
@@ -199,7 +210,7 @@ class CleaningResult:
 
 # -- planning (event loop) ------------------------------------------------------------------
 
-def plan_cleaning(log, now_ms: int) -> CleaningPlan | None:
+def plan_cleaning(log: PartitionLog, now_ms: int) -> CleaningPlan | None:
     """The cleanable range of ``log`` (a PartitionLog) now, or None when nothing in it is
     dirty and cleanable.  Whether it is dirty enough is ``needs_cleaning``."""
     config = log.config
@@ -251,7 +262,7 @@ def _earliest_timestamp_ms(segment: LogSegment) -> int:
 
 # -- cleaning (the cleaner thread) ------------------------------------------------------------
 
-def _batches(path: str, size_bytes: int):
+def _batches(path: str, size_bytes: int) -> Iterator[tuple[BatchHeader, memoryview]]:
     """(header, bytes) of every batch in the first ``size_bytes`` of ``path``, read
     through an fd of our own; CleaningAborted if the file is gone or damaged."""
     try:
@@ -375,8 +386,9 @@ def _clean_group(plan: CleaningPlan, group: list[SourceSegment], offsets: dict[b
     return CleanedGroup([s.segment for s in group], [s.size_bytes for s in group], new)
 
 
-def _filter_batch(plan: CleaningPlan, header, data, offsets: dict[bytes, int],
-                  drop_tombstones: bool, stats: CleanerStats) -> tuple[bytes | None, bool]:
+def _filter_batch(plan: CleaningPlan, header: BatchHeader, data: memoryview,
+                  offsets: dict[bytes, int], drop_tombstones: bool,
+                  stats: CleanerStats) -> tuple[bytes | None, bool]:
     """(the batch to write or None, whether a tombstone was kept)."""
     if header.is_control:
         return bytes(data), False
@@ -411,7 +423,7 @@ def _filter_batch(plan: CleaningPlan, header, data, offsets: dict[bytes, int],
 
 # -- committing (event loop) ------------------------------------------------------------------
 
-def commit(log, result: CleaningResult) -> int:
+def commit(log: PartitionLog, result: CleaningResult) -> int:
     """Swap each cleaned group into ``log`` (see the module docstring); returns how many
     groups were swapped in.  When any segment the pass read changed meanwhile, nothing
     goes in; the first dirty offset moves only when every group went in."""

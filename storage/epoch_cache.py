@@ -34,8 +34,9 @@ class LeaderEpochCache:
     back from the log itself.  Owned by one ``PartitionLog``; event-loop only.
     """
 
-    def __init__(self, directory: str | os.PathLike, entries: list[tuple[int, int]] | None = None,
-                 *, log_prefix: str = "") -> None:
+    def __init__(self, directory: str | os.PathLike[str],
+                 entries: list[tuple[int, int]] | None = None, *,
+                 log_prefix: str = "") -> None:
         """Start from ``entries`` if given (not persisted until the next change), else
         from the checkpoint file (missing or unparsable → empty)."""
         self.directory = os.fspath(directory)

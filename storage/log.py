@@ -56,7 +56,7 @@ from .errors import (
 )
 from .file_records import FileRecords
 from .local_log import LocalLog
-from .producer_state import ProducerStateManager
+from .producer_state import AbortedTxn, ProducerStateManager
 from .recovery import RecoveredLog, RecoveryReport, recover_log, reload_producer_state
 from .segment import LogSegment
 
@@ -135,7 +135,7 @@ class PartitionLog:
                                           self._log_start_offset), self.log_end_offset)
 
     @classmethod
-    def open(cls, directory: str | os.PathLike, config: LogConfig, *,
+    def open(cls, directory: str | os.PathLike[str], config: LogConfig, *,
              clock_ms: Callable[[], int] | None = None) -> PartitionLog:
         """Open (creating the directory if missing), recover, and checkpoint the result."""
         directory = os.fspath(directory)
@@ -373,7 +373,7 @@ class PartitionLog:
             return self._high_watermark
         return max(min(self._high_watermark, first_unstable), self._log_start_offset)
 
-    def aborted_transactions(self, start_offset: int, end_offset: int):
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTxn]:
         """The aborted transactions with records in [start_offset, end_offset)."""
         return self.producer_state.aborted_between(start_offset, end_offset)
 

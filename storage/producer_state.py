@@ -76,6 +76,7 @@ from protocol.records import BatchHeader
 from .checkpoint import fsync_directory
 from .errors import InvalidOffset
 from .producer_snapshot import (
+    AbortedEntry,
     CorruptSnapshot,
     SnapshotEntry,
     delete_snapshot,
@@ -113,7 +114,7 @@ class AbortedTxn(NamedTuple):
 class ProducerEntry:
     producer_id: int
     producer_epoch: int
-    batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
     current_txn_first_offset: int = -1
     coordinator_epoch: int = -1
     #: max timestamp of its newest batch or marker (-1: none; DescribeProducers shows it)
@@ -433,7 +434,7 @@ class ProducerStateManager:
         return producers
 
     @staticmethod
-    def _aborted_from(aborted, offset: int) -> list[AbortedTxn]:
+    def _aborted_from(aborted: list[AbortedEntry], offset: int) -> list[AbortedTxn]:
         """The aborted transactions of the snapshot at ``offset``; CorruptSnapshot unless
         they end below it, in ascending order."""
         result = [AbortedTxn._make(txn) for txn in aborted]

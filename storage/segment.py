@@ -10,9 +10,17 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from protocol.records import BATCH_HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, valid_prefix
+from protocol.records import (
+    BATCH_HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+    Buffer,
+    valid_prefix,
+)
 
 from .errors import CorruptIndex, CorruptLog, InvalidAppend, StaleRegion, StorageIOError
 from .index import INT32_MAX, OffsetIndex, TimeIndex
@@ -30,7 +38,7 @@ _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
 
 
-def _last_offset_in(data) -> int:
+def _last_offset_in(data: Buffer) -> int:
     """Last offset of the batch ``data`` starts with; a large number when ``data`` is
     too short to tell (the caller then reads the header)."""
     if len(data) < _LAST_OFFSET_DELTA_AT + 4:
@@ -154,7 +162,7 @@ class LogSegment:
 
     # -- append ----------------------------------------------------------------------
 
-    def append(self, data, headers: list[BatchHeader], now_ms: int) -> None:
+    def append(self, data: Buffer, headers: list[BatchHeader], now_ms: int) -> None:
         """Write ``data`` (the batches of ``headers``, back to back) with one os.write.
 
         ``headers[i].position`` are positions in the caller's buffer, whose first
@@ -173,7 +181,7 @@ class LogSegment:
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms
 
-    def _write_all(self, data) -> None:
+    def _write_all(self, data: Buffer) -> None:
         view = memoryview(data)
         size = len(view)
         written = 0
@@ -241,7 +249,7 @@ class LogSegment:
         """The whole batch at ``position``."""
         return self._pread(self._prefix_at(position)[1], position)
 
-    def iter_headers(self, position: int = 0):
+    def iter_headers(self, position: int = 0) -> Iterator[BatchHeader]:
         """61-byte headers of the batches from ``position`` to the end (cold paths)."""
         while position < self.size_bytes:
             header = self.header_at(position)
@@ -373,7 +381,7 @@ class LogSegment:
         if generation != self.generation or self._fd < 0:
             raise StaleRegion(f"{self.log_path} was truncated or closed after the read")
 
-    def batches_reaching_timestamp(self, timestamp_ms: int):
+    def batches_reaching_timestamp(self, timestamp_ms: int) -> Iterator[BatchHeader]:
         """Headers of the batches whose max_timestamp >= ``timestamp_ms``, in offset order.
 
         Starts at the time-index entry for ``timestamp_ms`` (every earlier batch has a
