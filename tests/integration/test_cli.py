@@ -66,23 +66,29 @@ def raftwood(*args, timeout_s: float = COMMAND_TIMEOUT_S) -> subprocess.Complete
 
 
 class DevRun:
-    """``raftwood dev`` as a subprocess; its stdout read line by line on a thread."""
+    """``raftwood dev`` as a subprocess in its own process group; its stdout read line by
+    line on a thread.  ``command`` is how ``raftwood`` is run (default: this checkout's,
+    as ``python -m broker.cli``; the wheel test passes an installed one, with its own
+    ``env`` and ``cwd``)."""
 
     def __init__(self, tmp_path: Path, brokers: int, port: int | None = None,
-                 data_dir: Path | None = None, name: str = "dev"):
+                 data_dir: Path | None = None, name: str = "dev",
+                 command: list[str] | None = None, env: dict | None = None,
+                 cwd: Path | None = None):
         self.brokers = brokers
         self.port = free_port_block(brokers, raft=brokers > 1) if port is None else port
         self.data_dir = tmp_path / "data" if data_dir is None else data_dir
         self.stderr_path = tmp_path / f"{name}.stderr"
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
+        command = [sys.executable, "-m", "broker.cli"] if command is None else command
         with open(self.stderr_path, "w") as stderr:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "broker.cli", "dev", "--brokers", str(brokers),
+                [*command, "dev", "--brokers", str(brokers),
                  "--port", str(self.port), "--data-dir", str(self.data_dir),
                  "--start-timeout", str(START_TIMEOUT_S)],
                 stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, text=True,
-                env=cli_env(), start_new_session=True)
+                env=cli_env() if env is None else env, cwd=cwd, start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -130,8 +136,12 @@ class DevRun:
                                  f"{self.output()}") from None
 
     def kill_all(self) -> None:
+        """SIGKILL dev, its process group and every broker pid it printed."""
         if self.process.poll() is None:
-            self.process.kill()
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.process.kill()
             self.process.wait(timeout=10)
         restarted = [int(m.group(1)) for line in self.lines
                      for m in [re.search(r"restarting broker \d+ \(\S+, pid (\d+)\)", line)] if m]

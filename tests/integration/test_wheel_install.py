@@ -22,19 +22,16 @@ Invariants checked:
 from __future__ import annotations
 
 import os
-import queue
 import re
-import signal
-import socket
 import subprocess
 import sys
-import threading
-import time
 import urllib.request
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.integration.test_cli import DevRun
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("broker", "protocol", "storage")
@@ -42,8 +39,6 @@ BUILD_TIMEOUT_S = 600
 INSTALL_TIMEOUT_S = 600
 COMMAND_TIMEOUT_S = 120
 DEV_START_TIMEOUT_S = 90
-DEV_STOP_TIMEOUT_S = 60
-PORT_OFFSETS = (0, 100, 300)   # dev's Kafka, Raft and metrics ports: P+offset+i-1
 
 PLUGIN_TEST = '''
 from kafka import KafkaConsumer, KafkaProducer
@@ -148,88 +143,12 @@ def test_the_installed_broker_is_the_venvs_and_reads_its_page(installed):
     assert not [p for p in path if p and Path(p).resolve().is_relative_to(ROOT)], path
 
 
-def _ports_free(ports) -> bool:
-    for port in ports:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
-
-
-def _dev_port_block(brokers: int) -> int:
-    """A port P whose Kafka, Raft and metrics ports for ``dev`` were free a moment ago."""
-    for _ in range(200):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            base = sock.getsockname()[1]
-        if base + max(PORT_OFFSETS) + brokers <= 65535 and _ports_free(
-                [base + offset + i for offset in PORT_OFFSETS for i in range(brokers)]):
-            return base
-    raise RuntimeError("no free block of ports for raftwood dev")
-
-
-class DevProcess:
-    """The venv's ``raftwood dev``; its stdout read on a thread, line by line."""
-
-    def __init__(self, installed: Installed, port: int, data_dir: Path):
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self.data_dir = data_dir
-        self.process = subprocess.Popen(
-            [str(installed.exe("raftwood")), "dev", "--brokers", "3", "--port", str(port),
-             "--data-dir", str(data_dir), "--start-timeout", str(DEV_START_TIMEOUT_S)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True, cwd=installed.workdir, env=installed.env, start_new_session=True)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            self._queue.put(line.rstrip("\n"))
-        self._queue.put(None)
-
-    def wait_for_line(self, pattern: str, timeout_s: float) -> re.Match:
-        deadline = time.monotonic() + timeout_s
-        while (remaining := deadline - time.monotonic()) > 0:
-            try:
-                line = self._queue.get(timeout=remaining)
-            except queue.Empty:
-                break
-            if line is None:
-                raise AssertionError(f"dev exited ({self.process.poll()}) before "
-                                     f"{pattern!r}\n{self.output()}")
-            self.lines.append(line)
-            if match := re.search(pattern, line):
-                return match
-        raise AssertionError(f"no line matching {pattern!r} in {timeout_s} s\n{self.output()}")
-
-    def output(self) -> str:
-        logs = "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-2000:]}"
-                         for p in sorted(self.data_dir.glob("broker-*/broker.log")))
-        return "\n".join(self.lines) + "\n" + logs
-
-    def interrupt(self) -> int:
-        """SIGINT, as Ctrl-C; dev's exit code."""
-        self.process.send_signal(signal.SIGINT)
-        try:
-            return self.process.wait(timeout=DEV_STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"dev still running {DEV_STOP_TIMEOUT_S} s after SIGINT\n"
-                                 f"{self.output()}") from None
-
-    def kill_group(self) -> None:
-        """SIGKILL dev and its brokers (its own process group) if still running."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-
 def test_raftwood_dev_from_the_wheel_serves_the_installed_cli(installed, tmp_path):
-    port = _dev_port_block(3)
-    dev = DevProcess(installed, port, tmp_path / "data")
+    dev = DevRun(tmp_path, 3, command=[str(installed.exe("raftwood"))], env=installed.env,
+                 cwd=installed.workdir)
+    port = dev.port
     try:
-        dev.wait_for_line(r"^bootstrap servers: ", DEV_START_TIMEOUT_S * 2)
+        dev.wait_for_line(r"^bootstrap servers: ", DEV_START_TIMEOUT_S)
         view = dev.wait_for_line(r"replication view: (http://\S+)", 30).group(1)
         bootstrap = ("--bootstrap-server", f"127.0.0.1:{port}")
         installed.run("raftwood", "topics", "create", "wheel-topic", "--partitions", "3",
@@ -246,7 +165,7 @@ def test_raftwood_dev_from_the_wheel_serves_the_installed_cli(installed, tmp_pat
             assert b"<html" in response.read().lower()
         assert dev.interrupt() == 0, dev.output()
     finally:
-        dev.kill_group()
+        dev.kill_all()
 
 
 def test_a_users_project_gets_the_fixtures_from_the_installed_plugin(installed, tmp_path):
