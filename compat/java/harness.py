@@ -207,7 +207,11 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(__doc__)
         return 2
-    harness = prepare()
+    try:
+        harness = prepare()
+    except HarnessUnavailable as exc:
+        print(f"harness: {exc}", file=sys.stderr)
+        return 2
     command = harness.command(argv[0], {})[:-1] + argv
     return subprocess.call(command)
 
