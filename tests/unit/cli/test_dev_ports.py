@@ -91,11 +91,17 @@ def supervised(tmp_path):
     """``tmp_path`` claimed, its pid file naming a live process whose argv has ``dev``
     (this thread answers for it)."""
     dev_control.claim(tmp_path)
-    stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "dev"])
+    stand_in = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)", "dev"],
+        stdout=subprocess.PIPE, text=True)
+    # Its first line comes after exec: until then /proc/<pid>/cmdline can still be the
+    # forking pytest's, or empty (a real dev writes its pid file from its own process).
+    assert stand_in.stdout.readline().strip() == "up"
     (dev_control.control_dir(tmp_path) / dev_control.PID_FILE).write_text(f"{stand_in.pid}\n")
     yield tmp_path
     stand_in.kill()
     stand_in.wait(10)
+    stand_in.stdout.close()
 
 
 def test_a_pid_file_of_a_process_that_is_no_dev_names_no_supervisor(tmp_path):
