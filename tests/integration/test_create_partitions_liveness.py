@@ -5,8 +5,10 @@ open 3,000 logs (several milliseconds each, most of it fsync).  Opened in one
 event-loop pass, the brokers stopped answering and heartbeating for tens of seconds:
 the controller fenced them and clients timed out.  While the creation runs, one client
 per broker asks that broker for Metadata in a loop; every broker must keep answering
-(each answer lists all three brokers: none was fenced) and no single request may wait
-anywhere near the whole creation.  The cluster runs Kafka's default timeouts (9 s
+while it opens its logs, and each answer must list all three brokers (none was fenced:
+a loop held for the session timeout stops the heartbeats).  How long the longest
+request waited is printed (``-s``), not asserted: the figure of the loop's stall is
+``benchmarks/apply_image.py``'s.  The cluster runs Kafka's default timeouts (9 s
 session, 2 s heartbeats, 30 s replica lag), not the harness' fast ones: a broker opening
 thousands of logs on a crowded machine has followers that lag more than 3 s.
 """
@@ -23,9 +25,6 @@ REQUEST_TIMED_OUT = 7
 PARTITIONS = 3000
 CREATION_TIMEOUT_S = 600.0  # bounds the whole creation (3 x 3,000 logs on a busy machine)
 REQUEST_TIMEOUT_MS = 120_000  # CreatePartitions' own: REQUEST_TIMED_OUT after it is fine
-# A request waiting this long means the loop was held for it: opening one slice of
-# logs takes a small fraction of it even on a crowded machine.
-LONGEST_WAIT_BOUND_S = 10.0
 PROBE_TIMEOUT_S = 60.0  # a Metadata answer later than this is an error of the probe
 # Each broker closes 3,000 logs (a flush each) when it stops: more than the harness'
 # default bound on a crowded machine.
@@ -124,10 +123,7 @@ def test_brokers_keep_answering_and_stay_registered_while_3000_partitions_are_cr
         longest = probe.longest_wait_s(started, opened[node])
         print(f"broker {node}: {PARTITIONS} logs open after {opened[node] - started:.1f} s, "
               f"{probe.answers_between(started, opened[node])} Metadata answers meanwhile, "
-              f"longest wait {longest:.2f} s")  # shown with -s: the figures behind the bound
-        assert longest < LONGEST_WAIT_BOUND_S, \
-            f"broker {node} left a Metadata request waiting {longest:.1f} s while it " \
-            f"opened {PARTITIONS} logs in {opened[node] - started:.1f} s"
+              f"longest wait {longest:.2f} s")  # a figure shown with -s, not a bound
     for node in cluster.node_ids:
         hosted = [h for h in cluster.status(node, timeout_s=60.0)["hosted"]
                   if h["topic"] == grown]
