@@ -112,8 +112,13 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
     UNSUPPORTED_ENDPOINT_TYPE = 115
+    INVALID_RECORD_STATE = 121  # share groups (KIP-932): an acknowledgement refused
+    SHARE_SESSION_NOT_FOUND = 122
+    INVALID_SHARE_SESSION_EPOCH = 123
+    FENCED_STATE_EPOCH = 124
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
+    SHARE_SESSION_LIMIT_REACHED = 133
 
     @property
     def retriable(self) -> bool:
