@@ -185,6 +185,17 @@ class AlterTopicConfigs(Command):
 
 
 @dataclass(frozen=True)
+class AlterResourceConfigs(Command):
+    """Dynamic configs of a BROKER (4; name "<id>" or "" for the cluster default) or
+    GROUP (32) resource: ``changes`` key → value to set, or None to remove."""
+
+    method: ClassVar[str] = "alter_resource_configs"
+    resource_type: int
+    name: str
+    changes: dict
+
+
+@dataclass(frozen=True)
 class AlterPartition(Command):
     """A leader's ISR proposal (Kafka's AlterPartition): refused unless it carries
     the current leader, leader epoch and partition epoch."""
@@ -247,7 +258,7 @@ COMMANDS: dict[str, type[Command]] = {cls.method: cls for cls in (
     InitCluster, RegisterBroker, Heartbeat, FenceBrokers, ElectPreferred, ElectLeaders,
     AlterReassignments, CreateTopic, CreatePartitions, DeleteTopic, AlterTopicConfigs,
     AlterPartition, AllocateProducerIds, AlterScramCredentials, CreateAcls, DeleteAcls,
-    RecordVoter)}
+    RecordVoter, AlterResourceConfigs)}
 
 MEMBERSHIP_METHODS = frozenset({RegisterBroker.method, Heartbeat.method})
 

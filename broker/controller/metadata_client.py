@@ -28,6 +28,7 @@ from .commands import (
     AllocateProducerIds,
     AlterPartition,
     AlterReassignments,
+    AlterResourceConfigs,
     AlterScramCredentials,
     AlterTopicConfigs,
     Command,
@@ -259,6 +260,11 @@ class MetadataClient:
     async def alter_topic_configs(self, name: str, changes: dict[str, str | None]) -> None:
         """Set (value) or remove (None) topic config overrides."""
         return await self.submit(AlterTopicConfigs(name, changes))
+
+    async def alter_resource_configs(self, resource_type: int, name: str,
+                                     changes: dict[str, str | None]) -> None:
+        """Set (value) or remove (None) dynamic configs of a BROKER or GROUP resource."""
+        return await self.submit(AlterResourceConfigs(resource_type, name, changes))
 
     # -- partitions, producer ids --------------------------------------------------
 

@@ -114,6 +114,7 @@ class ClusterState:
     scram_credentials: Mapping[str, dict] = MappingProxyType({})
     acls: tuple = ()
     quorum_addresses: Mapping[int, str | None] = MappingProxyType({})
+    resource_configs: Mapping[int, dict] = MappingProxyType({})
 
     def __init__(self) -> None:
         self.version = 0
@@ -132,6 +133,9 @@ class ClusterState:
         # None marks a voter being removed (RemoveRaftVoter).  The voters the cluster
         # started with are in controller.quorum.voters, not here.
         self.quorum_addresses: dict[int, str | None] = {}
+        # Dynamic configs of BROKER (name "<id>", or "" for the cluster default) and
+        # GROUP resources, Kafka's ConfigRecords: resource type → name → key → value.
+        self.resource_configs: dict[int, dict[str, dict[str, str]]] = {}
 
     def snapshot(self) -> ClusterState:
         """A private deep copy, without a delta (a copy may be changed)."""
@@ -154,6 +158,8 @@ class ClusterState:
                                   for user, by_mechanism in self.scram_credentials.items()},
             "acls": [list(binding) for binding in self.acls],
             "quorum_addresses": {str(n): a for n, a in self.quorum_addresses.items()},
+            "resource_configs": {str(t): {n: dict(c) for n, c in by_name.items()}
+                                 for t, by_name in self.resource_configs.items()},
             "brokers": [vars(info).copy() for info in self.brokers.values()],
             "topics": [{"name": t.name, "topic_id": t.topic_id, "configs": dict(t.configs),
                         "partitions": [_partition_to_dict(index, p)
@@ -177,6 +183,9 @@ class ClusterState:
         state.acls = [list(binding) for binding in data.get("acls", [])]
         state.quorum_addresses = {int(n): (None if a is None else str(a))
                                   for n, a in data.get("quorum_addresses", {}).items()}
+        state.resource_configs = {
+            int(t): {str(n): {str(k): str(v) for k, v in c.items()} for n, c in by_name.items()}
+            for t, by_name in data.get("resource_configs", {}).items()}
         for item in data["brokers"]:
             info = BrokerInfo(**item)
             state.brokers[info.broker_id] = info
@@ -537,6 +546,27 @@ class ClusterState:
         if removed:
             self.version += 1
         return removed
+
+    # -- dynamic broker and group configs -------------------------------------------
+
+    def apply_alter_resource_configs(self, resource_type: int, name: str,
+                                     changes: dict[str, str | None]) -> None:
+        """Set (value) or remove (None) dynamic configs of one BROKER or GROUP resource;
+        a resource left with none is forgotten.  Validation is the caller's."""
+        by_type = {t: dict(names) for t, names in self.resource_configs.items()}
+        configs = dict(by_type.get(int(resource_type), {}).get(name, {}))
+        for key, value in changes.items():
+            if value is None:
+                configs.pop(key, None)
+            else:
+                configs[key] = str(value)
+        names = by_type.setdefault(int(resource_type), {})
+        if configs:
+            names[name] = configs
+        else:
+            names.pop(name, None)
+        self.resource_configs = {t: n for t, n in by_type.items() if n}
+        self.version += 1
 
     # -- the metadata quorum ---------------------------------------------------------
 

@@ -20,6 +20,7 @@ from broker.controller.commands import (
     AllocateProducerIds,
     AlterPartition,
     AlterReassignments,
+    AlterResourceConfigs,
     AlterScramCredentials,
     AlterTopicConfigs,
     Command,
@@ -74,6 +75,7 @@ EXAMPLES: list[Command] = [
     RegisterBroker(4, "h", 9096, "inc-4", False, None, "rack-b"),
     RecordVoter(4, "127.0.0.1:9196"),
     RecordVoter(3, None),
+    AlterResourceConfigs(4, "", {"log.retention.ms": "60000", "max.connections": None}),
 ]
 
 
