@@ -12,7 +12,7 @@ import difflib
 import functools
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,6 +210,18 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "Server-side assignors, the first is the default"),
     Setting("group.consumer.max.size", int, 2 ** 31 - 1,
             "Most members of one consumer-protocol group"),
+    # KIP-932's share groups: the broker sets the timeouts, as for consumer groups.
+    Setting("group.share.heartbeat.interval.ms", int, 5_000,
+            "Heartbeat interval told to share-group members"),
+    Setting("group.share.session.timeout.ms", int, 45_000,
+            "A share-group member silent this long is removed"),
+    Setting("group.share.min.session.timeout.ms", int, 45_000,
+            "Least allowed group.share.session.timeout.ms"),
+    Setting("group.share.max.session.timeout.ms", int, 60_000,
+            "Greatest allowed group.share.session.timeout.ms"),
+    Setting("group.share.max.size", int, 200, "Most members of one share group"),
+    Setting("group.share.assignors", _str, "simple",
+            "Share-group assignors (only Kafka's simple assignor is served)"),
     # Kafka defaults to 50.  Raftwood defaults to 10: every partition is a directory with a
     # segment, two indexes and checkpoints, a follower-fetch entry on each replica and a
     # full log scan when its leadership moves -- a real cost in one Python process per
@@ -285,16 +297,32 @@ TOPIC_DEFAULTS = {
 
 
 class BrokerConfig:
-    """Parsed, typed broker settings; read with ``config["log.dirs"]``. Immutable."""
+    """Parsed, typed broker settings; read with ``config["log.dirs"]``.  The static
+    values (defaults, file, environment, --set; ``explicit`` names those given) never
+    change; the dynamic ones from the metadata (broker/dynamic_config.py) are laid over
+    them by ``set_dynamic`` and win while set, so a reader sees a change at its next
+    read."""
 
-    def __init__(self, values: Mapping[str, Any]):
+    def __init__(self, values: Mapping[str, Any], explicit: Iterable[str] = ()):
         self._values = dict(values)
+        self._dynamic: dict[str, Any] = {}
+        self.explicit = frozenset(explicit)
 
     def __getitem__(self, name: str) -> Any:
-        return self._values[name]
+        dynamic = self._dynamic
+        return dynamic[name] if name in dynamic else self._values[name]
 
     def as_dict(self) -> dict[str, Any]:
+        """The effective values (dynamic ones included)."""
+        return {**self._values, **self._dynamic}
+
+    def static_dict(self) -> dict[str, Any]:
+        """The values the broker started with."""
         return dict(self._values)
+
+    def set_dynamic(self, values: Mapping[str, Any]) -> None:
+        """Replace the dynamic layer (parsed values, by setting name)."""
+        self._dynamic = dict(values)
 
     @property
     def node_id(self) -> int:
@@ -310,7 +338,10 @@ class BrokerConfig:
     def listener_setting(self, listener_name: str, name: str) -> Any:
         """``name`` for one listener: ``listener.name.<l>.<name>`` if set, else ``name``."""
         prefixed = f"listener.name.{listener_name.lower()}.{name}"
-        return self._values[prefixed] if prefixed in self._values else self._values.get(name)
+        for layer in (self._dynamic, self._values):
+            if prefixed in layer:
+                return layer[prefixed]
+        return self._dynamic[name] if name in self._dynamic else self._values.get(name)
 
     @property
     def listener(self) -> tuple[str, int]:
@@ -434,7 +465,7 @@ def build(raw: Mapping[str, str]) -> BrokerConfig:
             values[key] = setting.parse(text)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"bad value for {key}: {text!r} ({exc})") from exc
-    config = BrokerConfig(values)
+    config = BrokerConfig(values, explicit=raw)
     _check_listeners(config)
     if values["replica.fetch.wait.max.ms"] >= values["replica.lag.time.max.ms"]:
         # As in Kafka: a follower long-polling longer than the lag time would drop out
