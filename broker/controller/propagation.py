@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..replication.purgatory import DelayedOperation, Purgatory
+from ..purgatory import DelayedOperation, Purgatory
 from .commands import Heartbeat, RegisterBroker
 
 Position = tuple

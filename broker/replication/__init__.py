@@ -9,6 +9,6 @@
 ``leader_endpoint``  what a fetcher needs from a leader (Kafka's LeaderEndPoint), over
                      the broker's Kafka client; tests give the fetcher a fake one
 ``delayed``          acks=all produces and long-poll fetches waiting in purgatory
-``purgatory``        delayed operations watched per partition
+                     (``broker.purgatory``, below controller/ and replication/)
 ``producer_ids``     producer ids from blocks reserved in the cluster metadata
 """

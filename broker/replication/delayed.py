@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from protocol.errors import ErrorCode
 
+from ..purgatory import DelayedOperation
 from .partition import Partition, PartitionError
-from .purgatory import DelayedOperation
 
 
 @dataclass

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from protocol.errors import ErrorCode
 from storage.errors import StorageError
 
+from ..purgatory import DelayedOperation
 from .partition import PartitionError
-from .purgatory import DelayedOperation
 
 log = logging.getLogger(__name__)
 

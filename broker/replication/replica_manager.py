@@ -32,6 +32,7 @@ from ..config import RACK_AWARE_SELECTOR, BrokerConfig
 from ..controller.metadata_client import MetadataClient
 from ..controller.state import ClusterState
 from ..metrics.stats import ReplicaStats
+from ..purgatory import Purgatory
 from ..tasks import StopCallback, TaskSupervisor
 from ..topics import is_internal
 from .alter_partition import AlterPartitionManager
@@ -41,7 +42,6 @@ from .image_applier import ImageApplier
 from .log_cleaner import LogCleanerManager
 from .origin import AppendOrigin
 from .partition import READ_UNCOMMITTED, Partition, PartitionError
-from .purgatory import Purgatory
 from .replica_selector import preferred_read_replica
 from .throttle import ReplicationThrottle
 from .throttle_lists import ThrottleLists

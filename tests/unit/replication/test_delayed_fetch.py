@@ -3,8 +3,8 @@ one partition checks only that one (min_bytes <= 1), so a follower's fetch over
 hundreds of partitions does not cost a scan of them all per append."""
 import asyncio
 
+from broker.purgatory import Purgatory
 from broker.replication.delayed import DelayedFetch, FetchPartitionStatus
-from broker.replication.purgatory import Purgatory
 
 
 class Records:

@@ -5,8 +5,8 @@ import asyncio
 import random
 from types import SimpleNamespace
 
+from broker.purgatory import Purgatory
 from broker.replication.delayed import DelayedProduce, ProducePartitionStatus
-from broker.replication.purgatory import Purgatory
 from protocol.errors import ErrorCode
 
 KEY = ("t", 0)

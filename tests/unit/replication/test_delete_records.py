@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
+from broker.purgatory import Purgatory
 from broker.replication.delete_records import DelayedDeleteRecords, DeleteRecordsStatus
 from broker.replication.partition import Partition, PartitionError, PartitionSettings
-from broker.replication.purgatory import Purgatory
 from protocol.errors import ErrorCode
 from storage.config import LogConfig
 from storage.log import PartitionLog

@@ -1,10 +1,16 @@
-"""Delayed operations watched per partition (Kafka's purgatory, on one event loop).
+"""Delayed operations watched per key (Kafka's DelayedOperation and its purgatory, on
+one event loop).
 
 A delayed operation is a request that cannot be answered yet: an acks=all produce
-waiting for the high watermark, a fetch waiting for data.  It is watched under the
-keys of the partitions it depends on; an append or a high watermark move on a
-partition calls ``check_and_complete(key)``, which re-tries the operations watching
-that key.  A timer (``loop.call_later``) forces completion when the wait runs out.
+waiting for the high watermark, a fetch waiting for data, a DeleteRecords waiting for
+the replicas (replication/), a CreateTopics waiting for every broker to apply the new
+metadata (controller/propagation.py).  It is watched under the keys it depends on
+(``(topic, partition)`` for the partition operations); a change on a key calls
+``check_and_complete(key)``, which re-tries the operations watching that key.  A timer
+(``loop.call_later``) forces completion when the wait runs out.
+
+This module sits on the lowest floor of broker/ (it imports only the stdlib), so both
+the controller and the replication layer can build on it.
 
 Watchers of a key are kept sorted by the operation's ``watch_order(key)`` (watch order
 when it has none).  An acks=all produce orders itself by the offset it waits for, so a
@@ -105,7 +111,8 @@ class DelayedOperation:
 
 
 class Purgatory:
-    """Delayed operations keyed by partition (``(topic, partition)`` tuples)."""
+    """Delayed operations keyed by what they wait on (``(topic, partition)`` tuples for
+    the partition operations; any hashable key)."""
 
     def __init__(self, name: str, loop: asyncio.AbstractEventLoop | None = None):
         self.name = name

@@ -1,7 +1,7 @@
 """Purgatory: every delayed operation completes exactly once, by condition or timer."""
 import asyncio
 
-from broker.replication.purgatory import DelayedOperation, Purgatory
+from broker.purgatory import DelayedOperation, Purgatory
 
 
 class Waiter(DelayedOperation):
