@@ -1,13 +1,21 @@
 """Request handlers, one module per API family.
 
-A handler is ``async def handle(ctx, request) -> body | None``, where ``ctx`` is the
-broker's ApiContext (``context.py``: config, node id, metadata client and image,
-replica manager, group coordinator, producer ids, SASL mechanisms; never the whole
-Broker, and Raft only through the metadata client).  It translates the decoded
-message into calls on those and builds the response body.  ``None``
+One form for every API (``outcome.py``)::
+
+    async def handle_x(ctx: ApiContext, request: Request) -> XResponse: ...
+    def handle_y(ctx: ApiContext, request: Request) -> YResponse | Later: ...
+
+``ctx`` is the broker's ApiContext (``context.py``: config, node id, metadata client
+and image, replica manager, group coordinator, producer ids, SASL mechanisms; never
+the whole Broker, and Raft only through the metadata client).  A handler translates
+the decoded message into calls on those and builds the response body.  ``None``
 means "send nothing" (acks=0 produce); ``CLOSE`` asks the connection to close, as
-Kafka does after a failed acks=0 produce.  Produce and Fetch also have a direct form
-(``DIRECT_HANDLERS`` below), which the connection calls without a task.
+Kafka does after a failed acks=0 produce.  The connection calls every handler in the
+pass that decoded its request: a plain ``def`` answering now or with a ``Later`` runs
+without a task (Produce and Fetch, the hot paths: on uvloop a task and the loop pass
+that starts it cost about 7 us, a timer 3 us, with the future and wake-up of a
+waiting request about a seventh of a small produce's instructions); an ``async def``
+handler's coroutine runs in a task of its own.
 """
 from __future__ import annotations
 
@@ -37,9 +45,9 @@ from . import (  # issue #16  # security (broker/security/)
     txn_markers,  # transactions: the partition leader's side
 )
 from .context import ApiContext
-from .outcome import CLOSE, Handler, Later
+from .outcome import CLOSE, Answer, Handler, Later, answer_of
 
-__all__ = ["CLOSE", "DIRECT_HANDLERS", "HANDLERS", "ApiContext", "Handler", "Later"]
+__all__ = ["CLOSE", "HANDLERS", "Answer", "ApiContext", "Handler", "Later", "answer_of"]
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.Produce: produce.handle_produce,
@@ -92,15 +100,4 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.AddRaftVoter: quorum.handle_add_raft_voter,
     ApiKey.RemoveRaftVoter: quorum.handle_remove_raft_voter,
     ApiKey.DescribeQuorum: quorum.handle_describe_quorum,
-}
-
-#: The hot APIs' handlers in direct form: ``handle(ctx, request) -> body | None | CLOSE |
-#: Later``, called in the event-loop pass that decoded the request, without a task (on
-#: uvloop a task and the loop pass that starts it cost about 7 us, a timer 3 us: with
-#: the future and wake-up of a waiting request, about a seventh of a small produce's
-#: instructions).  ``HANDLERS`` keeps an async form of each for everything else that
-#: calls them (``outcome.answer_of``).
-DIRECT_HANDLERS = {
-    ApiKey.Produce: produce.produce_direct,
-    ApiKey.Fetch: fetch.fetch_direct,
 }

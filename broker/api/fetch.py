@@ -16,23 +16,28 @@ broker/replication/fetch_sessions.py).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from protocol.errors import ErrorCode
 from protocol.fetch_response import AbortedTransaction, FetchPartitionResult, encode_fetch_response
-from protocol.messages import Framed, FramedFiles
+from protocol.messages import Framed, FramedFiles, Request
 from storage import FileRecords
 
 from ..replication.delayed import FetchPartitionStatus
 from ..replication.fetch_sessions import FetchContext, PartitionParams
 from ..replication.replica_manager import FetchedPartition
 from ..security.acls import AclOperation
-from .outcome import Later, answer_of
+from .outcome import Later
+
+if TYPE_CHECKING:
+    from .context import ApiContext
 
 DENIED = FetchedPartition(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 
-def fetch_direct(ctx, request):
-    """The handler in direct form (see ``broker.api.DIRECT_HANDLERS``): a ``Later``
-    resolved when the fetch is answerable (at once, or after its long poll)."""
+def handle_fetch(ctx: ApiContext, request: Request) -> Later:
+    """A ``Later`` resolved when the fetch is answerable (at once, or after its long
+    poll).  A plain ``def``: the hot path runs without a task."""
     body = request.body
     version = request.api_version
     replica_id = body.replica_id
@@ -66,11 +71,6 @@ def fetch_direct(ctx, request):
                                body.isolation_level,
                                body.rack_id if version >= 11 else None, zero_copy=True)
     return later
-
-
-async def handle_fetch(ctx, request):
-    """The handler in the async form every other API has (``HANDLERS``)."""
-    return await answer_of(fetch_direct(ctx, request))
 
 
 def _response(ctx, request, context: FetchContext, partitions, denied: set[str],

@@ -1,20 +1,39 @@
-"""What a handler may return besides a response body (shared by the handlers and the
-connection, in a module of its own so handlers need not import the package)."""
+"""The one handler form, and what a handler may return besides a response body
+(shared by the handlers and the connection, in a module of its own so handlers need
+not import the package).
+
+A handler is ``handle(ctx: ApiContext, request: Request) -> Answer`` or
+``async def handle(...) -> Answer``: the connection calls it in the event-loop pass
+that decoded the request and looks at what comes back.  An answer ready now (a
+response body, ``None`` for "send nothing", ``CLOSE``) is queued at once; a ``Later``
+is queued when it resolves; an awaitable (what an ``async def`` handler returns) is
+awaited in a task of its own.  So the hot paths (Produce, Fetch) run without a task,
+and every other handler may simply be ``async def``.
+"""
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
 
 # The handler's answer is "close this connection" (Kafka closes it after a failed
 # acks=0 produce, the only way to tell such a producer).  ``None`` means "send nothing".
-CLOSE = object()
+CLOSE: Any = object()
 
-Handler = Callable[..., Awaitable[object]]
+#: What a handler's answer may be: a response body (kafka-python's, or bytes already
+#: encoded: ``protocol.messages.Framed``), None, CLOSE or a Later.
+Answer = Any
+Handler = Callable[["ApiContext", "Request"], Answer | Awaitable[Answer]]
 
 
 class Later:
-    """The answer of a direct handler (``broker.api.DIRECT_HANDLERS``) that is not
-    ready when the handler returns: an acks=all produce waiting for the high watermark.
+    """The answer of a handler that is not ready when the handler returns, without a
+    task: an acks=all produce waiting for the high watermark, a fetch's long poll.
 
     Kafka's shape (a response callback handed down to the replica manager) rather than
     a task per request: the connection registers its callback with ``then``; the
@@ -69,10 +88,12 @@ class Later:
             on_cancel()
 
 
-async def answer_of(outcome):
-    """The body a direct handler's ``outcome`` stands for, awaited: the async form
-    ``HANDLERS`` keep of a direct handler.  Cancelling the awaiting task cancels the
+async def answer_of(outcome: Answer | Awaitable[Answer]) -> Answer:
+    """The body a handler's ``outcome`` stands for, awaited (for callers that are
+    coroutines themselves, such as tests).  Cancelling the awaiting task cancels a
     Later (its wait is withdrawn)."""
+    if hasattr(outcome.__class__, "__await__"):
+        return await outcome
     if outcome.__class__ is not Later:
         return outcome
     future = asyncio.get_running_loop().create_future()

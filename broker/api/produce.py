@@ -7,17 +7,21 @@ TransactionalId, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAI
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from kafka.protocol.producer import ProduceResponse
 
 from protocol.errors import ErrorCode
 from protocol.hot_requests import encode_produce_response
-from protocol.messages import Framed
+from protocol.messages import Framed, Request
 
 from ..replication.delayed import ProducePartitionStatus
 from ..replication.origin import AppendOrigin
 from ..security.acls import AclOperation, ResourceType
-from .outcome import CLOSE, Later, answer_of
+from .outcome import CLOSE, Answer, Later
+
+if TYPE_CHECKING:
+    from .context import ApiContext
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +30,10 @@ PartitionResponse = TopicResponse.PartitionProduceResponse
 WRITE = AclOperation.WRITE
 
 
-def produce_direct(ctx, request):
-    """The handler in direct form (see ``broker.api.DIRECT_HANDLERS``): the body, None
-    (acks=0), CLOSE (a failed acks=0 produce), or for acks=all a ``Later`` resolved when
-    every appended partition's high watermark passed its batch (or the wait ended)."""
+def handle_produce(ctx: ApiContext, request: Request) -> Answer:
+    """The body, None (acks=0), CLOSE (a failed acks=0 produce), or for acks=all a
+    ``Later`` resolved when every appended partition's high watermark passed its batch
+    (or the wait ended).  A plain ``def``: the hot path runs without a task."""
     body = request.body
     acks = body.acks
     if request.api_version < request.spec.refused_below:
@@ -68,11 +72,6 @@ def produce_direct(ctx, request):
         return _response(request, statuses)
     later.on_cancel = operation.withdraw  # the connection is gone: stop watching
     return later
-
-
-async def handle_produce(ctx, request):
-    """The handler in the async form every other API has (``HANDLERS``)."""
-    return await answer_of(produce_direct(ctx, request))
 
 
 def _response(request, statuses) -> Framed:

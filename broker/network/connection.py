@@ -1,11 +1,12 @@
 """The asyncio server: one Connection per client socket around the sans-IO codec.
 
-Per connection, frames are decoded as they arrive.  Produce and Fetch run as direct
-handlers in the pass that decoded them (an answer that must wait, an acks=all produce
-or a long poll, comes back through a ``Later``); every other request runs as its own
-task.  Either way a waiting request does not hold up the requests behind it, and
-responses are nevertheless written strictly in request order (Kafka clients match them
-by order).
+Per connection, frames are decoded as they arrive, and each request's handler
+(``broker.api.HANDLERS``, one form: see ``broker/api/outcome.py``) is called in the pass
+that decoded it.  An answer ready now is queued at once; one that must wait (an
+acks=all produce, a long poll) comes back through a ``Later``, without a task (Produce
+and Fetch); an ``async def`` handler's coroutine runs as its own task.  Either way a
+waiting request does not hold up the requests behind it, and responses are nevertheless
+written strictly in request order (Kafka clients match them by order).
 Backpressure both ways: reading pauses while ``queued.max.requests.per.connection``
 requests are in flight or while the transport's write buffer is full.
 Limits against hostile peers (broker/network/limits.py): connections over
@@ -23,6 +24,8 @@ import struct
 import sys
 import time
 from collections import deque
+from collections.abc import Coroutine
+from inspect import CORO_CREATED, getcoroutinestate
 
 from kafka.protocol.api_key import ApiKey
 
@@ -39,7 +42,7 @@ from protocol.messages import (
 from protocol.status import STATUS_API_KEY, decode_status_request
 from storage import FileRecords, StaleRegion, StorageError
 
-from ..api import CLOSE, DIRECT_HANDLERS, HANDLERS, Later
+from ..api import CLOSE, HANDLERS, Later
 from ..api.sasl import legacy_token
 from ..api.status import status_response
 from ..metrics import request_stats_of
@@ -58,14 +61,16 @@ _MAX_IOV = 512  # buffers per os.writev (Linux allows 1024)
 
 
 class _Pending:
-    """A request being handled: its task (or, for a direct handler that answers later,
-    its ``Later``), and its encoded answer once ``done``.  ``waiter``: a future set when
-    it is done, made only by ``drain`` for a request without a task."""
+    """A request being handled: its task and the handler's coroutine it awaits (or, for
+    a handler that answers later without a task, its ``Later``), and its encoded answer
+    once ``done``.  ``waiter``: a future set when it is done, made only by ``drain`` for
+    a request without a task."""
 
-    __slots__ = ("task", "later", "result", "done", "waiter")
+    __slots__ = ("task", "awaited", "later", "result", "done", "waiter")
 
     def __init__(self) -> None:
         self.task: asyncio.Task | None = None
+        self.awaited: Coroutine | None = None
         self.later: Later | None = None
         self.result = None
         self.done = False
@@ -75,6 +80,10 @@ class _Pending:
         """The connection is gone: stop the work behind this request, answer nothing."""
         if self.task is not None:
             self.task.cancel()
+            # A task cancelled before its first step never awaits the handler's
+            # coroutine: close it, or it is reported as never awaited.
+            if self.awaited is not None and getcoroutinestate(self.awaited) == CORO_CREATED:
+                self.awaited.close()
         elif self.later is not None:
             self.later.cancel()
 
@@ -253,40 +262,40 @@ class Connection(asyncio.Protocol):
             return
         pending = _Pending()
         self._queue.append(pending)
-        direct = DIRECT_HANDLERS.get(request.api_key)
-        if direct is not None:
-            self._run_direct(direct, request, pending)
-        else:
-            pending.task = asyncio.get_running_loop().create_task(self._handle(request, pending))
+        self._run(request, pending)
 
-    def _run_direct(self, handler, request: Request, pending: _Pending) -> None:
-        """A direct handler (``broker.api.DIRECT_HANDLERS``) runs here, in the pass that
-        decoded its request: no task, coroutine or future.  Its answer is the body now,
-        or a ``Later`` that hands over a body builder when ready (an acks=all produce,
-        when the high watermark passes it), which this connection builds and queues
-        from that callback."""
+    def _run(self, request: Request, pending: _Pending) -> None:
+        """Call the request's handler here, in the pass that decoded it.  An answer ready
+        now is queued at once; a ``Later`` (an acks=all produce waiting for the high
+        watermark, a long poll) hands over a body builder when ready, which this
+        connection builds and queues from that callback: no task, coroutine or future.
+        An awaitable (an ``async def`` handler's coroutine) is awaited in a task."""
         started = time.perf_counter()
         try:
-            outcome = handler(self.broker.api_context, request)
+            outcome = HANDLERS[request.api_key](self.broker.api_context, request)
         except Exception:
             self._failed(request)
             self._answered(request, pending, started, CLOSE)
             return
-        if outcome.__class__ is not Later:
+        kind = outcome.__class__
+        if kind is Later:
+            pending.later = outcome
+            outcome.then(lambda make_body: self._answered(
+                request, pending, started, self._encoded(request, make_body, later=True)))
+        elif hasattr(kind, "__await__"):
+            pending.awaited = outcome
+            pending.task = asyncio.get_running_loop().create_task(
+                self._await(outcome, request, pending, started))
+        else:
             self._answered(request, pending, started, self._encoded(request, outcome))
-            return
-        pending.later = outcome
-        outcome.then(lambda make_body: self._answered(
-            request, pending, started, self._encoded(request, make_body, later=True)))
 
-    async def _handle(self, request: Request, pending: _Pending) -> None:
-        """Run the handler in this request's task; its answer is written as soon as
-        every answer owed before it is out (no done-callback round through the event
-        loop)."""
-        handler = HANDLERS[request.api_key]
-        started = time.perf_counter()
+    async def _await(self, outcome, request: Request, pending: _Pending,
+                     started: float) -> None:
+        """Await an ``async def`` handler's coroutine in this request's task; its answer
+        is written as soon as every answer owed before it is out (no done-callback round
+        through the event loop)."""
         try:
-            body = await handler(self.broker.api_context, request)
+            body = await outcome
         except asyncio.CancelledError:
             # Cancelled with the connection (nothing is written then) or by the loop's
             # shutdown: the queue moves past this request, as for any finished one.

@@ -12,6 +12,7 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest, ProduceResponse
 
+from broker.api import answer_of
 from broker.api.fetch import handle_fetch
 from broker.api.metadata import handle_metadata
 from broker.api.produce import handle_produce
@@ -82,7 +83,8 @@ def test_produce_without_write_is_refused_per_partition_and_appends_nothing():
         ProduceRequest.TopicProduceData(name="orders", partition_data=[
             ProduceRequest.TopicProduceData.PartitionProduceData(
                 index=0, records=build_batch([(None, b"v", 1, [])]))])])
-    response = answer(asyncio.run(handle_produce(ctx, request(produce))), ProduceResponse, 9)
+    response = answer(asyncio.run(answer_of(handle_produce(ctx, request(produce)))),
+                      ProduceResponse, 9)
     [[partition]] = [t.partition_responses for t in response.responses]
     assert partition.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     assert ctx.replica_manager.calls == []
@@ -98,7 +100,7 @@ def test_a_follower_fetch_without_cluster_action_reads_nothing():
                 partition_max_bytes=1 << 20)])],
         forgotten_topics_data=[], rack_id="")
     for principal in ("User:alice", "User:broker"):   # Read or All on the topic: not enough
-        response = answer(asyncio.run(handle_fetch(ctx, request(fetch, principal))),
+        response = answer(asyncio.run(answer_of(handle_fetch(ctx, request(fetch, principal)))),
                           FetchResponse, 11)
         assert [p.error_code for t in response.responses for p in t.partitions] == \
             [ErrorCode.TOPIC_AUTHORIZATION_FAILED]

@@ -10,13 +10,15 @@ test decides which request finishes when.
 from __future__ import annotations
 
 import asyncio
+import gc
 import struct
+import warnings
 
 import pytest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from broker.api import CLOSE, DIRECT_HANDLERS, HANDLERS, Later
+from broker.api import CLOSE, HANDLERS, Later
 from broker.api.metadata import handle_api_versions
 from broker.network.connection import Connection
 from protocol.errors import ErrorCode
@@ -479,11 +481,11 @@ def test_a_handler_closing_the_connection_cancels_the_requests_behind_it(handler
     run(scenario)
 
 
-# -- direct handlers (no task; an answer now or a Later) -----------------------------------
+# -- plain handlers (no task; an answer now or a Later) ------------------------------------
 
 class Direct:
-    """A direct ApiVersions handler (broker.api.DIRECT_HANDLERS): correlation ids in
-    ``later`` get a Later the test resolves; the others are answered on the spot."""
+    """An ApiVersions handler in plain ``def`` form (as Produce and Fetch are): correlation
+    ids in ``later`` get a Later the test resolves; the others are answered on the spot."""
 
     def __init__(self):
         self.later: dict[int, Later] = {}
@@ -507,7 +509,7 @@ class Direct:
 @pytest.fixture
 def direct(monkeypatch) -> Direct:
     d = Direct()
-    monkeypatch.setitem(DIRECT_HANDLERS, ApiKey.ApiVersions, d.handle)
+    monkeypatch.setitem(HANDLERS, ApiKey.ApiVersions, d.handle)
     return d
 
 
@@ -580,6 +582,27 @@ def test_a_later_resolved_before_its_callback_is_set_still_delivers_once():
     later.on_cancel = lambda: cancelled.append(True)
     later.cancel()  # resolved already: nothing to withdraw
     assert cancelled == []
+
+
+def test_an_async_handler_cancelled_before_its_task_starts_is_closed_not_left_unawaited(
+        handlers):
+    """One handler form: an ``async def`` handler is called in the decoding pass and its
+    coroutine awaited in a task.  Lost before that task's first step, the coroutine is
+    closed (the handler never ran), so Python reports no coroutine "never awaited"."""
+    async def scenario():
+        broker = FakeBroker()
+        conn, transport = open_connection(broker)
+        conn.data_received(api_versions(1))
+        conn.connection_lost(ConnectionResetError("gone before the task ran"))
+        await settle()
+        assert handlers.started == []  # the handler's body never ran
+        assert transport.writes == []
+        assert other_tasks() == set()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run(scenario)
+        gc.collect()
+    assert [w for w in caught if "never awaited" in str(w.message)] == []
 
 
 # -- over a real socket ------------------------------------------------------------------
