@@ -5,7 +5,7 @@ PY      = $(VENV)/bin/python
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: run test venv shell system-deps compat-node unit bench lint clean
+.PHONY: run test test-fast venv shell system-deps compat-node unit bench lint clean
 
 # The project (editable) with its test extras: what `make run` needs, fast to install.
 $(VENV)/.installed: pyproject.toml
@@ -85,6 +85,12 @@ test: venv $(VENV)/.spark-installed system-deps compat-node
 	@echo "make test: pytest $(PYTEST_ARGS) (the whole suite: about 30 minutes on 2 cores), started $$(date +%H:%M:%S)"
 	@# pytest exits 5 when it collects no test (a -k that matches none): not a failure
 	$(PY) -m pytest -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
+
+## test-fast: the inner loop: every test not marked slow (no cluster, JVM or Spark; the
+## unit tests and the single-broker integration tests), nothing installed beyond the venv.
+## e.g. make test-fast PYTEST_ARGS="-k fetch"
+test-fast: venv
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 ## unit: the unit tests only (no broker processes)
 unit: venv
