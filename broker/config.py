@@ -222,6 +222,13 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("group.share.max.size", int, 200, "Most members of one share group"),
     Setting("group.share.assignors", _str, "simple",
             "Share-group assignors (only Kafka's simple assignor is served)"),
+    Setting("group.share.record.lock.duration.ms", int, 30_000,
+            "How long a share consumer holds the records it fetched before they are "
+            "redelivered"),
+    Setting("group.share.delivery.count.limit", int, 5,
+            "Deliveries of one record to a share group before it is archived"),
+    Setting("group.share.partition.max.record.locks", int, 2_000,
+            "Most in-flight records of one share partition"),
     # Kafka defaults to 50.  Raftwood defaults to 10: every partition is a directory with a
     # segment, two indexes and checkpoints, a follower-fetch entry on each replica and a
     # full log scan when its leadership moves -- a real cost in one Python process per
