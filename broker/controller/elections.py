@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 
-from .state import NO_LEADER, Election
+from .leaders import NO_LEADER, Election
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .elections import elect_leaders
+from .leaders import NO_LEADER, Election
+from .reassignment import alter_reassignments, maybe_complete
 from .replica_state import ReplicaState, transition
 
 log = logging.getLogger(__name__)
 
-NO_LEADER = -1
+__all__ = ["NO_LEADER", "ApplyError", "BrokerInfo", "ClusterState", "Election",
+           "PartitionInfo", "TopicInfo", "assign_replicas"]
 
 
 class ApplyError(Exception):
@@ -84,17 +88,6 @@ class TopicInfo:
     topic_id: str
     configs: dict[str, str]
     partitions: dict[int, PartitionInfo]
-
-
-@dataclass
-class Election:
-    """What one apply did to one partition (for logs and tests)."""
-
-    topic: str
-    partition: int
-    leader: int
-    leader_epoch: int
-    unclean: bool = False
 
 
 class ClusterState:
@@ -372,7 +365,6 @@ class ClusterState:
         """AlterPartitionReassignments (KIP-455): start, replace or cancel (target None)
         the reassignment of each [topic, partition, target] (reassignment.py has the
         rules).  Returns ``[topic, partition, error code name, message]`` per request."""
-        from .reassignment import alter_reassignments
         results = alter_reassignments(self, requests)
         if any(result[2] == "NONE" for result in results):
             self.version += 1
@@ -383,7 +375,6 @@ class ClusterState:
         ([topic, partition] pairs; None: every partition), each decided against this
         state (elections.py has the rules).  Returns ``[topic, partition, error code
         name, message]`` per target."""
-        from .elections import elect_leaders  # elections.py builds on this module
         results, elections = elect_leaders(self, election_type, targets)
         if elections:
             self.version += 1
@@ -496,7 +487,6 @@ class ClusterState:
             raise ApplyError("INELIGIBLE_REPLICA", f"{name}-{index}: {added} are fenced")
         partition.isr = [r for r in partition.replicas if r in new_isr]
         partition.partition_epoch += 1
-        from .reassignment import maybe_complete  # reassignment.py builds on this module
         maybe_complete(self, name, index, partition)
         self.version += 1
         return partition.partition_epoch
