@@ -1,0 +1,34 @@
+"""ShareGroupHeartbeat (API 76) and ShareGroupDescribe (API 77), KIP-932's group side (pure).
+
+kafka-python 3.0.12 ships no share-group classes; these are built by its own JSON-schema
+metaclass from the layouts in ``protocol/schemas/`` (Kafka 4.2's field lists, version 1
+only: version 0 was Kafka 4.0's early access, removed in 4.1).  Both are flexible in
+every version.  The heartbeat's ``Assignment`` is a nullable struct (int8 -1 for null).
+kafka-python has no type stubs, so mypy sees ``ApiMessage`` as Any and the metaclass
+keyword as unknown: each class line says so.
+"""
+from __future__ import annotations
+
+from kafka.protocol.api_message import ApiMessage
+
+from . import schemas
+
+
+class ShareGroupHeartbeatRequest(ApiMessage, load_json=schemas):  # type: ignore[misc, call-arg]
+    pass
+
+
+class ShareGroupHeartbeatResponse(ApiMessage, load_json=schemas):  # type: ignore[misc, call-arg]
+    pass
+
+
+class ShareGroupDescribeRequest(ApiMessage, load_json=schemas):  # type: ignore[misc, call-arg]
+    pass
+
+
+class ShareGroupDescribeResponse(ApiMessage, load_json=schemas):  # type: ignore[misc, call-arg]
+    pass
+
+
+__all__ = ["ShareGroupDescribeRequest", "ShareGroupDescribeResponse",
+           "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse"]
