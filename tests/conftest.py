@@ -20,9 +20,17 @@ if str(ROOT) not in sys.path:  # compat/ and an uninstalled checkout are importa
     sys.path.insert(0, str(ROOT))
 
 import broker.testing as raftwood_testing  # noqa: E402
-from broker.testing import BrokerProcess, KafkaConnection  # noqa: E402
+from broker.testing import BrokerError, BrokerProcess, ClusterProcess, KafkaConnection  # noqa: E402
 
 WAIT_S = 15.0
+
+# A test using one of these fixtures starts a cluster, a JVM or Spark: it is marked ``slow``
+# at collection (``make test-fast`` leaves it out).  Tests that are slow for another reason
+# carry ``@pytest.mark.slow`` (or a module ``pytestmark``) themselves.
+SLOW_FIXTURES = frozenset({
+    "raftwood_cluster", "raftwood_cluster_factory", "module_cluster_factory",
+    "java_harness", "spark",
+})
 
 
 def pytest_configure(config):
@@ -30,6 +38,14 @@ def pytest_configure(config):
     manager = config.pluginmanager
     if not manager.is_registered(raftwood_testing) and not manager.has_plugin("raftwood"):
         manager.register(raftwood_testing, "raftwood")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` every test whose fixtures (direct or through other fixtures) start a
+    cluster, a JVM or Spark: ``-m "not slow"`` is the inner loop."""
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 _topic_counter = itertools.count(1)
@@ -100,6 +116,64 @@ def module_broker(tmp_path_factory):
     if was_running and code != 0:
         raise raftwood_testing.BrokerError(
             f"module broker exited with {code} after SIGTERM\n{broker.log_tail()}")
+
+
+@pytest.fixture(scope="module")
+def module_cluster_factory(tmp_path_factory):
+    """``factory(size=3, *, broker_settings=None, fast=True, start=True, voters=None,
+    **settings) -> ClusterProcess`` like the plugin's ``raftwood_cluster_factory``, but
+    the clusters live until the end of the test module, so its tests share them (a
+    cluster start costs seconds, most tests need only topics of their own).  A test that
+    kills, stops or pauses a broker of a shared cluster brings it back before it ends
+    (the ``heal_cluster`` fixture).  Teardown fails as the plugin's does: a broker that
+    needed SIGKILL or exited non-zero after SIGTERM."""
+    clusters: list[ClusterProcess] = []
+    counter = itertools.count(1)
+
+    def factory(size: int = 3, *, broker_settings: dict | None = None, fast: bool = True,
+                start: bool = True, voters: int | None = None, **settings) -> ClusterProcess:
+        home = tmp_path_factory.mktemp(f"module-cluster-{next(counter)}")
+        cluster = ClusterProcess(home, size, settings=settings, broker_settings=broker_settings,
+                                 fast=fast, voters=voters)
+        clusters.append(cluster)
+        return cluster.start_all() if start else cluster
+
+    yield factory
+    failures = []
+    for cluster in clusters:
+        for node_id, code in cluster.stop_all().items():
+            if code != 0:
+                failures.append(f"broker node {node_id} exited with {code} after SIGTERM "
+                                f"(expected 0; None: killed)\n"
+                                f"{cluster.broker(node_id).log_tail()}")
+    if failures:
+        raise BrokerError("\n\n".join(failures))
+
+
+def _heal(cluster: ClusterProcess) -> ClusterProcess:
+    """Every broker of ``cluster`` running, registered and unfenced in every broker's view
+    again: paused brokers resumed, stopped or killed ones started (same ports and data)."""
+    for broker in cluster.brokers:
+        if broker.is_running() and broker.paused:
+            broker.resume()
+    cluster.start_all()
+
+    def every_broker_up(statuses):
+        running = cluster.running()
+        return sorted(statuses) == sorted(running) and all(
+            not info["fenced"] for status in statuses.values()
+            for info in status["brokers"] if info["id"] in running)
+
+    cluster.wait_for(every_broker_up, cluster.start_timeout_s,
+                     "every broker answering and unfenced in every view")
+    return cluster
+
+
+@pytest.fixture
+def heal_cluster():
+    """``heal_cluster(cluster) -> cluster``: a shared cluster brought back to every broker
+    running and registered (for the teardown of a test that kills or pauses brokers)."""
+    return _heal
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from kafka.protocol.admin import CreateTopicsRequest
 
 from broker.testing import build_batch
@@ -15,6 +16,21 @@ from broker.testing import build_batch
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 REQUEST_TIMED_OUT = 7
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(module_cluster_factory):
+    """One cluster for the whole module (FAST_CLUSTER_SETTINGS): each test works on
+    topics of its own."""
+    return module_cluster_factory()
+
+
+@pytest.fixture
+def cluster(shared_cluster, heal_cluster):
+    """The module's cluster; a test that stops, kills or pauses a broker gets it back with
+    every broker running and unfenced afterwards."""
+    yield shared_cluster
+    heal_cluster(shared_cluster)
 
 
 def _create_topics(conn, names: list[str], partitions: int, replication_factor: int,
@@ -28,13 +44,12 @@ def _create_topics(conn, names: list[str], partitions: int, replication_factor: 
 
 
 def test_every_broker_knows_a_topic_created_through_the_controller_when_it_answers(
-        raftwood_cluster, topic_name):
+        cluster, topic_name):
     """The controller applies a command first, the others a moment later: that moment is
     the race of the issue (without the wait, about half of these Metadata requests to the
     other brokers answered UNKNOWN_TOPIC_OR_PARTITION).  20 topics, each created by its
     own request and looked up on the other brokers on connections opened beforehand;
     then every partition's leader takes a produce."""
-    cluster = raftwood_cluster
     names = [topic_name(f"t{i:02d}") for i in range(20)]
     via = cluster.controller_id()
     connections = {node: cluster.connect(node) for node in cluster.node_ids}
@@ -61,8 +76,7 @@ def test_every_broker_knows_a_topic_created_through_the_controller_when_it_answe
 
 
 def test_twenty_topics_created_in_one_request_are_known_everywhere_when_it_answers(
-        raftwood_cluster, topic_name):
-    cluster = raftwood_cluster
+        cluster, topic_name):
     names = [topic_name(f"b{i:02d}") for i in range(20)]
     connections = {node: cluster.connect(node) for node in cluster.node_ids}
     try:
@@ -77,8 +91,7 @@ def test_twenty_topics_created_in_one_request_are_known_everywhere_when_it_answe
 
 
 def test_a_broker_that_cannot_learn_the_topic_in_time_makes_create_topics_time_out(
-        raftwood_cluster, topic_name):
-    cluster = raftwood_cluster
+        cluster, topic_name):
     name = topic_name()
     via = cluster.controller_id()         # Raft keeps its quorum: the pause is not its leader
     paused = next(n for n in cluster.node_ids if n != via)
@@ -100,14 +113,12 @@ def test_a_broker_that_cannot_learn_the_topic_in_time_makes_create_topics_time_o
 
 
 def test_create_partitions_from_confluent_kafka_grows_a_topic_a_producer_then_writes_to(
-        raftwood_cluster, topic_name):
+        cluster, topic_name):
     """AdminClient.create_partitions (librdkafka) with a computed and a given assignment,
     then a confluent-kafka producer writes to every partition, old and new; a count not
     above the current one is INVALID_PARTITIONS, an internal topic refused."""
     from confluent_kafka import KafkaError, KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewPartitions
-
-    cluster = raftwood_cluster
     name = topic_name()
     cluster.create_topic(name, partitions=2, replication_factor=2)
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -169,7 +180,7 @@ def _log_starts(cluster, topic: str) -> dict[int, int]:
 
 
 def test_delete_records_moves_every_replicas_log_start_and_survives_leader_changes(
-        raftwood_cluster, topic_name):
+        cluster, topic_name):
     """AdminClient.delete_records (librdkafka): the answer's low watermark is the new
     start, every replica already has it when the answer comes (small segments, so whole
     segments go); a consumer at 0 gets OFFSET_OUT_OF_RANGE and resets to the new start;
@@ -184,8 +195,6 @@ def test_delete_records_moves_every_replicas_log_start_and_survives_leader_chang
         TopicPartition,
     )
     from confluent_kafka.admin import AdminClient
-
-    cluster = raftwood_cluster
     name = topic_name()
     cluster.create_topic(name, partitions=1, replication_factor=3,
                          configs={"segment.bytes": "1024", "min.insync.replicas": "2"})
@@ -248,7 +257,7 @@ def test_delete_records_moves_every_replicas_log_start_and_survives_leader_chang
         assert conn.list_offsets(name, 0, EARLIEST).offset == 100
 
 
-def test_describe_cluster_and_describe_log_dirs_from_kafka_pythons_admin(raftwood_cluster,
+def test_describe_cluster_and_describe_log_dirs_from_kafka_pythons_admin(cluster,
                                                                          topic_name):
     """kafka-python's describe_cluster sends DescribeCluster (KIP-700; librdkafka's uses
     Metadata): every broker at its advertised address, unfenced, the Raft leader as
@@ -256,8 +265,6 @@ def test_describe_cluster_and_describe_log_dirs_from_kafka_pythons_admin(raftwoo
     describe_log_dirs asks every broker: one directory each, with the size of every
     replica it hosts."""
     from kafka import KafkaAdminClient
-
-    cluster = raftwood_cluster
     name = topic_name()
     cluster.create_topic(name, partitions=2, replication_factor=2)
     batch = build_batch([(None, b"x" * 100, int(time.time() * 1000), [])])
