@@ -47,7 +47,8 @@ class GroupAdmin:
     def list_groups(self, states: list[str] | None = None, types: list[str] | None = None
                     ) -> tuple[ErrorCode, list[tuple[str, str, str, str]]]:
         """(error, [(group id, protocol type, state, group type)]) of the groups
-        coordinated here; a group type is "classic" or "consumer" (KIP-848).
+        coordinated here; a group type is "classic", "consumer" (KIP-848) or "share"
+        (KIP-932).
         COORDINATOR_LOAD_IN_PROGRESS (with what is loaded) while a partition loads."""
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.runtime.is_loading() \
             else ErrorCode.NONE
@@ -62,14 +63,14 @@ class GroupAdmin:
 
     def describe_group(self, group_id: str) -> GroupSummary:
         """Kafka's summary: members with metadata and assignment only when Stable; an
-        unknown group, or a KIP-848 consumer group (not a classic group: Kafka 4.0 has
-        ConsumerGroupDescribe for it), is reported Dead without error (DescribeGroups
-        up to v5)."""
+        unknown group, a KIP-848 consumer group or a KIP-932 share group (not classic
+        groups: Kafka has ConsumerGroupDescribe and ShareGroupDescribe for them), is
+        reported Dead without error (DescribeGroups up to v5)."""
         error = self.manager.validate_group(group_id, allow_empty=True)
         if error != ErrorCode.NONE:
             return GroupSummary(error, group_id)
         group = self.manager.get_group(group_id)
-        if group is None or group.consumer is not None:
+        if group is None or group.consumer is not None or group.share is not None:
             return GroupSummary(ErrorCode.NONE, group_id)
         stable = group.is_state(GroupState.STABLE)
         members = [MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host,

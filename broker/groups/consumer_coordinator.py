@@ -174,7 +174,8 @@ class ConsumerGroups:
                 state_timestamp_ms=self.manager.clock_ms(), protocol_type="consumer",
                 consumer=ConsumerGroupState()))
         elif group.consumer is None:
-            if member_epoch != 0 or not group.is_empty() or group.is_state(GroupState.DEAD):
+            if member_epoch != 0 or not group.is_empty() or group.is_state(GroupState.DEAD) \
+                    or group.share is not None:
                 return HeartbeatAnswer(ErrorCode.GROUP_ID_NOT_FOUND,
                                        f"Group {group_id} is not a consumer group.")
             log.info("%s empty classic group %s becomes a consumer group", self._prefix,

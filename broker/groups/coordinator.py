@@ -57,6 +57,7 @@ from .consumer_coordinator import ConsumerGroups
 from .manager import GroupMetadataManager
 from .offsets import GroupOffsets
 from .results import JoinResult, SyncResult
+from .share_coordinator import ShareGroups
 from .state import GroupMetadata, GroupState, MemberMetadata
 from .static_members import StaticMembers
 from .waiters import (
@@ -99,6 +100,7 @@ class GroupCoordinator:
                                             self._on_group_loaded, self._on_group_unloaded,
                                             clock_ms)
         self.consumer = ConsumerGroups(config, self.manager, self.tasks, image, self._prefix)
+        self.share = ShareGroups(config, self.manager, self.tasks, image, self._prefix)
         self.static = StaticMembers(self.manager, self.tasks, self._prefix,
                                     add_member=self._add_member_and_rebalance,
                                     prepare_rebalance=self._prepare_rebalance,
@@ -120,6 +122,8 @@ class GroupCoordinator:
         self.delete_groups = self.admin.delete_groups
         self.consumer_group_heartbeat = self.consumer.heartbeat
         self.describe_consumer_group = self.consumer.describe
+        self.share_group_heartbeat = self.share.heartbeat
+        self.describe_share_group = self.share.describe
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -157,6 +161,8 @@ class GroupCoordinator:
                 state_timestamp_ms=self.clock_ms()))
         if group.is_state(GroupState.DEAD):
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id)
+        if group.share is not None:  # KIP-932: a share group is never a classic one
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
         if group.consumer is not None:
             if group.consumer.members:  # a consumer-protocol group with members
                 return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id)
@@ -551,6 +557,8 @@ class GroupCoordinator:
             self._schedule_heartbeat_expiry(group, member)
         if group.consumer is not None:
             self.consumer.group_loaded(group)
+        if group.share is not None:
+            self.share.group_loaded(group)
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
         """This broker stopped coordinating ``group``: answer its waiters NOT_COORDINATOR
@@ -569,3 +577,5 @@ class GroupCoordinator:
             invoke_sync(member, SyncResult(ErrorCode.NOT_COORDINATOR))
         if group.consumer is not None:
             self.consumer.group_unloaded(group)
+        if group.share is not None:
+            self.share.group_unloaded(group)

@@ -61,7 +61,7 @@ from protocol.records import iter_headers
 
 from ..coordinator import CoordinatorRuntime, InternalTopic, Ownership, PendingWrite
 from ..coordinator.runtime import APPEND_ERRORS, drop_partition
-from . import records
+from . import records, share_records
 from .consumer_group import ConsumerGroupState, ConsumerMember, MemberState, copy_assignment
 from .placement import OFFSETS_TOPIC
 from .state import CommittedOffset, GroupMetadata, GroupState, MemberMetadata
@@ -342,7 +342,7 @@ class GroupMetadataManager:
             group.remove_offsets(expired)
             entries += [(records.offset_key(group.group_id, *key), None) for key in expired]
             expired_total += len(expired)
-            if group.is_empty() and not group.has_offsets():
+            if group.is_empty() and not group.has_offsets() and group.share is None:
                 group.transition_to(GroupState.DEAD, now_ms)
                 self.remove_group(group)
                 entries += group_tombstones(group)
@@ -373,6 +373,7 @@ class _Loader:
         self.partition = partition
         self.group_values: dict[str, records.GroupValue] = {}
         self.consumer_groups: dict[str, _ConsumerRecords] = {}
+        self.share_groups: dict[str, share_records.ShareRecords] = {}
         self.offsets: dict[str, dict[tuple[str, int], CommittedOffset]] = {}
         # producer id -> group -> partition -> offset, waiting for the producer's marker
         self.pending: dict[int, dict[str, dict[tuple[str, int], CommittedOffset]]] = {}
@@ -419,6 +420,9 @@ class _Loader:
 
     def _apply_one(self, offset: int, key: bytes, value: bytes | None,
                    producer_id: int | None) -> None:
+        if share_records.is_share_key(key):
+            self._apply_share(share_records.decode_key(key), value)
+            return
         decoded = records.decode_key(key)
         if isinstance(decoded, records.ConsumerGroupKey):
             self._apply_consumer(decoded, value)
@@ -468,6 +472,13 @@ class _Loader:
             else:
                 table[key.member_id] = decode(value)
 
+    def _apply_share(self, key: share_records.ShareGroupKey, value: bytes | None) -> None:
+        if key.record_type == share_records.SHARE_GROUP_METADATA and value is None:
+            self.share_groups.pop(key.group, None)  # the group was deleted
+            return
+        self.share_groups.setdefault(key.group, share_records.ShareRecords()).apply(
+            key.record_type, key.member_id, value)
+
     def groups(self) -> list[GroupMetadata]:
         pending_by_group: dict[str, dict[int, dict[tuple[str, int], CommittedOffset]]] = {}
         for producer_id, by_group in self.pending.items():
@@ -476,11 +487,15 @@ class _Loader:
                     pending_by_group.setdefault(group_id, {})[producer_id] = dict(offsets)
         result = []
         consumer_ids = {g for g, c in self.consumer_groups.items() if c.epoch is not None}
+        share_ids = {g for g, c in self.share_groups.items() if c.epoch is not None}
         for group_id in sorted(set(self.group_values) | set(pending_by_group) | consumer_ids
+                               | share_ids
                                | {g for g, o in self.offsets.items() if o}):
             group = GroupMetadata(group_id, self.partition)
             value = self.group_values.get(group_id)
-            if group_id in consumer_ids:
+            if group_id in share_ids:
+                self.share_groups[group_id].restore(group)
+            elif group_id in consumer_ids:
                 self.consumer_groups[group_id].restore(group)
             elif value is not None:
                 restore_group(group, value)
@@ -524,6 +539,10 @@ class _ConsumerRecords:
 
 def group_tombstones(group: GroupMetadata) -> list[tuple[bytes, None]]:
     """The tombstones that delete an empty group's own record(s), offsets aside."""
+    if group.share is not None:
+        return [(share_records.key(t, group.group_id), None)
+                for t in (share_records.SHARE_GROUP_TARGET_ASSIGNMENT_METADATA,
+                          share_records.SHARE_GROUP_METADATA)]
     if group.consumer is None:
         return [(records.group_key(group.group_id), None)]
     return [(records.consumer_group_key(t, group.group_id), None)

@@ -32,6 +32,7 @@ from typing import Any
 
 from .consumer_group import ConsumerGroupState
 from .consumer_protocol import subscribed_topics
+from .share_group import ShareGroupState
 
 
 class GroupState(enum.Enum):
@@ -165,6 +166,8 @@ class GroupMetadata:
         field(default_factory=dict)
     # The KIP-848 side of a consumer-protocol group; None for a classic group.
     consumer: ConsumerGroupState | None = None
+    # The KIP-932 side of a share group; None for the other types.
+    share: ShareGroupState | None = None
     join_timer: Any = None
     # True while ``join_timer`` is the initial delay (only its expiry completes the join).
     join_timer_initial: bool = False
@@ -189,13 +192,18 @@ class GroupMetadata:
         """No member of either protocol and no handed-out member id: deletable, and
         removed once its offsets are gone."""
         return self.state is GroupState.EMPTY and not self.pending_members and \
-            not (self.consumer is not None and self.consumer.members)
+            not (self.consumer is not None and self.consumer.members) and \
+            not (self.share is not None and self.share.members)
 
     @property
     def group_type(self) -> str:
+        if self.share is not None:
+            return "share"
         return "classic" if self.consumer is None else "consumer"
 
     def state_name(self) -> str:
+        if self.share is not None and not self.is_state(GroupState.DEAD):
+            return self.share.state_name()
         return self.state.value if self.consumer is None or self.is_state(GroupState.DEAD) \
             else self.consumer.state_name()
 
