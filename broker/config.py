@@ -300,6 +300,7 @@ TOPIC_DEFAULTS = {
     "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "message.max.bytes": "max.message.bytes",
 }
 
 
