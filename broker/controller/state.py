@@ -108,6 +108,9 @@ class ClusterState:
     acls: tuple = ()
     quorum_addresses: Mapping[int, str | None] = MappingProxyType({})
     resource_configs: Mapping[int, dict] = MappingProxyType({})
+    # Feature levels an UpdateFeatures finalized, name → level (features.py); a feature
+    # not here is at the running code's default level.
+    finalized_features: Mapping[str, int] = MappingProxyType({})
 
     def __init__(self) -> None:
         self.version = 0
@@ -153,6 +156,7 @@ class ClusterState:
             "quorum_addresses": {str(n): a for n, a in self.quorum_addresses.items()},
             "resource_configs": {str(t): {n: dict(c) for n, c in by_name.items()}
                                  for t, by_name in self.resource_configs.items()},
+            "finalized_features": dict(self.finalized_features),
             "brokers": [vars(info).copy() for info in self.brokers.values()],
             "topics": [{"name": t.name, "topic_id": t.topic_id, "configs": dict(t.configs),
                         "partitions": [_partition_to_dict(index, p)
@@ -179,6 +183,9 @@ class ClusterState:
         state.resource_configs = {
             int(t): {str(n): {str(k): str(v) for k, v in c.items()} for n, c in by_name.items()}
             for t, by_name in data.get("resource_configs", {}).items()}
+        if data.get("finalized_features"):
+            state.finalized_features = {str(n): int(v)
+                                        for n, v in data["finalized_features"].items()}
         for item in data["brokers"]:
             info = BrokerInfo(**item)
             state.brokers[info.broker_id] = info
@@ -557,6 +564,13 @@ class ClusterState:
             names.pop(name, None)
         self.resource_configs = {t: n for t, n in by_type.items() if n}
         self.version += 1
+
+    # -- finalized feature levels (KIP-584) ------------------------------------------
+
+    def apply_update_features(self, updates: list, supported: dict, defaults: dict) -> dict:
+        """Finalize feature levels all or none; the rules are features.py's."""
+        from .features import apply_update_features  # features.py builds on this module
+        return apply_update_features(self, updates, supported, defaults)
 
     # -- the metadata quorum ---------------------------------------------------------
 
