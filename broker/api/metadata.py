@@ -18,6 +18,7 @@ from protocol.messages import api_versions_body
 from ..controller.metadata_client import NO_LEADER, ApplyError, MetadataUnavailable
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal, topic_name_problem
+from . import features
 from .admin import create_topic_now
 
 # Metadata v8+ asks whether to include authorized operations; we have no ACLs.
@@ -28,7 +29,8 @@ PartitionMeta = Topic.MetadataResponsePartition
 
 
 async def handle_api_versions(ctx, request):
-    return api_versions_body(version=request.api_version)
+    body = api_versions_body(version=request.api_version)
+    return features.add_features(body, ctx.image, request.api_version)
 
 
 async def handle_metadata(ctx, request):

@@ -254,11 +254,23 @@ class RecordVoter(Command):
     address: str | None
 
 
+@dataclass(frozen=True)
+class UpdateFeatures(Command):
+    """UpdateFeatures (KIP-584): ``updates`` [name, level, upgrade type]; ``supported``
+    (name → [min, max]) and ``defaults`` (name → level) are the running code's, passed
+    in because they are not state.  Applied all or nothing (``features.py``)."""
+
+    method: ClassVar[str] = "update_features"
+    updates: list
+    supported: dict
+    defaults: dict
+
+
 COMMANDS: dict[str, type[Command]] = {cls.method: cls for cls in (
     InitCluster, RegisterBroker, Heartbeat, FenceBrokers, ElectPreferred, ElectLeaders,
     AlterReassignments, CreateTopic, CreatePartitions, DeleteTopic, AlterTopicConfigs,
     AlterPartition, AllocateProducerIds, AlterScramCredentials, CreateAcls, DeleteAcls,
-    RecordVoter, AlterResourceConfigs)}
+    RecordVoter, AlterResourceConfigs, UpdateFeatures)}
 
 MEMBERSHIP_METHODS = frozenset({RegisterBroker.method, Heartbeat.method})
 

@@ -43,6 +43,7 @@ from .commands import (
     Heartbeat,
     InitCluster,
     RegisterBroker,
+    UpdateFeatures,
 )
 from .propagation import MetadataPropagation
 from .reassignment import ongoing, original_replicas
@@ -288,6 +289,12 @@ class MetadataClient:
     async def delete_acls(self, bindings: list[list]) -> list[list]:
         """Remove exactly these bindings; returns those that were present."""
         return await self.submit(DeleteAcls(bindings))
+
+    async def update_features(self, updates: list[list], supported: dict[str, list[int]],
+                              defaults: dict[str, int]) -> dict[str, int]:
+        """Finalize feature levels ([name, level, upgrade type] each), all or none
+        (ApplyError INVALID_UPDATE_VERSION); returns the levels set."""
+        return await self.submit(UpdateFeatures(updates, supported, defaults))
 
     async def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` producer ids unique in the cluster; returns the first."""

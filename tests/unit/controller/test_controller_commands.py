@@ -36,6 +36,7 @@ from broker.controller.commands import (
     InitCluster,
     RecordVoter,
     RegisterBroker,
+    UpdateFeatures,
     decode,
 )
 from broker.controller.raft import MetadataConsumer
@@ -76,6 +77,8 @@ EXAMPLES: list[Command] = [
     RecordVoter(4, "127.0.0.1:9196"),
     RecordVoter(3, None),
     AlterResourceConfigs(4, "", {"log.retention.ms": "60000", "max.connections": None}),
+    UpdateFeatures([["group.version", 0, 2]], {"group.version": [0, 1]},
+                   {"group.version": 1}),
 ]
 
 
