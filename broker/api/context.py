@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..security.authorizer import ALLOW_ALL, Authorizer
+from ..share.manager import ShareState
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
@@ -41,6 +42,16 @@ class ApiContext:
     # principal may do.  Off (the default, and the Broker's without the setting):
     # everything is allowed.
     authorizer: Authorizer = ALLOW_ALL
+    # Share groups, the partition leader's side (KIP-932): share sessions and the share
+    # partitions led here.  Built from the replica manager and the group side when not
+    # given (a frozen dataclass sets its derived field through object.__setattr__).
+    share: ShareState | None = None
+
+    def __post_init__(self) -> None:
+        if self.share is None:
+            object.__setattr__(self, "share",
+                               ShareState.for_broker(self.replica_manager, self.groups,
+                                                    self.config))
 
     @property
     def image(self) -> ClusterState:

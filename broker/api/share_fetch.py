@@ -1,0 +1,337 @@
+"""ShareFetch (API 78) and ShareAcknowledge (API 79): share consumers read and acknowledge.
+
+A ShareFetch names its share session (group, member, epoch: broker/share/sessions.py),
+the partitions to add to it (with piggy-backed acknowledgements) and those to forget.
+The leader applies the acknowledgements first, then reads every partition of the
+session from its share partition's next fetch offset (broker/share/partition.py),
+acquires the deliverable records for the member and answers with the batches read and
+the acquired ranges (first offset, last offset, delivery count).  A fetch waits up to
+``max_wait_ms`` for new records through the fetch purgatory, as Fetch does, unless
+some partition already has AVAILABLE records (released or expired ones).
+
+Errors, as in Kafka: session errors (SHARE_SESSION_NOT_FOUND,
+INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED, INVALID_REQUEST for
+acknowledgements in an opening request) are top-level; per partition UNKNOWN_TOPIC_ID,
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (with the current leader and its
+endpoint in NodeEndpoints); an acknowledgement refused is INVALID_RECORD_STATE or
+INVALID_REQUEST in AcknowledgeErrorCode (ShareFetch) or ErrorCode (ShareAcknowledge).
+Authorization: Read on the group (else GROUP_AUTHORIZATION_FAILED, top level) and Read
+on each topic (else its partitions TOPIC_AUTHORIZATION_FAILED).
+"""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.errors import ErrorCode
+from protocol.share_fetch_messages import ShareAcknowledgeResponse, ShareFetchResponse
+
+from ..replication.delayed import FetchPartitionStatus
+from ..replication.fetch_sessions import FINAL_EPOCH
+from ..replication.partition import READ_COMMITTED, READ_UNCOMMITTED
+from ..security.acls import AclOperation, ResourceType
+from ..share.partition import AcknowledgementBatch
+from ..share.spans import batch_spans
+
+Key = tuple[uuid.UUID, int]
+DEFAULT_MAX_RECORDS = 500
+FetchPartitionData = ShareFetchResponse.ShareFetchableTopicResponse.PartitionData
+AckPartitionData = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData
+
+
+@dataclass
+class PartitionOutcome:
+    """What the answer says of one partition."""
+
+    error: ErrorCode = ErrorCode.NONE
+    acknowledge_error: ErrorCode | None = None  # None: nothing was acknowledged
+    leader: tuple[int, int] = (-1, -1)  # (leader id, leader epoch)
+    records: Any = None
+    acquired: list = field(default_factory=list)
+
+
+@dataclass
+class Target:
+    """A session partition resolved on this broker: its name and led Partition."""
+
+    key: Key
+    topic: str = ""
+    partition: Any = None
+    error: ErrorCode = ErrorCode.NONE
+
+
+# -- ShareFetch ------------------------------------------------------------------------------
+
+async def handle_share_fetch(ctx, request):
+    body = request.body
+    group_id, member_id, epoch = body.group_id, body.member_id, body.share_session_epoch
+    error = _check_request(ctx, request, group_id, member_id)
+    if error != ErrorCode.NONE:
+        return _fetch_answer(ctx, request, error, {})
+    acks = {(t.topic_id, p.partition_index): _batches(p.acknowledgement_batches)
+            for t in body.topics for p in t.partitions if p.acknowledgement_batches}
+    added = [(t.topic_id, p.partition_index) for t in body.topics for p in t.partitions]
+    forgotten = [(f.topic_id, index) for f in body.forgotten_topics_data
+                 for index in f.partitions]
+    error, session = ctx.share.sessions.update(group_id, member_id, epoch, added, forgotten,
+                                               bool(acks))
+    if error != ErrorCode.NONE or session is None:
+        return _fetch_answer(ctx, request, error, {})
+    outcomes = _acknowledge(ctx, request, group_id, member_id, acks)
+    if epoch == FINAL_EPOCH:
+        _close(ctx, group_id, member_id)
+        return _fetch_answer(ctx, request, ErrorCode.NONE, outcomes)
+    targets = [_resolve(ctx, request, key) for key in session.partitions]
+    await _fetch(ctx, request, targets, outcomes)
+    return _fetch_answer(ctx, request, ErrorCode.NONE, outcomes)
+
+
+def _check_request(ctx, request, group_id: str | None, member_id: str | None) -> ErrorCode:
+    """The checks before the session: ids present, Read on the group."""
+    if not group_id or not member_id:
+        return ErrorCode.INVALID_REQUEST
+    if not ctx.authorizer.allows(request, AclOperation.READ, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return ErrorCode.NONE
+
+
+def _batches(batches) -> list[AcknowledgementBatch]:
+    return [AcknowledgementBatch(b.first_offset, b.last_offset, list(b.acknowledge_types))
+            for b in batches]
+
+
+def _resolve(ctx, request, key: Key) -> Target:
+    """The session partition ``key`` on this broker, or the error the answer gives."""
+    info = ctx.image.topic_by_id(str(key[0]))
+    if info is None:
+        return Target(key, error=ErrorCode.UNKNOWN_TOPIC_ID)
+    target = Target(key, info.name)
+    if ctx.authorizer.refused(request, AclOperation.READ, {info.name}):
+        target.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif key[1] not in info.partitions:
+        target.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    else:
+        partition = ctx.replica_manager.get_partition(info.name, key[1])
+        if partition is None or not partition.is_leader or partition.offline:
+            target.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        else:
+            target.partition = partition
+    return target
+
+
+def _acknowledge(ctx, request, group_id: str, member_id: str,
+                 acks: dict[Key, list[AcknowledgementBatch]]) -> dict[Key, PartitionOutcome]:
+    """Apply ``acks`` partition by partition; each partition's outcome."""
+    manager = ctx.share.partitions
+    renew_allowed = request.api_version >= 2
+    outcomes: dict[Key, PartitionOutcome] = {}
+    for key, batches in acks.items():
+        target = _resolve(ctx, request, key)
+        outcome = outcomes[key] = _leader_outcome(ctx, target)
+        if target.error != ErrorCode.NONE:
+            outcome.acknowledge_error = target.error
+            continue
+        share = manager.get((group_id, target.topic, key[1]))
+        if share is None:  # never fetched here (or the leader moved): nothing is locked
+            outcome.acknowledge_error = ErrorCode.INVALID_RECORD_STATE
+            continue
+        outcome.acknowledge_error = share.acknowledge(member_id, batches, manager.clock(),
+                                                      renew_allowed)
+        manager.touched((group_id, target.topic, key[1]))
+    return outcomes
+
+
+def _close(ctx, group_id: str, member_id: str) -> None:
+    """Close the member's session and release the locks it still holds."""
+    session = ctx.share.sessions.close(group_id, member_id)
+    if session is None:
+        return
+    names = []
+    for topic_id, index in session.partitions:
+        info = ctx.image.topic_by_id(str(topic_id))
+        if info is not None:
+            names.append((info.name, index))
+    ctx.share.partitions.release_member(group_id, member_id, names)
+
+
+def _leader_outcome(ctx, target: Target) -> PartitionOutcome:
+    """An outcome carrying ``target``'s error and the partition's current leader."""
+    outcome = PartitionOutcome(target.error)
+    info = ctx.image.topics.get(target.topic) if target.topic else None
+    partition_info = info.partitions.get(target.key[1]) if info is not None else None
+    if partition_info is not None:
+        outcome.leader = (partition_info.leader, partition_info.leader_epoch)
+    return outcome
+
+
+async def _fetch(ctx, request, targets: list[Target],
+                 outcomes: dict[Key, PartitionOutcome]) -> None:
+    """Read the session's partitions led here and acquire what they hold for the
+    member; errors of the others into ``outcomes``."""
+    body = request.body
+    group_id = body.group_id
+    manager = ctx.share.partitions
+    settings = manager.settings(group_id)
+    reads: list[tuple[Target, Any]] = []
+    statuses = []
+    ready = False
+    for target in targets:
+        if target.error != ErrorCode.NONE:
+            outcome = outcomes.setdefault(target.key, _leader_outcome(ctx, target))
+            outcome.error = target.error
+            continue
+        partition = target.partition
+        key = (group_id, target.topic, target.key[1])
+        share = manager.get_or_create(key, partition.log_start_offset,
+                                      partition.high_watermark)
+        share.maybe_follow_log_start(partition.log_start_offset)
+        if not share.has_available() and not share.can_acquire_new():
+            continue  # the window is full of locked records: nothing to hand out
+        ready = ready or share.has_available()
+        reads.append((target, share))
+        statuses.append(FetchPartitionStatus(partition.key, partition,
+                                             share.next_fetch_offset(), body.max_bytes, -1))
+    isolation = READ_COMMITTED if settings.isolation_level == "read_committed" \
+        else READ_UNCOMMITTED
+    max_wait_ms = 0 if ready else body.max_wait_ms
+    results = await _read(ctx, statuses, max_wait_ms, body.min_bytes, body.max_bytes,
+                          isolation)
+    _acquire(ctx, body, reads, results, outcomes)
+
+
+async def _read(ctx, statuses: list, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                isolation: int) -> list:
+    """The replica manager's read of ``statuses``, after its long poll; with nothing
+    to read, the wait alone (a full window must not make the consumer spin)."""
+    if not statuses:
+        if max_wait_ms > 0:
+            await asyncio.sleep(max_wait_ms / 1000)
+        return []
+    loop = asyncio.get_running_loop()
+    answerable: asyncio.Future[Callable[[], list]] = loop.create_future()
+
+    def then(read: Callable[[], list]) -> None:
+        if not answerable.done():
+            answerable.set_result(read)
+
+    withdraw = ctx.replica_manager.fetch(statuses, -1, max_wait_ms, min_bytes,
+                                         max(1, max_bytes), then, isolation)
+    try:
+        read = await answerable
+    except asyncio.CancelledError:
+        if withdraw is not None:
+            withdraw()
+        raise
+    return read()
+
+
+def _acquire(ctx, body, reads: list, results: list,
+             outcomes: dict[Key, PartitionOutcome]) -> None:
+    """Acquire for the member the records each read returned, at most max_records."""
+    manager = ctx.share.partitions
+    remaining = body.max_records if body.max_records > 0 else DEFAULT_MAX_RECORDS
+    now_ms = manager.clock()
+    for (target, share), result in zip(reads, results):
+        outcome = outcomes.setdefault(target.key, _leader_outcome(ctx, target))
+        if result.error != ErrorCode.NONE:
+            outcome.error = result.error
+            continue
+        if not result.records or remaining <= 0:
+            continue
+        records = bytes(result.records)
+        aborted = [(t.producer_id, t.first_offset) for t in result.aborted_transactions]
+        acquired = share.acquire(body.member_id, batch_spans(records, aborted), now_ms,
+                                 remaining)
+        manager.touched((body.group_id, target.topic, target.key[1]))
+        if acquired:
+            remaining -= sum(r.last_offset - r.first_offset + 1 for r in acquired)
+            outcome.records = records
+            outcome.acquired = acquired
+
+
+def _fetch_answer(ctx, request, error: ErrorCode, outcomes: dict[Key, PartitionOutcome]):
+    """The ShareFetch response: the partitions with something to say."""
+    by_topic: dict[uuid.UUID, list] = {}
+    leaders: set[int] = set()
+    for (topic_id, index), o in outcomes.items():
+        if o.error == ErrorCode.NOT_LEADER_OR_FOLLOWER or \
+                o.acknowledge_error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            leaders.add(o.leader[0])
+        by_topic.setdefault(topic_id, []).append(FetchPartitionData(
+            partition_index=index, error_code=o.error, error_message=None,
+            acknowledge_error_code=o.acknowledge_error or ErrorCode.NONE,
+            acknowledge_error_message=None,
+            current_leader=FetchPartitionData.LeaderIdAndEpoch(
+                leader_id=o.leader[0], leader_epoch=o.leader[1]),
+            records=o.records,
+            acquired_records=[FetchPartitionData.AcquiredRecords(
+                first_offset=r.first_offset, last_offset=r.last_offset,
+                delivery_count=r.delivery_count) for r in o.acquired]))
+    settings = ctx.share.partitions.settings(request.body.group_id or "")
+    return ShareFetchResponse(
+        throttle_time_ms=0, error_code=error, error_message=None,
+        acquisition_lock_timeout_ms=settings.record_lock_duration_ms,
+        responses=[ShareFetchResponse.ShareFetchableTopicResponse(
+            topic_id=topic_id, partitions=partitions)
+            for topic_id, partitions in by_topic.items()],
+        node_endpoints=_endpoints(ctx, request, leaders, ShareFetchResponse))
+
+
+def _endpoints(ctx, request, leaders: set[int], response_class) -> list:
+    """NodeEndpoints for the current leaders named in NOT_LEADER_OR_FOLLOWER answers,
+    on the listener the request came in on (as Metadata answers)."""
+    listener = request.session.listener.name if request.session is not None else None
+    endpoints = []
+    for broker_id in sorted(leaders):
+        broker = ctx.image.brokers.get(broker_id)
+        if broker is None:
+            continue
+        address = broker.endpoint(listener) if listener else (broker.host, broker.port)
+        if address is not None:
+            endpoints.append(response_class.NodeEndpoint(
+                node_id=broker_id, host=address[0], port=address[1], rack=broker.rack))
+    return endpoints
+
+
+# -- ShareAcknowledge ------------------------------------------------------------------------
+
+async def handle_share_acknowledge(ctx, request):
+    body = request.body
+    group_id, member_id, epoch = body.group_id, body.member_id, body.share_session_epoch
+    error = _check_request(ctx, request, group_id, member_id)
+    session = None
+    if error == ErrorCode.NONE:
+        error, session = ctx.share.sessions.check(group_id, member_id, epoch)
+    if error != ErrorCode.NONE or session is None:
+        return _acknowledge_answer(ctx, request, error, {})
+    acks = {(t.topic_id, p.partition_index): _batches(p.acknowledgement_batches)
+            for t in body.topics for p in t.partitions}
+    outcomes = _acknowledge(ctx, request, group_id, member_id, acks)
+    if epoch == FINAL_EPOCH:
+        _close(ctx, group_id, member_id)
+    return _acknowledge_answer(ctx, request, ErrorCode.NONE, outcomes)
+
+
+def _acknowledge_answer(ctx, request, error: ErrorCode,
+                        outcomes: dict[Key, PartitionOutcome]):
+    by_topic: dict[uuid.UUID, list] = {}
+    leaders: set[int] = set()
+    for (topic_id, index), o in outcomes.items():
+        code = o.acknowledge_error or ErrorCode.NONE
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            leaders.add(o.leader[0])
+        by_topic.setdefault(topic_id, []).append(AckPartitionData(
+            partition_index=index, error_code=code, error_message=None,
+            current_leader=AckPartitionData.LeaderIdAndEpoch(
+                leader_id=o.leader[0], leader_epoch=o.leader[1])))
+    settings = ctx.share.partitions.settings(request.body.group_id or "")
+    return ShareAcknowledgeResponse(
+        throttle_time_ms=0, error_code=error, error_message=None,
+        acquisition_lock_timeout_ms=settings.record_lock_duration_ms,
+        responses=[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
+            topic_id=topic_id, partitions=partitions)
+            for topic_id, partitions in by_topic.items()],
+        node_endpoints=_endpoints(ctx, request, leaders, ShareAcknowledgeResponse))

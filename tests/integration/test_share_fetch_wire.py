@@ -1,0 +1,246 @@
+"""ShareFetch (78) and ShareAcknowledge (79) on the wire, against one real broker.
+
+Raw requests (the classes of protocol/share_fetch_messages.py over a KafkaConnection)
+walk share partitions through KIP-932's delivery states: two members of one group get
+distinct records; RELEASE redelivers with the delivery count raised; REJECT archives;
+a lock left to expire is redelivered; the delivery limit archives; and the session and
+acknowledgement errors are Kafka's.  The broker runs with a 4 s record lock and a
+delivery limit of 2 so expiry and the limit are reached quickly; every wait is a
+bounded loop on a condition (RENEW's timing is unit-tested with an injected clock).
+Each test uses its own group and topic, so they share the broker.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from broker.harness.wire import read_records
+from broker.testing import BrokerProcess, KafkaConnection, build_batch
+from protocol.share_fetch_messages import ShareAcknowledgeRequest, ShareFetchRequest
+
+TOPIC = "queue"
+LOCK_MS = 4000
+DELIVERY_LIMIT = 2
+ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
+NONE = 0
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_ID = 100
+INVALID_RECORD_STATE = 121
+SHARE_SESSION_NOT_FOUND = 122
+INVALID_SHARE_SESSION_EPOCH = 123
+UNSUPPORTED_VERSION = 35
+FetchTopic = ShareFetchRequest.FetchTopic
+FetchPartition = FetchTopic.FetchPartition
+FetchAck = FetchPartition.AcknowledgementBatch
+AckTopic = ShareAcknowledgeRequest.AcknowledgeTopic
+AckPartition = AckTopic.AcknowledgePartition
+AckBatch = AckPartition.AcknowledgementBatch
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    home = tmp_path_factory.mktemp("share-fetch")
+    broker = BrokerProcess(home / "data", log_path=home / "broker.log", extra_settings={
+        "group.share.record.lock.duration.ms": LOCK_MS,
+        "group.share.delivery.count.limit": DELIVERY_LIMIT})
+    broker.start()
+    yield broker
+    code = broker.stop()
+    assert code == 0, f"broker exited {code} after SIGTERM\n{broker.log_tail()}"
+
+
+class Member:
+    """One share consumer speaking raw ShareFetch/ShareAcknowledge in one session."""
+
+    def __init__(self, conn: KafkaConnection, group: str, topic_id: uuid.UUID,
+                 member_id: str | None = None):
+        self.conn, self.group, self.topic_id = conn, group, topic_id
+        self.member_id = member_id or str(uuid.uuid4())
+        self.epoch = 0
+
+    def fetch(self, acks=(), *, max_records: int = 100, max_wait_ms: int = 0,
+              version: int = 1, epoch: int | None = None):
+        """One ShareFetch of partition 0; ``acks`` are (first, last, [types])."""
+        request = ShareFetchRequest[version](
+            group_id=self.group, member_id=self.member_id,
+            share_session_epoch=self.epoch if epoch is None else epoch,
+            max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+            max_records=max_records, batch_size=max_records, share_acquire_mode=0,
+            topics=[FetchTopic(topic_id=self.topic_id, partitions=[FetchPartition(
+                partition_index=0, acknowledgement_batches=[
+                    FetchAck(first_offset=f, last_offset=last, acknowledge_types=types)
+                    for f, last, types in acks])])],
+            forgotten_topics_data=[])
+        response = self.conn.request(request)
+        if response.error_code == NONE and epoch is None:
+            self.epoch += 1
+        return response
+
+    def acknowledge(self, acks, *, version: int = 1, epoch: int | None = None):
+        request = ShareAcknowledgeRequest[version](
+            group_id=self.group, member_id=self.member_id,
+            share_session_epoch=self.epoch if epoch is None else epoch, is_renew_ack=any(
+                RENEW in types for _, _, types in acks),
+            topics=[AckTopic(topic_id=self.topic_id, partitions=[AckPartition(
+                partition_index=0, acknowledgement_batches=[
+                    AckBatch(first_offset=f, last_offset=last, acknowledge_types=types)
+                    for f, last, types in acks])])])
+        response = self.conn.request(request)
+        if response.error_code == NONE and epoch is None:
+            self.epoch += 1
+        return response
+
+
+def partition_of(response):
+    """The one partition answered (None when the answer lists none)."""
+    for topic in response.responses:
+        for partition in topic.partitions:
+            return partition
+    return None
+
+
+def acquired(response) -> list[tuple[int, int, int]]:
+    p = partition_of(response)
+    return [] if p is None else [(r.first_offset, r.last_offset, r.delivery_count)
+                                 for r in p.acquired_records]
+
+
+def fetch_until(member: Member, want, *, seconds: float = 20.0, **kw):
+    """Fetch until ``want(response)`` holds (bounded in time and count)."""
+    deadline = time.monotonic() + seconds
+    for _ in range(200):
+        response = member.fetch(max_wait_ms=200, **kw)
+        assert response.error_code == NONE, response
+        if want(response):
+            return response
+        assert time.monotonic() < deadline, f"condition not met; last answer {response}"
+    raise AssertionError("condition not met in 200 fetches")
+
+
+def new_topic(conn: KafkaConnection, name: str) -> uuid.UUID:
+    assert conn.create_topic(name, 1) == 0
+    return conn.metadata([name], version=12).topics[0].topic_id
+
+
+def open_member(conn, group, topic_id) -> Member:
+    """A member whose session is open on partition 0, led here.  A group's first fetch
+    starts it at the high watermark (share.auto.offset.reset latest), so tests produce
+    after this."""
+    member = Member(conn, group, topic_id)
+    for _ in range(100):
+        answer = member.fetch()
+        assert answer.error_code == NONE, answer
+        partition = partition_of(answer)
+        if partition is None or partition.error_code == NONE:
+            return member
+        time.sleep(0.1)  # the new partition's leadership is not applied yet
+    raise AssertionError(f"partition 0 of {topic_id} never led: {answer}")
+
+
+def produce(conn, name: str, count: int, tag: bytes = b"v") -> None:
+    records = [(None, tag + b"%d" % i, 1_700_000_000_000, []) for i in range(count)]
+    assert conn.produce(name, 0, build_batch(records)).error_code == 0
+
+
+def test_two_members_get_distinct_records_and_accept_moves_on(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        topic_id = new_topic(conn, "distinct")
+        a = open_member(conn, "g-distinct", topic_id)
+        b = Member(conn, "g-distinct", topic_id)
+        assert acquired(b.fetch()) == [], "a new group starts at the end: nothing yet"
+        produce(conn, "distinct", 6)
+        first = fetch_until(a, acquired, max_records=3)
+        second = fetch_until(b, acquired, max_records=3)
+        assert acquired(first) == [(0, 2, 1)] and acquired(second) == [(3, 5, 1)]
+        values = [r[2] for r in read_records(partition_of(first).records)]
+        assert values[:3] == [b"v0", b"v1", b"v2"]
+        answer = a.acknowledge([(0, 2, [ACCEPT])])
+        assert (answer.error_code, partition_of(answer).error_code) == (NONE, NONE)
+        # a cannot acknowledge b's records, and nothing partial is applied.
+        refused = a.acknowledge([(3, 5, [ACCEPT])])
+        assert partition_of(refused).error_code == INVALID_RECORD_STATE
+        assert partition_of(b.acknowledge([(3, 5, [ACCEPT])])).error_code == NONE
+        assert acquired(a.fetch()) == [], "every record acknowledged: none redelivered"
+
+
+def test_release_redelivers_with_the_count_raised_and_reject_archives(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        topic_id = new_topic(conn, "release")
+        a = open_member(conn, "g-release", topic_id)
+        produce(conn, "release", 3)
+        assert acquired(fetch_until(a, acquired)) == [(0, 2, 1)]
+        # Piggy-backed on the next ShareFetch: 0 RELEASE, 1 REJECT, 2 ACCEPT.
+        again = a.fetch([(0, 2, [RELEASE, REJECT, ACCEPT])])
+        assert partition_of(again).acknowledge_error_code == NONE
+        assert acquired(again) == [(0, 0, 2)], "only the released record, delivered twice"
+        # The delivery limit (2) is reached: releasing it again archives it.
+        assert a.acknowledge([(0, 0, [RELEASE])]).error_code == NONE
+        assert acquired(a.fetch()) == []
+
+
+def test_a_lock_left_to_expire_is_redelivered_to_another_member(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        topic_id = new_topic(conn, "expiry")
+        a = open_member(conn, "g-expiry", topic_id)
+        b = open_member(conn, "g-expiry", topic_id)
+        produce(conn, "expiry", 2)
+        assert acquired(fetch_until(a, acquired)) == [(0, 1, 1)]
+        assert acquired(b.fetch()) == [], "locked by a"
+        # a goes silent; after the lock duration b gets them, delivered a second time.
+        assert acquired(fetch_until(b, acquired)) == [(0, 1, 2)]
+        late = a.acknowledge([(0, 1, [ACCEPT])])
+        assert partition_of(late).error_code == INVALID_RECORD_STATE, "a's lock is gone"
+        assert partition_of(b.acknowledge([(0, 1, [ACCEPT])])).error_code == NONE
+
+
+def test_renew_keeps_the_lock_and_needs_version_2(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        topic_id = new_topic(conn, "renew")
+        a = open_member(conn, "g-renew", topic_id)
+        b = open_member(conn, "g-renew", topic_id)
+        produce(conn, "renew", 1)
+        assert acquired(fetch_until(a, acquired)) == [(0, 0, 1)]
+        refused = a.acknowledge([(0, 0, [RENEW])], version=1)
+        assert partition_of(refused).error_code == INVALID_REQUEST, "RENEW needs v2"
+        renewed = a.acknowledge([(0, 0, [RENEW])], version=2)
+        assert partition_of(renewed).error_code == NONE
+        assert renewed.acquisition_lock_timeout_ms == LOCK_MS
+        assert acquired(b.fetch()) == [], "still a's: RENEW keeps the lock"
+        assert partition_of(a.acknowledge([(0, 0, [ACCEPT])])).error_code == NONE
+
+
+def test_closing_the_session_releases_the_members_locks(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        topic_id = new_topic(conn, "close")
+        a = open_member(conn, "g-close", topic_id)
+        b = open_member(conn, "g-close", topic_id)
+        produce(conn, "close", 2)
+        assert acquired(fetch_until(a, acquired)) == [(0, 1, 1)]
+        closing = a.acknowledge([(0, 0, [ACCEPT])], epoch=-1)
+        assert partition_of(closing).error_code == NONE
+        assert acquired(b.fetch()) == [(1, 1, 2)], "offset 1 released at once, not expired"
+        assert a.fetch().error_code == SHARE_SESSION_NOT_FOUND
+
+
+def test_session_and_request_errors(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        topic_id = new_topic(conn, "errors")
+        stranger = Member(conn, "g-errors", topic_id)
+        assert stranger.fetch(epoch=3).error_code == SHARE_SESSION_NOT_FOUND
+        assert stranger.acknowledge([(0, 0, [ACCEPT])], epoch=0).error_code == \
+            INVALID_SHARE_SESSION_EPOCH
+        assert stranger.fetch([(0, 0, [ACCEPT])]).error_code == INVALID_REQUEST, \
+            "no acknowledgements in the request opening a session"
+        member = open_member(conn, "g-errors", topic_id)
+        assert member.fetch(epoch=7).error_code == INVALID_SHARE_SESSION_EPOCH
+        assert member.fetch().error_code == NONE, "the right epoch still works"
+        never = member.acknowledge([(40, 41, [ACCEPT])])
+        assert partition_of(never).error_code == INVALID_RECORD_STATE
+        ghost = Member(conn, "g-errors", uuid.uuid4())
+        answer = ghost.fetch()
+        assert answer.error_code == NONE and partition_of(answer).error_code == UNKNOWN_TOPIC_ID
+        versions = {k.api_key: (k.min_version, k.max_version)
+                    for k in conn.api_versions(3).api_keys}
+        assert versions[78] == (1, 2) and versions[79] == (1, 2)
