@@ -27,6 +27,7 @@ from .controller.controller import Controller
 from .controller.lifecycle import BrokerLifecycle
 from .controller.metadata_client import MetadataClient, MetadataUnavailable
 from .controller.store import open_store
+from .dynamic_config import DynamicBrokerConfig
 from .groups import GroupCoordinator
 from .metrics import BrokerMetrics
 from .network.connection import Connection
@@ -62,6 +63,10 @@ class Broker:
         self.metadata = MetadataClient(self.store)
         self.replica_manager = ReplicaManager(config, self.metadata,
                                               on_fatal=self._stop_after_fatal)
+        # Dynamic broker configs first: partitions opened for an image take its defaults.
+        self.tls_contexts: dict = {}  # listener name → live SSLContext (dynamic reload)
+        self.dynamic_config = DynamicBrokerConfig(self, lambda: self.tls_contexts)
+        self.metadata.add_listener(self.dynamic_config.apply_image)
         self.metadata.add_listener(self.replica_manager.apply_image)
         self.controller = Controller(self.metadata, config)
         self.lifecycle = BrokerLifecycle(self.metadata, config, self.replica_manager)
@@ -125,6 +130,7 @@ class Broker:
             contexts = tls.server_contexts(self.config)
         except tls.SettingError as exc:
             raise ConfigError(str(exc)) from exc
+        self.tls_contexts = contexts
         loop = asyncio.get_running_loop()
         for listener in plan.listeners:
             server = await loop.create_server(

@@ -65,6 +65,7 @@ from .consumer_group import (
     reconcile,
     same_assignment,
 )
+from .group_configs import GroupSettings, group_settings
 from .manager import GroupMetadataManager
 from .state import GroupMetadata, GroupState
 from .waiters import call_later
@@ -133,6 +134,7 @@ class ConsumerGroups:
         self.tasks = tasks
         self._image = image
         self._prefix = prefix
+        self._config = config
         self.consumer_heartbeat_interval_ms = config["group.consumer.heartbeat.interval.ms"]
         self.consumer_session_timeout_ms = config["group.consumer.session.timeout.ms"]
         low = config["group.consumer.min.session.timeout.ms"]
@@ -220,7 +222,7 @@ class ConsumerGroups:
         send = member_epoch == 0 or not same_assignment(previous, member.assigned) \
             or (owned is not None and not same_assignment(owned, member.assigned))
         return HeartbeatAnswer(ErrorCode.NONE, None, member.member_id, member.member_epoch,
-                               self.consumer_heartbeat_interval_ms,
+                               self._settings(group_id).consumer_heartbeat_interval_ms,
                                copy_assignment(member.assigned) if send else None)
 
     async def _leave(self, group: GroupMetadata, member_id: str, member_epoch: int,
@@ -434,8 +436,13 @@ class ConsumerGroups:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member.session_timer = call_later(
-            self.consumer_session_timeout_ms, self._on_consumer_timeout, group, member,
+            self._settings(group.group_id).consumer_session_timeout_ms,
+            self._on_consumer_timeout, group, member,
             "its session timed out")
+
+    def _settings(self, group_id: str) -> GroupSettings:
+        """The group's settings: its GROUP configs over the broker's (group_configs.py)."""
+        return group_settings(self._config, self._image(), group_id)
 
     def _on_consumer_timeout(self, group: GroupMetadata, member: ConsumerMember,
                              reason: str) -> None:

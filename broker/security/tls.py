@@ -103,6 +103,16 @@ def server_context(get: Lookup, listener_name: str) -> ssl.SSLContext:
     return context
 
 
+def reload_server_context(context: ssl.SSLContext, get: Lookup, listener_name: str) -> None:
+    """Load a TLS listener's keystore (and truststore, when set) again into its live
+    ``context``: connections made from then on use them, open ones keep theirs.  The
+    settings are first checked on a new context (SettingError, ``context`` unchanged)."""
+    server_context(get, listener_name)
+    where = f"listener {listener_name}"
+    _load_keystore(context, get, where)
+    _load_truststore(context, get, where)
+
+
 def client_context(get: Lookup, listener_name: str) -> ssl.SSLContext:
     """The SSLContext the broker connects with to another broker's TLS listener."""
     check_settings(get, listener_name)

@@ -60,9 +60,9 @@ FLOORS = (
     ("broker.security",),
     ("broker.config",),
     ("broker.controller",),        # the metadata, Raft, the metadata client
-    ("broker.replication",),
+    ("broker.replication", "broker.dynamic_config"),   # dynamic_config: run-time settings
     ("broker.coordinator",),
-    ("broker.groups", "broker.transactions"),
+    ("broker.groups", "broker.transactions", "broker.share"),  # share: KIP-932 partition side
     ("broker.api",),               # the request handlers
     ("broker.network", "broker.ui"),   # the server connection dispatching to api/; the view
     ("broker.node", "broker.config_doc"),
