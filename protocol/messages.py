@@ -136,6 +136,12 @@ from .raft_voter_messages import (
     RemoveRaftVoterRequest,
     RemoveRaftVoterResponse,
 )
+from .share_fetch_messages import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
 
 _PEEK = struct.Struct(">hhi")
 _DECODE_ERRORS = (struct.error, ValueError, IndexError, TypeError, UnicodeDecodeError,
@@ -210,6 +216,10 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     # stops at v0 (v1's member type is for groups converted from classic members).
     _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
     _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 0),
+    # KIP-932's share groups, partition side (share_fetch_messages.py): Kafka 4.2's v1-2
+    # (v2: ShareAcquireMode and the RENEW acknowledgement, KIP-1206 / KIP-1222).
+    _spec(ShareFetchRequest, ShareFetchResponse, 1, 2),
+    _spec(ShareAcknowledgeRequest, ShareAcknowledgeResponse, 1, 2),
     # Security.  SaslHandshake v0 (KIP-43): the tokens then follow as bare size-prefixed
     # frames without Kafka headers (broker/network/connection.py).  librdkafka 2.0
     # enables SASL only when the advertised range includes v0, then speaks v1.

@@ -41,6 +41,7 @@ from . import (  # issue #16  # security (broker/security/)
     records,
     sasl,
     scram_users,
+    share_fetch,  # KIP-932: share groups, the partition leader's side
     transactions,  # the transaction coordinator (broker/transactions/)
     txn_markers,  # transactions: the partition leader's side
 )
@@ -81,6 +82,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DeleteGroups: group_acls.handle_delete_groups,
     ApiKey.ConsumerGroupHeartbeat: group_acls.handle_consumer_group_heartbeat,
     ApiKey.ConsumerGroupDescribe: group_acls.handle_consumer_group_describe,
+    ApiKey.ShareFetch: share_fetch.handle_share_fetch,
+    ApiKey.ShareAcknowledge: share_fetch.handle_share_acknowledge,
     ApiKey.SaslHandshake: sasl.handle_sasl_handshake,
     ApiKey.SaslAuthenticate: sasl.handle_sasl_authenticate,
     ApiKey.DescribeUserScramCredentials: scram_users.handle_describe_user_scram_credentials,
