@@ -30,7 +30,7 @@ from broker.ui.snapshot import (
     diff,
 )
 from protocol.status import decode_status_request, encode_status_response
-from tests.unit.test_metrics import http  # one raw HTTP exchange with the endpoint
+from tests.unit.metrics.test_metrics import http  # one raw HTTP exchange with the endpoint
 
 
 def image(isr=(1, 2, 3), leader=1, leader_epoch=3, partition_epoch=5, fenced=(),
