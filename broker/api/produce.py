@@ -1,4 +1,6 @@
-"""Produce: acks 0 (no response), 1 (after the leader's append), all (after the HW).
+"""Produce: acks 0 (no response), 1 (after the leader's append), all (after the HW);
+the acks rules (min.insync.replicas, the acks=all wait and its answers) are in
+broker/replication/acks.py.
 
 Authorization (Kafka's): Write on each topic (TOPIC_AUTHORIZATION_FAILED per partition);
 a transactional produce (``transactional_id`` set) also needs Write on that
@@ -15,7 +17,8 @@ from protocol.errors import ErrorCode
 from protocol.hot_requests import encode_produce_response
 from protocol.messages import Framed, Request
 
-from ..replication.delayed import ProducePartitionStatus
+from ..replication import acks
+from ..replication.acks import ProducePartitionStatus
 from ..replication.origin import AppendOrigin
 from ..security.acls import AclOperation, ResourceType
 from .outcome import CLOSE, Answer, Later
@@ -35,11 +38,11 @@ def handle_produce(ctx: ApiContext, request: Request) -> Answer:
     ``Later`` resolved when every appended partition's high watermark passed its batch
     (or the wait ended).  A plain ``def``: the hot path runs without a task."""
     body = request.body
-    acks = body.acks
+    required_acks = body.acks
     if request.api_version < request.spec.refused_below:
         # Advertised for old librdkafka's sake, never served (message format v0/v1).
         return _uniform(body, ErrorCode.UNSUPPORTED_VERSION)
-    if acks not in (0, 1, -1):
+    if not acks.valid_required_acks(required_acks):
         return _uniform(body, ErrorCode.INVALID_REQUIRED_ACKS)
     if body.transactional_id is not None and not ctx.authorizer.allows(
             request, WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
@@ -54,15 +57,13 @@ def handle_produce(ctx: ApiContext, request: Request) -> Answer:
                     None, -1, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 continue
             statuses[(topic.name, data.index)] = ctx.replica_manager.append_one(
-                topic.name, data.index, data.records, acks, max_batch,
+                topic.name, data.index, data.records, required_acks, max_batch,
                 origin=AppendOrigin.CLIENT)
-    if acks == 0:
-        # Kafka closes the connection when an acks=0 produce fails, so the producer
-        # notices and refreshes its metadata.
-        if any(s.error != ErrorCode.NONE for s in statuses.values()):
+    if required_acks == acks.ACKS_NONE:
+        if acks.closes_connection(s.error for s in statuses.values()):
             return CLOSE
         return None
-    if acks == 1:
+    if required_acks == acks.ACKS_LEADER:
         return _response(request, statuses)
     later = Later()
     operation = ctx.replica_manager.watch_acks(

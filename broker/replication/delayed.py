@@ -1,108 +1,16 @@
-"""The two delayed operations: acks=all produce and long-poll fetch.
+"""The long-poll fetch waiting in the fetch purgatory (Kafka's DelayedFetch).
 
 Completion cases are labelled (A), (B), ... in both the docs and the code, as in
-Kafka's DelayedProduce/DelayedFetch.
+Kafka's DelayedFetch.  The acks=all produce's wait is in acks.py, with the other
+acks rules.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from protocol.errors import ErrorCode
-
 from ..purgatory import DelayedOperation
 from .partition import Partition, PartitionError
-
-
-@dataclass
-class ProducePartitionStatus:
-    """One partition of an acks=all produce: the offset its HW must pass."""
-
-    partition: Partition | None
-    required_offset: int  # exclusive: done when high_watermark >= required_offset
-    base_offset: int
-    error: ErrorCode = ErrorCode.NONE
-    acks_pending: bool = True
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-
-
-class DelayedProduce(DelayedOperation):
-    """An acks=all produce waiting for the high watermark of each partition.
-
-    A partition is satisfied when (Kafka's Partition.checkEnoughReplicasReachOffset):
-    (A) it already failed (error set at append) — nothing to wait for;
-    (B) this broker is no longer its leader → NOT_LEADER_OR_FOLLOWER, or its log
-        directory went offline → KAFKA_STORAGE_ERROR;
-    (C) its high watermark reached ``required_offset`` with a maximal ISR (the HW's
-        replica set) of at least min.insync.replicas, leader included → NONE;
-    (D) its high watermark reached ``required_offset`` but the ISR is then smaller than
-        min.insync.replicas → NOT_ENOUGH_REPLICAS_AFTER_APPEND.  The ISR is checked when
-        the HW arrives, not only while waiting: a shrink to the leader alone moves the
-        HW to the leader's LEO, and that one copy must not be acknowledged;
-    (E) the timeout expired first → REQUEST_TIMED_OUT (set in ``on_complete``).
-    While the HW has not reached the offset, a small ISR is no reason to answer: the
-    ISR may grow back in time, as in Kafka.
-    """
-
-    def __init__(self, timeout_ms: int, statuses: dict[tuple[str, int], ProducePartitionStatus],
-                 respond: Callable[[dict[tuple[str, int], ProducePartitionStatus]], None]):
-        super().__init__(timeout_ms)
-        self.statuses = statuses
-        self._pending = sum(1 for status in statuses.values() if status.acks_pending)
-        self._respond = respond
-
-    def try_complete(self) -> bool:
-        for status in self.statuses.values():
-            self._check(status)
-        return self._complete_if_done()
-
-    def try_complete_after(self, key) -> bool:
-        """Only ``key``'s partition changed: check it alone (O(1) per waiting produce)."""
-        status = self.statuses.get(key)
-        if status is None:
-            return self.try_complete()
-        self._check(status)
-        return self._complete_if_done()
-
-    def watch_order(self, key) -> int | None:
-        """Sorted by the offset waited for on ``key``."""
-        status = self.statuses.get(key)
-        return None if status is None else status.required_offset
-
-    def waits_in_order(self, key) -> bool:
-        """Still waiting for the HW on ``key``: every produce sorted after it on ``key``
-        waits for a higher offset, so the trigger need not try them."""
-        status = self.statuses.get(key)
-        return status is not None and status.acks_pending
-
-    def _check(self, status: ProducePartitionStatus) -> None:
-        if not status.acks_pending:
-            return
-        partition = status.partition
-        if status.error != ErrorCode.NONE or partition is None:  # (A)
-            status.acks_pending = False
-        elif partition.offline:  # (B) its log directory failed
-            status.error, status.acks_pending = ErrorCode.KAFKA_STORAGE_ERROR, False
-        elif not partition.is_leader:  # (B)
-            status.error, status.acks_pending = ErrorCode.NOT_LEADER_OR_FOLLOWER, False
-        elif partition.high_watermark >= status.required_offset:
-            if len(partition.maximal_isr) < partition.settings.min_insync_replicas:  # (D)
-                status.error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-            status.acks_pending = False  # (C) or (D)
-        if not status.acks_pending:
-            self._pending -= 1
-
-    def _complete_if_done(self) -> bool:
-        return self.force_complete() if self._pending == 0 else False
-
-    def on_complete(self) -> None:
-        for status in self.statuses.values():
-            if status.acks_pending:  # (E)
-                status.error, status.acks_pending = ErrorCode.REQUEST_TIMED_OUT, False
-            if status.partition is not None:
-                status.log_start_offset = status.partition.log_start_offset
-        self._respond(self.statuses)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from storage.log import AppendInfo, PartitionLog
 from storage.producer_state import ProducerStateError
 
 from ..logs import state_change
+from .acks import not_enough_replicas
 from .isr import CommittedIsr, IsrState, PendingExpandIsr, PendingIsrChange, PendingShrinkIsr
 
 log = logging.getLogger(__name__)
@@ -432,10 +433,9 @@ class Partition:
         self.check_online()
         if not self.is_leader:
             raise PartitionError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if required_acks == -1 and len(self.isr) < self.settings.min_insync_replicas:
-            raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS,
-                                 f"isr {self.isr} is smaller than min.insync.replicas="
-                                 f"{self.settings.min_insync_replicas}")
+        refusal = not_enough_replicas(required_acks, self.isr, self.settings.min_insync_replicas)
+        if refusal is not None:  # acks.py, rule 4
+            raise PartitionError(ErrorCode.NOT_ENOUGH_REPLICAS, refusal)
 
     def append_as_leader(self, batch: bytearray, header: BatchHeader,
                          required_acks: int, *, check_sequence: bool = True

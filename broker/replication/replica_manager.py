@@ -35,8 +35,10 @@ from ..metrics.stats import ReplicaStats
 from ..purgatory import Purgatory
 from ..tasks import StopCallback, TaskSupervisor
 from ..topics import is_internal
+from . import acks
+from .acks import DelayedProduce, ProducePartitionStatus
 from .alter_partition import AlterPartitionManager
-from .delayed import DelayedFetch, DelayedProduce, FetchPartitionStatus, ProducePartitionStatus
+from .delayed import DelayedFetch, FetchPartitionStatus
 from .fetcher import ReplicaFetcherManager
 from .image_applier import ImageApplier
 from .log_cleaner import LogCleanerManager
@@ -375,11 +377,8 @@ class ReplicaManager:
 
     async def wait_for_acks(self, statuses: dict[Key, ProducePartitionStatus],
                             timeout_ms: int) -> dict[Key, ProducePartitionStatus]:
-        """acks=all: answer once every appended partition's HW passed its batch.
-
-        A partition whose log directory went offline after its append (a later partition
-        of the same request failed) answers KAFKA_STORAGE_ERROR, as Kafka does; one that
-        goes offline while waiting answers NOT_LEADER_OR_FOLLOWER.  Neither is an ack."""
+        """acks=all: answer once every appended partition's HW passed its batch (the
+        rules, and what each partition answers, are acks.py's)."""
         future = asyncio.get_running_loop().create_future()
 
         def respond(result):
@@ -397,14 +396,9 @@ class ReplicaManager:
                    ) -> DelayedProduce:
         """``wait_for_acks`` in callback form: ``respond(statuses)`` once every
         partition is answered (maybe before this returns).  The returned operation's
-        ``withdraw`` stops the wait without a response (a lost connection)."""
-        for status in statuses.values():
-            if status.error == ErrorCode.NONE and status.partition is not None \
-                    and status.partition.offline:
-                status.error = ErrorCode.KAFKA_STORAGE_ERROR
-        operation = DelayedProduce(timeout_ms, statuses, respond)
-        self.produce_purgatory.try_complete_else_watch(operation, list(statuses))
-        return operation
+        ``withdraw`` stops the wait without a response (a lost connection).  The rules
+        are acks.py's."""
+        return acks.watch(self.produce_purgatory, statuses, timeout_ms, respond)
 
     # -- fetch -------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from broker.groups.admin import NON_EMPTY_GROUP
 from broker.groups.consumer_protocol import encode_subscription
 from broker.groups.placement import OFFSETS_TOPIC
 from broker.groups.state import GroupState
-from broker.replication.delayed import ProducePartitionStatus
+from broker.replication.acks import ProducePartitionStatus
 from broker.replication.origin import AppendOrigin
 from protocol.errors import ErrorCode
 from storage.config import LogConfig

@@ -8,7 +8,7 @@ import asyncio
 
 from broker.groups import GroupCoordinator
 from broker.groups.state import GroupState
-from broker.replication.delayed import ProducePartitionStatus
+from broker.replication.acks import ProducePartitionStatus
 from protocol.errors import ErrorCode
 from tests.unit.groups.test_groups_coordinator import FakeBroker, form_group, run, started, until
 from tests.unit.groups.test_txn_offsets import control_batch

@@ -6,7 +6,7 @@ import random
 from types import SimpleNamespace
 
 from broker.purgatory import Purgatory
-from broker.replication.delayed import DelayedProduce, ProducePartitionStatus
+from broker.replication.acks import DelayedProduce, ProducePartitionStatus
 from protocol.errors import ErrorCode
 
 KEY = ("t", 0)

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 from broker.controller.state import ClusterState
 from broker.controller.store import LocalStore
-from broker.replication.delayed import DelayedProduce, ProducePartitionStatus
+from broker.replication.acks import DelayedProduce, ProducePartitionStatus
 from broker.replication.fetcher import FollowedPartition, ReplicaFetcher
 from protocol.errors import ErrorCode
 from tests.unit.replication.test_partition_hw import append, fetch, leader, new_partition

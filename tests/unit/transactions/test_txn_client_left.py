@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from broker import config as config_module
 from broker.controller.state import BrokerInfo, ClusterState, PartitionInfo, TopicInfo
-from broker.replication.delayed import ProducePartitionStatus
+from broker.replication.acks import ProducePartitionStatus
 from broker.replication.origin import AppendOrigin
 from broker.transactions import TransactionCoordinator
 from broker.transactions.coordinator import STALE_PENDING_MS
