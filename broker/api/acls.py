@@ -12,6 +12,7 @@ bindings matched, each reported under the first filter that matched it.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse
 
@@ -28,6 +29,13 @@ from ..security.acls import (
     ResourceType,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
 log = logging.getLogger(__name__)
 
 Created = CreateAclsResponse.AclCreationResult
@@ -37,7 +45,8 @@ FilterResult = DeleteAclsResponse.DeleteAclsFilterResult
 Matching = FilterResult.DeleteAclsMatchingAcl
 
 
-def _refusal(ctx, request, operation: AclOperation) -> tuple[ErrorCode, str] | None:
+def _refusal(ctx: ApiContext, request: Request,
+             operation: AclOperation) -> tuple[ErrorCode, str] | None:
     """The error every part of the request gets, or None when it may proceed."""
     if not ctx.authorizer.enabled:
         return ErrorCode.SECURITY_DISABLED, "no authorizer is configured on the broker"
@@ -47,17 +56,17 @@ def _refusal(ctx, request, operation: AclOperation) -> tuple[ErrorCode, str] | N
     return None
 
 
-def _bindings(ctx) -> list[AclBinding]:
+def _bindings(ctx: ApiContext) -> list[AclBinding]:
     return [AclBinding.from_wire(b) for b in ctx.image.acls]
 
 
-def _filter(item) -> AclFilter:
+def _filter(item: Any) -> AclFilter:
     return AclFilter.of(item.resource_type_filter, item.resource_name_filter,
                         item.pattern_type_filter, item.principal_filter, item.host_filter,
                         item.operation, item.permission_type)
 
 
-async def handle_describe_acls(ctx, request):
+async def handle_describe_acls(ctx: ApiContext, request: Request) -> DescribeAclsResponse:
     body = request.body
     refused = _refusal(ctx, request, AclOperation.DESCRIBE)
     if refused is None:
@@ -81,7 +90,7 @@ async def handle_describe_acls(ctx, request):
                  acls=acls) for (rtype, name, pattern), acls in by_resource.items()])
 
 
-async def handle_create_acls(ctx, request):
+async def handle_create_acls(ctx: ApiContext, request: Request) -> CreateAclsResponse:
     creations = request.body.creations
     refused = _refusal(ctx, request, AclOperation.ALTER)
     if refused is not None:
@@ -112,7 +121,7 @@ async def handle_create_acls(ctx, request):
         Created(error_code=code, error_message=message) for code, message in outcomes])
 
 
-async def handle_delete_acls(ctx, request):
+async def handle_delete_acls(ctx: ApiContext, request: Request) -> DeleteAclsResponse:
     filters = request.body.filters
     refused = _refusal(ctx, request, AclOperation.ALTER)
     if refused is not None:
@@ -148,7 +157,7 @@ async def handle_delete_acls(ctx, request):
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=results)
 
 
-def _matching(binding: AclBinding):
+def _matching(binding: AclBinding) -> Matching:
     return Matching(error_code=ErrorCode.NONE, error_message=None,
                     resource_type=int(binding.resource_type),
                     resource_name=binding.resource_name, pattern_type=int(binding.pattern_type),
@@ -156,7 +165,8 @@ def _matching(binding: AclBinding):
                     operation=int(binding.operation), permission_type=int(binding.permission))
 
 
-async def _submit(call, bindings: list[list]) -> tuple[ErrorCode, str] | None:
+async def _submit(call: Callable[[list[list]], Awaitable[object]],
+                  bindings: list[list]) -> tuple[ErrorCode, str] | None:
     """Run one metadata write; None when applied, else the error every part gets."""
     try:
         await call(bindings)

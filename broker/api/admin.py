@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 
@@ -33,6 +34,11 @@ from .partitions import (
     unknown_after_wait,
 )
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
 log = logging.getLogger(__name__)
 
 Created = CreateTopicsResponse.CreatableTopicResult
@@ -43,12 +49,12 @@ CONFIG_SOURCE_DEFAULT = 5
 
 
 class TopicRefused(Exception):
-    def __init__(self, code: ErrorCode, message: str):
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
 
 
-async def create_topic_now(ctx, name: str, partitions: int, replication: int,
+async def create_topic_now(ctx: ApiContext, name: str, partitions: int, replication: int,
                            configs: dict[str, str],
                            assignment: list[list[int]] | None = None) -> str:
     """Commit a new topic to the metadata; returns its id (ApplyError if refused).
@@ -61,11 +67,11 @@ async def create_topic_now(ctx, name: str, partitions: int, replication: int,
     return await ctx.metadata.create_topic(name, assignment, configs)
 
 
-async def handle_create_topics(ctx, request):
+async def handle_create_topics(ctx: ApiContext, request: Request) -> CreateTopicsResponse:
     return await ctx.replica_manager.tasks.outlive("CreateTopics", _create_topics(ctx, request))
 
 
-async def _create_topics(ctx, request):
+async def _create_topics(ctx: ApiContext, request: Request) -> CreateTopicsResponse:
     body = request.body
     deadline = Deadline(body.timeout_ms)
     results = []
@@ -106,7 +112,7 @@ async def _create_topics(ctx, request):
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-def _requested_partitions(ctx, topics) -> int:
+def _requested_partitions(ctx: ApiContext, topics: list) -> int:
     """Kafka's count for its per-request limit: assignments when given, else the
     partitions asked for (-1: the default)."""
     default = ctx.config["num.partitions"]
@@ -115,12 +121,13 @@ def _requested_partitions(ctx, topics) -> int:
                for t in topics)
 
 
-def _refused(name, code, message):
+def _refused(name: str, code: ErrorCode, message: str | None) -> Created:
     return Created(name=name, topic_id=None, error_code=code, error_message=message,
                    num_partitions=-1, replication_factor=-1, configs=None)
 
 
-def _validate(ctx, topic):
+def _validate(ctx: ApiContext,
+              topic: Any) -> tuple[int, int, dict[str, str], list[list[int]] | None]:
     problem = topic_name_problem(topic.name)
     if problem:
         raise TopicRefused(ErrorCode.INVALID_TOPIC_EXCEPTION, problem)
@@ -168,7 +175,8 @@ def _validate(ctx, topic):
     return partitions, replication, configs, assignment
 
 
-def _created(ctx, name, topic_id, partitions, replication, configs):
+def _created(ctx: ApiContext, name: str, topic_id: str | None, partitions: int, replication: int,
+             configs: dict[str, str]) -> Created:
     effective = ctx.config.topic_defaults()
     effective.update(configs)
     return Created(
@@ -181,7 +189,8 @@ def _created(ctx, name, topic_id, partitions, replication, configs):
                  for k, v in sorted(effective.items())])
 
 
-def _delete_refusal(ctx, request, name: str | None, record) -> ErrorCode | None:
+def _delete_refusal(ctx: ApiContext, request: Request, name: str | None,
+                    record: Any) -> ErrorCode | None:
     """Kafka's order: a name without Delete is refused before its existence is looked
     at; an id that is unknown, or whose topic may be neither deleted nor described, is
     UNKNOWN_TOPIC_ID."""
@@ -199,11 +208,11 @@ def _delete_refusal(ctx, request, name: str | None, record) -> ErrorCode | None:
     return None
 
 
-async def handle_delete_topics(ctx, request):
+async def handle_delete_topics(ctx: ApiContext, request: Request) -> DeleteTopicsResponse:
     return await ctx.replica_manager.tasks.outlive("DeleteTopics", _delete_topics(ctx, request))
 
 
-async def _delete_topics(ctx, request):
+async def _delete_topics(ctx: ApiContext, request: Request) -> DeleteTopicsResponse:
     body = request.body
     if request.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]

@@ -18,12 +18,18 @@ and usable bytes; an offline directory answers KAFKA_STORAGE_ERROR and no partit
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from kafka.protocol.admin import DescribeClusterResponse, DescribeLogDirsResponse
 
 from protocol.errors import ErrorCode
 
 from ..security.acls import AclOperation
+
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
 
 BROKER_ENDPOINTS = 1
 # Kafka's AclEntry.supportedOperations(CLUSTER).
@@ -37,7 +43,7 @@ LogDirTopic = LogDirResult.DescribeLogDirsTopic
 LogDirPartition = LogDirTopic.DescribeLogDirsPartition
 
 
-async def handle_describe_cluster(ctx, request):
+async def handle_describe_cluster(ctx: ApiContext, request: Request) -> DescribeClusterResponse:
     body = request.body
     image = ctx.image
     endpoint_type = body.endpoint_type if request.api_version >= 1 else BROKER_ENDPOINTS
@@ -67,7 +73,7 @@ async def handle_describe_cluster(ctx, request):
         authorized_operations=operations)
 
 
-async def handle_describe_log_dirs(ctx, request):
+async def handle_describe_log_dirs(ctx: ApiContext, request: Request) -> DescribeLogDirsResponse:
     if not ctx.authorizer.allows_cluster(request, AclOperation.DESCRIBE):
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED if request.api_version >= 3 \
             else ErrorCode.NONE

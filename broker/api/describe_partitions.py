@@ -28,6 +28,7 @@ operations the principal may do on it (Kafka's bitfield).  Reads the image only.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import DescribeTopicPartitionsResponse
 
@@ -36,6 +37,12 @@ from protocol.errors import ErrorCode
 from ..controller.metadata_client import NO_LEADER
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal, topic_name_problem
+
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from ..controller.metadata_client import ClusterState
+    from .context import ApiContext
 
 Topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 Partition = Topic.DescribeTopicPartitionsResponsePartition
@@ -50,7 +57,8 @@ TOPIC_OPERATIONS = (AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE,
                     AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS)
 
 
-async def handle_describe_topic_partitions(ctx, request):
+async def handle_describe_topic_partitions(ctx: ApiContext,
+                                           request: Request) -> DescribeTopicPartitionsResponse:
     body = request.body
     image = ctx.image
     cursor = body.cursor
@@ -79,7 +87,8 @@ async def handle_describe_topic_partitions(ctx, request):
     return _response(topics + refused, next_cursor)
 
 
-def _page(image, names: list[str], cursor, limit: int, all_topics: bool):
+def _page(image: ClusterState, names: list[str], cursor: Any, limit: int,
+          all_topics: bool) -> tuple[list[Topic], Cursor | None]:
     """(described topics, next cursor or None): ``names`` in order, at most ``limit``
     partitions in all (see the module doc for where the cursor points)."""
     topics, remaining = [], limit
@@ -107,7 +116,7 @@ def _page(image, names: list[str], cursor, limit: int, all_topics: bool):
     return topics, None
 
 
-def _partition(image, index: int, p):
+def _partition(image: ClusterState, index: int, p: Any) -> Partition:
     leaderless = p.leader == NO_LEADER
     return Partition(
         error_code=ErrorCode.LEADER_NOT_AVAILABLE if leaderless else ErrorCode.NONE,
@@ -117,17 +126,17 @@ def _partition(image, index: int, p):
         offline_replicas=[r for r in p.replicas if not image.is_live(r)])
 
 
-def _operations(ctx, request, name: str) -> int:
+def _operations(ctx: ApiContext, request: Request, name: str) -> int:
     """Kafka's authorized-operations bitfield: bit ``op`` set when ``op`` is allowed."""
     return sum(1 << int(op) for op in TOPIC_OPERATIONS
                if ctx.authorizer.allows(request, op, ResourceType.TOPIC, name, log_denial=False))
 
 
-def _topic_error(name: str, code: ErrorCode, internal: bool = False):
+def _topic_error(name: str, code: ErrorCode, internal: bool = False) -> Topic:
     return Topic(error_code=code, name=name, topic_id=None, is_internal=internal,
                  partitions=[], topic_authorized_operations=OPERATIONS_OMITTED)
 
 
-def _response(topics: list, next_cursor):
+def _response(topics: list, next_cursor: Cursor | None) -> DescribeTopicPartitionsResponse:
     return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics,
                                            next_cursor=next_cursor)

@@ -13,6 +13,8 @@ asks the leader), one it does not know UNKNOWN_TOPIC_OR_PARTITION.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafka.protocol.admin import DescribeProducersResponse
 
 from protocol.errors import ErrorCode
@@ -20,12 +22,17 @@ from protocol.errors import ErrorCode
 from ..replication.partition import PartitionError
 from ..security.acls import AclOperation
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
 TopicResponse = DescribeProducersResponse.TopicResponse
 PartitionResponse = TopicResponse.PartitionResponse
 ProducerState = PartitionResponse.ProducerState
 
 
-async def handle_describe_producers(ctx, request):
+async def handle_describe_producers(ctx: ApiContext, request: Request) -> DescribeProducersResponse:
     rm = ctx.replica_manager
     denied = ctx.authorizer.refused(request, AclOperation.READ,
                                     (t.name for t in request.body.topics))

@@ -22,6 +22,7 @@ answered REQUEST_TIMED_OUT (elected all the same).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from kafka.protocol.admin import ElectLeadersResponse
 
@@ -31,6 +32,11 @@ from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..security.acls import AclOperation
 from .partitions import Deadline
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
 log = logging.getLogger(__name__)
 
 TopicResult = ElectLeadersResponse.ReplicaElectionResult
@@ -38,7 +44,7 @@ PartitionResult = TopicResult.PartitionResult
 PREFERRED = 0
 
 
-async def handle_elect_leaders(ctx, request):
+async def handle_elect_leaders(ctx: ApiContext, request: Request) -> ElectLeadersResponse:
     body = request.body
     election_type = body.election_type if request.api_version >= 1 else PREFERRED
     targets = _targets(body.topic_partitions)
@@ -77,7 +83,7 @@ async def handle_elect_leaders(ctx, request):
     return _response(ErrorCode.NONE, [(n, i, ErrorCode[c], m) for n, i, c, m in results])
 
 
-def _targets(topic_partitions) -> list[list] | None:
+def _targets(topic_partitions: list | None) -> list[list] | None:
     """[topic, partition] pairs in request order, each once (Kafka's request keys them
     as a set); None for every partition."""
     if topic_partitions is None:
@@ -89,11 +95,12 @@ def _targets(topic_partitions) -> list[list] | None:
     return [[name, index] for name, index in seen]
 
 
-def _refused_whole(targets, code: ErrorCode, message: str):
+def _refused_whole(targets: list[list] | None, code: ErrorCode,
+                   message: str) -> ElectLeadersResponse:
     return _response(code, [(name, index, code, message) for name, index in targets or ()])
 
 
-def _response(top_code: ErrorCode, results):
+def _response(top_code: ErrorCode, results: list[tuple]) -> ElectLeadersResponse:
     by_topic: dict[str, list] = {}
     for name, index, code, message in results:
         by_topic.setdefault(name, []).append(PartitionResult(

@@ -30,6 +30,8 @@ from ..security.acls import AclOperation
 from .outcome import Later
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from .context import ApiContext
 
 DENIED = FetchedPartition(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -60,7 +62,7 @@ def handle_fetch(ctx: ApiContext, request: Request) -> Later:
                 for key, p in partitions.items() if key[0] not in denied]
     later = Later()
 
-    def answered(read) -> None:
+    def answered(read: Callable[[], Iterable[FetchedPartition]]) -> None:
         later.resolve(lambda: _response(ctx, request, context, partitions, denied, read()))
 
     if not statuses:  # every partition denied: nothing to read or wait for
@@ -73,8 +75,9 @@ def handle_fetch(ctx: ApiContext, request: Request) -> Later:
     return later
 
 
-def _response(ctx, request, context: FetchContext, partitions, denied: set[str],
-              read) -> Framed:
+def _response(ctx: ApiContext, request: Request, context: FetchContext,
+              partitions: dict[tuple[str, int], PartitionParams], denied: set[str],
+              read: Iterable[FetchedPartition]) -> Framed:
     """The encoded answer: ``read`` are the results of the partitions not denied, in
     order; the session (``context``) picks what it lists."""
     fetched = iter(read)
@@ -100,7 +103,7 @@ def _response(ctx, request, context: FetchContext, partitions, denied: set[str],
                                         topics=list(by_topic.items())))
 
 
-def _denied_topics(ctx, request, replica_id: int, names: set[str]) -> set[str]:
+def _denied_topics(ctx: ApiContext, request: Request, replica_id: int, names: set[str]) -> set[str]:
     """Of the topics ``names``, those answered TOPIC_AUTHORIZATION_FAILED without
     reading: a follower (replica id set) needs ClusterAction on the cluster, a consumer
     Read on each topic."""

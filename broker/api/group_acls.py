@@ -28,6 +28,8 @@ With the authorizer off every gate passes the request through unchanged.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse
 from kafka.protocol.consumer import (
     HeartbeatResponse,
@@ -50,6 +52,13 @@ from protocol.errors import ErrorCode
 from ..security.acls import AclOperation, ResourceType
 from . import groups
 
+if TYPE_CHECKING:
+    from kafka.protocol.admin import ListGroupsResponse
+
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
 READ, WRITE = AclOperation.READ, AclOperation.WRITE
 DESCRIBE, DELETE = AclOperation.DESCRIBE, AclOperation.DELETE
 GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -57,7 +66,7 @@ TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 KEY_TYPE_TRANSACTION = 1
 
 
-def _may(ctx, request, operation: AclOperation, group_id: str | None,
+def _may(ctx: ApiContext, request: Request, operation: AclOperation, group_id: str | None,
          log_denial: bool = True) -> bool:
     return ctx.authorizer.allows(request, operation, ResourceType.GROUP, group_id or "",
                                  log_denial)
@@ -65,14 +74,14 @@ def _may(ctx, request, operation: AclOperation, group_id: str | None,
 
 # -- FindCoordinator ---------------------------------------------------------------------------
 
-def _key_refusal(ctx, request, key: str, key_type: int) -> ErrorCode | None:
+def _key_refusal(ctx: ApiContext, request: Request, key: str, key_type: int) -> ErrorCode | None:
     if key_type == KEY_TYPE_TRANSACTION:
         allowed = ctx.authorizer.allows(request, DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
         return None if allowed else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     return None if _may(ctx, request, DESCRIBE, key) else GROUP_DENIED
 
 
-async def handle_find_coordinator(ctx, request):
+async def handle_find_coordinator(ctx: ApiContext, request: Request) -> FindCoordinatorResponse:
     body = request.body
     if not ctx.authorizer.enabled:
         return await groups.handle_find_coordinator(ctx, request)
@@ -98,7 +107,7 @@ async def handle_find_coordinator(ctx, request):
 
 # -- membership -------------------------------------------------------------------------------
 
-async def handle_join_group(ctx, request):
+async def handle_join_group(ctx: ApiContext, request: Request) -> JoinGroupResponse:
     if _may(ctx, request, READ, request.body.group_id):
         return await groups.handle_join_group(ctx, request)
     return JoinGroupResponse(
@@ -107,20 +116,20 @@ async def handle_join_group(ctx, request):
         leader="", skip_assignment=False, member_id=request.body.member_id or "", members=[])
 
 
-async def handle_sync_group(ctx, request):
+async def handle_sync_group(ctx: ApiContext, request: Request) -> SyncGroupResponse:
     if _may(ctx, request, READ, request.body.group_id):
         return await groups.handle_sync_group(ctx, request)
     return SyncGroupResponse(throttle_time_ms=0, error_code=GROUP_DENIED, protocol_type=None,
                              protocol_name=None, assignment=b"")
 
 
-async def handle_heartbeat(ctx, request):
+async def handle_heartbeat(ctx: ApiContext, request: Request) -> HeartbeatResponse:
     if _may(ctx, request, READ, request.body.group_id):
         return await groups.handle_heartbeat(ctx, request)
     return HeartbeatResponse(throttle_time_ms=0, error_code=GROUP_DENIED)
 
 
-async def handle_leave_group(ctx, request):
+async def handle_leave_group(ctx: ApiContext, request: Request) -> LeaveGroupResponse:
     if _may(ctx, request, READ, request.body.group_id):
         return await groups.handle_leave_group(ctx, request)
     return LeaveGroupResponse(throttle_time_ms=0, error_code=GROUP_DENIED, members=[])
@@ -128,7 +137,7 @@ async def handle_leave_group(ctx, request):
 
 # -- offsets ----------------------------------------------------------------------------------
 
-async def handle_offset_commit(ctx, request):
+async def handle_offset_commit(ctx: ApiContext, request: Request) -> OffsetCommitResponse:
     body = request.body
     if not ctx.authorizer.enabled:
         return await groups.handle_offset_commit(ctx, request)
@@ -144,14 +153,15 @@ async def handle_offset_commit(ctx, request):
     return OffsetCommitResponse(throttle_time_ms=0, topics=answered + list(refused))
 
 
-def _commit_refused(topics, code: ErrorCode):
+def _commit_refused(topics: list, code: ErrorCode) -> OffsetCommitResponse:
     return OffsetCommitResponse(throttle_time_ms=0, topics=[
         groups.CommitTopic(name=t.name, partitions=[
             groups.CommitPartition(partition_index=p.partition_index, error_code=code)
             for p in t.partitions]) for t in topics])
 
 
-async def handle_txn_offset_commit(ctx, request):
+async def handle_txn_offset_commit(ctx: ApiContext,
+                                   request: Request) -> TxnOffsetCommitResponse:
     body = request.body
     if not ctx.authorizer.enabled:
         return await groups.handle_txn_offset_commit(ctx, request)
@@ -170,14 +180,14 @@ async def handle_txn_offset_commit(ctx, request):
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=answered + list(refused))
 
 
-def _txn_commit_refused(topics, code: ErrorCode):
+def _txn_commit_refused(topics: list, code: ErrorCode) -> TxnOffsetCommitResponse:
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         groups.TxnCommitTopic(name=t.name, partitions=[
             groups.TxnCommitPartition(partition_index=p.partition_index, error_code=code)
             for p in t.partitions]) for t in topics])
 
 
-async def handle_offset_fetch(ctx, request):
+async def handle_offset_fetch(ctx: ApiContext, request: Request) -> OffsetFetchResponse:
     body = request.body
     if not ctx.authorizer.enabled:
         return await groups.handle_offset_fetch(ctx, request)
@@ -196,7 +206,7 @@ async def handle_offset_fetch(ctx, request):
     return response
 
 
-async def _offset_fetch_groups(ctx, request):
+async def _offset_fetch_groups(ctx: ApiContext, request: Request) -> OffsetFetchResponse:
     wanted = list(request.body.groups)
     allowed = [g for g in wanted if _may(ctx, request, DESCRIBE, g.group_id)]
     answered = {}
@@ -212,7 +222,8 @@ async def _offset_fetch_groups(ctx, request):
         for g in wanted])
 
 
-def _only_described(ctx, request, topics, asked_by_name: bool) -> list:
+def _only_described(ctx: ApiContext, request: Request, topics: list,
+                    asked_by_name: bool) -> list:
     """Topics the principal may not Describe: refused per partition when asked for by
     name, left out of a listing of all the group's offsets."""
     denied = ctx.authorizer.refused(request, DESCRIBE, (t.name for t in topics))
@@ -226,14 +237,14 @@ def _only_described(ctx, request, topics, asked_by_name: bool) -> list:
     return list(topics)
 
 
-def _fetch_refused(partition_class, index: int, code: ErrorCode):
+def _fetch_refused(partition_class: type, index: int, code: ErrorCode) -> Any:
     return partition_class(partition_index=index, committed_offset=-1,
                            committed_leader_epoch=-1, metadata="", error_code=code)
 
 
 # -- admin ------------------------------------------------------------------------------------
 
-async def handle_list_groups(ctx, request):
+async def handle_list_groups(ctx: ApiContext, request: Request) -> ListGroupsResponse:
     response = await groups.handle_list_groups(ctx, request)
     if ctx.authorizer.allows_cluster(request, DESCRIBE, log_denial=False):
         return response
@@ -242,7 +253,7 @@ async def handle_list_groups(ctx, request):
     return response
 
 
-async def handle_describe_groups(ctx, request):
+async def handle_describe_groups(ctx: ApiContext, request: Request) -> DescribeGroupsResponse:
     wanted = list(request.body.groups)
     allowed = [g for g in wanted if _may(ctx, request, DESCRIBE, g)]
     if len(allowed) == len(wanted):
@@ -260,7 +271,7 @@ async def handle_describe_groups(ctx, request):
         for g in wanted])
 
 
-async def handle_delete_groups(ctx, request):
+async def handle_delete_groups(ctx: ApiContext, request: Request) -> DeleteGroupsResponse:
     wanted = list(request.body.groups_names)
     allowed = [g for g in wanted if _may(ctx, request, DELETE, g)]
     if len(allowed) == len(wanted):
@@ -278,14 +289,16 @@ async def handle_delete_groups(ctx, request):
 
 # -- KIP-848 consumer groups --------------------------------------------------------------------
 
-async def handle_consumer_group_heartbeat(ctx, request):
+async def handle_consumer_group_heartbeat(
+        ctx: ApiContext, request: Request) -> ConsumerGroupHeartbeatResponse:
     if _may(ctx, request, READ, request.body.group_id):
         return await groups.handle_consumer_group_heartbeat(ctx, request)
     return ConsumerGroupHeartbeatResponse(error_code=GROUP_DENIED,
                                           error_message=GROUP_DENIED.name)
 
 
-async def handle_consumer_group_describe(ctx, request):
+async def handle_consumer_group_describe(
+        ctx: ApiContext, request: Request) -> ConsumerGroupDescribeResponse:
     wanted = list(request.body.group_ids)
     allowed = [g for g in wanted if _may(ctx, request, DESCRIBE, g)]
     if len(allowed) == len(wanted):

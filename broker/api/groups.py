@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (
@@ -51,6 +52,11 @@ from protocol.errors import ErrorCode
 
 from ..coordinator import CoordinatorAnswer
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 AUTHORIZED_OPERATIONS_OMITTED = None  # kafka-python encodes None as INT32_MIN ("not requested")
@@ -70,7 +76,7 @@ DescribedMember = DescribedGroup.DescribedGroupMember
 
 # -- FindCoordinator --------------------------------------------------------------------------
 
-async def handle_find_coordinator(ctx, request):
+async def handle_find_coordinator(ctx: ApiContext, request: Request) -> FindCoordinatorResponse:
     body = request.body
     if request.api_version >= 4:
         coordinators = []
@@ -87,7 +93,7 @@ async def handle_find_coordinator(ctx, request):
                                    host=answer.host, port=answer.port)
 
 
-async def _find_coordinator(ctx, key: str, key_type: int) -> CoordinatorAnswer:
+async def _find_coordinator(ctx: ApiContext, key: str, key_type: int) -> CoordinatorAnswer:
     """The coordinator of the key type answers (each on its internal topic, creating it
     on first use); a key type not served is INVALID_REQUEST."""
     if key_type == KEY_TYPE_GROUP:
@@ -98,7 +104,8 @@ async def _find_coordinator(ctx, key: str, key_type: int) -> CoordinatorAnswer:
                              f"key type {key_type}: not a group or transactional id")
 
 
-def _on_listener(ctx, request, answer):
+def _on_listener(ctx: ApiContext, request: Request,
+                 answer: CoordinatorAnswer) -> CoordinatorAnswer:
     """The coordinator's endpoint on the listener the request came in on (Kafka answers
     with the same listener name); COORDINATOR_NOT_AVAILABLE if it has no such listener."""
     if answer.node_id < 0 or request.session is None:
@@ -114,7 +121,7 @@ def _on_listener(ctx, request, answer):
 
 # -- membership -------------------------------------------------------------------------------
 
-async def handle_join_group(ctx, request):
+async def handle_join_group(ctx: ApiContext, request: Request) -> JoinGroupResponse:
     body = request.body
     version = request.api_version
     rebalance_timeout_ms = body.rebalance_timeout_ms if version >= 1 else -1
@@ -139,7 +146,7 @@ async def handle_join_group(ctx, request):
             for member_id, instance_id, metadata in result.members])
 
 
-async def handle_sync_group(ctx, request):
+async def handle_sync_group(ctx: ApiContext, request: Request) -> SyncGroupResponse:
     body = request.body
     version = request.api_version
     result = await ctx.groups.sync_group(
@@ -153,7 +160,7 @@ async def handle_sync_group(ctx, request):
                              protocol_name=result.protocol_name, assignment=result.assignment)
 
 
-async def handle_heartbeat(ctx, request):
+async def handle_heartbeat(ctx: ApiContext, request: Request) -> HeartbeatResponse:
     body = request.body
     error = ctx.groups.heartbeat(
         body.group_id, body.member_id, body.generation_id,
@@ -161,7 +168,7 @@ async def handle_heartbeat(ctx, request):
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
-async def handle_leave_group(ctx, request):
+async def handle_leave_group(ctx: ApiContext, request: Request) -> LeaveGroupResponse:
     body = request.body
     if request.api_version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
@@ -178,7 +185,7 @@ async def handle_leave_group(ctx, request):
 
 # -- offsets ----------------------------------------------------------------------------------
 
-async def handle_offset_commit(ctx, request):
+async def handle_offset_commit(ctx: ApiContext, request: Request) -> OffsetCommitResponse:
     body = request.body
     version = request.api_version
     offsets = {}
@@ -200,7 +207,7 @@ async def handle_offset_commit(ctx, request):
         CommitTopic(name=name, partitions=parts) for name, parts in by_topic.items()])
 
 
-async def handle_txn_offset_commit(ctx, request):
+async def handle_txn_offset_commit(ctx: ApiContext, request: Request) -> TxnOffsetCommitResponse:
     body = request.body
     version = request.api_version
     offsets = {}
@@ -227,13 +234,13 @@ async def handle_txn_offset_commit(ctx, request):
         TxnCommitTopic(name=name, partitions=parts) for name, parts in by_topic.items()])
 
 
-def _requested(topics) -> list[tuple[str, int]] | None:
+def _requested(topics: list | None) -> list[tuple[str, int]] | None:
     if topics is None:
         return None
     return [(t.name, p) for t in topics for p in t.partition_indexes]
 
 
-def _by_topic(offsets: dict, partition_class, group_error: ErrorCode | None = None) -> dict:
+def _by_topic(offsets: dict, partition_class: type, group_error: ErrorCode | None = None) -> dict:
     by_topic: dict[str, list] = {}
     for (topic, partition), committed in offsets.items():
         if isinstance(committed, ErrorCode):  # UNSTABLE_OFFSET_COMMIT: no offset shown
@@ -249,7 +256,7 @@ def _by_topic(offsets: dict, partition_class, group_error: ErrorCode | None = No
     return by_topic
 
 
-async def handle_offset_fetch(ctx, request):
+async def handle_offset_fetch(ctx: ApiContext, request: Request) -> OffsetFetchResponse:
     body = request.body
     version = request.api_version
     require_stable = bool(body.require_stable) if version >= 7 else False
@@ -275,7 +282,7 @@ async def handle_offset_fetch(ctx, request):
 
 # -- admin -----------------------------------------------------------------------------------
 
-async def handle_list_groups(ctx, request):
+async def handle_list_groups(ctx: ApiContext, request: Request) -> ListGroupsResponse:
     body = request.body
     version = request.api_version
     error, groups = ctx.groups.list_groups(
@@ -286,7 +293,7 @@ async def handle_list_groups(ctx, request):
         for group_id, protocol_type, state, group_type in groups])
 
 
-async def handle_describe_groups(ctx, request):
+async def handle_describe_groups(ctx: ApiContext, request: Request) -> DescribeGroupsResponse:
     described = []
     for group_id in request.body.groups:
         summary = ctx.groups.describe_group(group_id)
@@ -302,7 +309,7 @@ async def handle_describe_groups(ctx, request):
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
 
-async def handle_delete_groups(ctx, request):
+async def handle_delete_groups(ctx: ApiContext, request: Request) -> DeleteGroupsResponse:
     results = await ctx.groups.delete_groups(list(request.body.groups_names))
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error)
@@ -311,7 +318,8 @@ async def handle_delete_groups(ctx, request):
 
 # -- KIP-848 consumer groups --------------------------------------------------------------------
 
-async def handle_consumer_group_heartbeat(ctx, request):
+async def handle_consumer_group_heartbeat(
+        ctx: ApiContext, request: Request) -> ConsumerGroupHeartbeatResponse:
     body = request.body
     owned = None
     if body.topic_partitions is not None:
@@ -332,12 +340,13 @@ async def handle_consumer_group_heartbeat(ctx, request):
         heartbeat_interval_ms=answer.heartbeat_interval_ms, assignment=assignment)
 
 
-def _described_partitions(assignment) -> list[DescribedTopicPartitions]:
+def _described_partitions(assignment: list) -> list[DescribedTopicPartitions]:
     return [DescribedTopicPartitions(uuid.UUID(topic_id), name, partitions)
             for topic_id, name, partitions in assignment]
 
 
-async def handle_consumer_group_describe(ctx, request):
+async def handle_consumer_group_describe(
+        ctx: ApiContext, request: Request) -> ConsumerGroupDescribeResponse:
     described = []
     for group_id in request.body.group_ids:
         group = ctx.groups.describe_consumer_group(group_id)

@@ -13,6 +13,8 @@ one code that names the cause, stored data that is corrupt, for all of them.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafka.protocol.consumer import ListOffsetsResponse, OffsetForLeaderEpochResponse
 
 from protocol.errors import ErrorCode
@@ -22,13 +24,18 @@ from ..replication.partition import PartitionError
 from ..replication.replica_manager import storage_error_code
 from ..security.acls import AclOperation
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
 ListTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 ListPartition = ListTopic.ListOffsetsPartitionResponse
 EpochTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 EpochPartition = EpochTopic.EpochEndOffset
 
 
-async def handle_list_offsets(ctx, request):
+async def handle_list_offsets(ctx: ApiContext, request: Request) -> ListOffsetsResponse:
     rm = ctx.replica_manager
     denied = ctx.authorizer.refused(request, AclOperation.DESCRIBE,
                                     (t.name for t in request.body.topics))
@@ -67,7 +74,8 @@ def _error_code(exc: PartitionError | StorageError) -> ErrorCode:
     return storage_error_code(exc)
 
 
-async def handle_offset_for_leader_epoch(ctx, request):
+async def handle_offset_for_leader_epoch(
+        ctx: ApiContext, request: Request) -> OffsetForLeaderEpochResponse:
     rm = ctx.replica_manager
     denied = set() if ctx.authorizer.allows_cluster(
         request, AclOperation.CLUSTER_ACTION, log_denial=False) else ctx.authorizer.refused(

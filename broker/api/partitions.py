@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import CreatePartitionsResponse
 
@@ -36,6 +37,12 @@ from protocol.errors import ErrorCode
 from ..controller.metadata_client import ApplyError, MetadataUnavailable, assign_replicas
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal
+
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from ..controller.metadata_client import ClusterState
+    from .context import ApiContext
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +55,7 @@ EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
 
 
 class PartitionsRefused(Exception):
-    def __init__(self, code: ErrorCode, message: str):
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
 
@@ -56,7 +63,7 @@ class PartitionsRefused(Exception):
 class Deadline:
     """A request's ``timeout_ms``, counted from its handler's start."""
 
-    def __init__(self, timeout_ms: int):
+    def __init__(self, timeout_ms: int) -> None:
         self.timeout_ms = timeout_ms
         self._end = asyncio.get_running_loop().time() + max(0, timeout_ms) / 1000.0
 
@@ -64,7 +71,8 @@ class Deadline:
         return max(0.0, self._end - asyncio.get_running_loop().time())
 
 
-async def unknown_after_wait(ctx, positions: dict[str, tuple], deadline: Deadline) -> set[str]:
+async def unknown_after_wait(ctx: ApiContext, positions: dict[str, tuple],
+                             deadline: Deadline) -> set[str]:
     """Wait until every live broker knows the image at each of ``positions`` (topic name →
     ``image.position()`` right after its change was applied here), within ``deadline``;
     returns the names some live broker still does not know.  Nothing is waited for when
@@ -80,12 +88,13 @@ async def unknown_after_wait(ctx, positions: dict[str, tuple], deadline: Deadlin
             if ctx.metadata.brokers_lacking(position, ctx.node_id)}
 
 
-async def handle_create_partitions(ctx, request):
+async def handle_create_partitions(ctx: ApiContext,
+                                   request: Request) -> CreatePartitionsResponse:
     return await ctx.replica_manager.tasks.outlive("CreatePartitions",
                                                    _create_partitions(ctx, request))
 
 
-async def _create_partitions(ctx, request):
+async def _create_partitions(ctx: ApiContext, request: Request) -> CreatePartitionsResponse:
     body = request.body
     deadline = Deadline(body.timeout_ms)
     results: list = []
@@ -122,11 +131,11 @@ async def _create_partitions(ctx, request):
     return CreatePartitionsResponse(throttle_time_ms=0, results=results)
 
 
-def _refused(name: str, code: ErrorCode, message: str):
+def _refused(name: str, code: ErrorCode, message: str) -> Result:
     return Result(name=name, error_code=code, error_message=message)
 
 
-def _validate(ctx, topic, budget: int) -> tuple[str, list[list[int]]]:
+def _validate(ctx: ApiContext, topic: Any, budget: int) -> tuple[str, list[list[int]]]:
     """(topic id, replica lists of the new partitions), or PartitionsRefused; at most
     ``budget`` new partitions (the request's remaining MAX_PARTITIONS_PER_REQUEST)."""
     image = ctx.image
@@ -169,7 +178,7 @@ def _validate(ctx, topic, budget: int) -> tuple[str, list[list[int]]]:
     return info.topic_id, assignment
 
 
-def _replica_list_problem(image, replicas: list[int], replication: int) -> str | None:
+def _replica_list_problem(image: ClusterState, replicas: list[int], replication: int) -> str | None:
     if not replicas:
         return "The manual partition assignment includes an empty replica list."
     for broker_id in replicas:

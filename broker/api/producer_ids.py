@@ -13,6 +13,8 @@ PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below v4 (KIP-588), as Kaf
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafka.protocol.producer import InitProducerIdResponse
 
 from protocol.errors import ErrorCode
@@ -21,18 +23,24 @@ from ..controller.metadata_client import MetadataUnavailable
 from ..security.acls import AclOperation, ResourceType
 from .transactions import fenced_for_version
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
 MAX_PRODUCER_EPOCH = 32767
 NO_PRODUCER_ID = NO_PRODUCER_EPOCH = -1
 # The first InitProducerId version that knows PRODUCER_FENCED.
 PRODUCER_FENCED_SINCE_VERSION = 4
 
 
-def _response(error_code: int, producer_id: int = -1, producer_epoch: int = -1):
+def _response(error_code: int, producer_id: int = -1,
+              producer_epoch: int = -1) -> InitProducerIdResponse:
     return InitProducerIdResponse(throttle_time_ms=0, error_code=error_code,
                                   producer_id=producer_id, producer_epoch=producer_epoch)
 
 
-async def handle_init_producer_id(ctx, request):
+async def handle_init_producer_id(ctx: ApiContext, request: Request) -> InitProducerIdResponse:
     body = request.body
     if body.transactional_id is not None:
         return await _init_transactional(ctx, request)
@@ -49,7 +57,7 @@ async def handle_init_producer_id(ctx, request):
         return _response(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
 
-async def _init_transactional(ctx, request):
+async def _init_transactional(ctx: ApiContext, request: Request) -> InitProducerIdResponse:
     body = request.body
     if not ctx.authorizer.allows(request, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
                                  body.transactional_id):

@@ -47,6 +47,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import DescribeQuorumRequest, DescribeQuorumResponse
 
@@ -62,13 +63,20 @@ from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..security.acls import AclOperation
 from ..security.client import inter_broker_security
 
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
 ZERO_UUID = uuid.UUID(int=0)
 REMOVE_TIMEOUT_S = 30.0
 FORWARD_RETRY_S = 0.25
 FORWARD_CLIENT_PREFIX = "raftwood-quorum-"  # client id of a request one broker forwards
 
 
-def _refusal(ctx, request, body) -> tuple[ErrorCode, str] | None:
+def _refusal(ctx: ApiContext, request: Request, body: Any) -> tuple[ErrorCode, str] | None:
     if not ctx.authorizer.allows_cluster(request, AclOperation.ALTER):
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Alter on the cluster is required"
     if body.cluster_id is not None and body.cluster_id != ctx.image.cluster_id:
@@ -82,7 +90,7 @@ def _refusal(ctx, request, body) -> tuple[ErrorCode, str] | None:
     return None
 
 
-async def _answer(response_class, change) -> object:
+async def _answer(response_class: type, change: Awaitable[object]) -> Any:
     try:
         await change
     except ApplyError as exc:
@@ -92,7 +100,7 @@ async def _answer(response_class, change) -> object:
     return response_class()
 
 
-async def handle_add_raft_voter(ctx, request):
+async def handle_add_raft_voter(ctx: ApiContext, request: Request) -> AddRaftVoterResponse:
     body = request.body
     refused = _refusal(ctx, request, body)
     if refused is None and body.voter_id not in ctx.image.brokers:
@@ -108,14 +116,15 @@ async def handle_add_raft_voter(ctx, request):
         body.voter_id, f"{endpoint.host}:{endpoint.port}", timeout_s))
 
 
-async def handle_remove_raft_voter(ctx, request):
+async def handle_remove_raft_voter(ctx: ApiContext,
+                                   request: Request) -> RemoveRaftVoterResponse:
     """Its own task: a client that leaves cannot stop it between handing over the
     leadership and removing the voter."""
     return await ctx.replica_manager.tasks.outlive("RemoveRaftVoter",
                                                    _remove_raft_voter(ctx, request))
 
 
-async def _remove_raft_voter(ctx, request):
+async def _remove_raft_voter(ctx: ApiContext, request: Request) -> RemoveRaftVoterResponse:
     body = request.body
     refused = _refusal(ctx, request, body)
     if refused is not None:
@@ -137,7 +146,7 @@ async def _remove_raft_voter(ctx, request):
     return answer
 
 
-async def _forward(ctx, body) -> RemoveRaftVoterResponse:
+async def _forward(ctx: ApiContext, body: Any) -> RemoveRaftVoterResponse:
     """Send the request to the quorum leader (again while there is none, or it moves)."""
     return await forward_to_quorum_leader(
         ctx, RemoveRaftVoterRequest[0](cluster_id=body.cluster_id, voter_id=body.voter_id,
@@ -146,13 +155,14 @@ async def _forward(ctx, body) -> RemoveRaftVoterResponse:
         led=lambda answer: answer.error_code != ErrorCode.NOT_CONTROLLER)
 
 
-def forwarded(request) -> bool:
+def forwarded(request: Request) -> bool:
     """True when another broker forwarded ``request`` here (its client id says so)."""
     return (request.client_id or "").startswith(FORWARD_CLIENT_PREFIX)
 
 
-async def forward_to_quorum_leader(ctx, message, *, timeout_s: float, attempt_timeout_s: float,
-                                   led: Callable[[object], bool]):
+async def forward_to_quorum_leader(ctx: ApiContext, message: Any, *, timeout_s: float,
+                                   attempt_timeout_s: float,
+                                   led: Callable[[Any], bool]) -> Any:
     """Send ``message`` (a versioned request) to the quorum leader's inter-broker listener
     and return its answer, as Kafka's brokers forward quorum requests to the active
     controller.  Tried again every FORWARD_RETRY_S while no leader is known, the leader
@@ -194,7 +204,7 @@ QuorumPartition = QuorumTopic.PartitionData
 ReplicaState = QuorumPartition.ReplicaState
 
 
-async def handle_describe_quorum(ctx, request):
+async def handle_describe_quorum(ctx: ApiContext, request: Request) -> DescribeQuorumResponse:
     """The metadata quorum as its leader knows it (see the module doc)."""
     body = request.body
     if not ctx.authorizer.allows_cluster(request, AclOperation.DESCRIBE):
@@ -228,7 +238,7 @@ async def handle_describe_quorum(ctx, request):
     return answer
 
 
-def _describe_as_leader(ctx) -> DescribeQuorumResponse | None:
+def _describe_as_leader(ctx: ApiContext) -> DescribeQuorumResponse | None:
     """The answer from this broker's Raft node, or None when it does not lead."""
     status = ctx.metadata.quorum_status()
     if not status or not status.get("running") or not status.get("leading"):
@@ -255,7 +265,7 @@ def _describe_as_leader(ctx) -> DescribeQuorumResponse | None:
             current_voters=voters, observers=observers)])])
 
 
-def _each_partition_refused(body, error: ErrorCode) -> DescribeQuorumResponse:
+def _each_partition_refused(body: Any, error: ErrorCode) -> DescribeQuorumResponse:
     """Kafka's partition-level error answer: every partition asked for, with ``error``."""
     return DescribeQuorumResponse(error_code=ErrorCode.NONE, topics=[
         QuorumTopic(topic_name=topic.topic_name, partitions=[
@@ -275,6 +285,6 @@ def _not_leader() -> DescribeQuorumResponse:
         partitions=[_refused_partition(0, ErrorCode.NOT_LEADER_OR_FOLLOWER)])])
 
 
-def _names_error(answer, error: ErrorCode) -> bool:
+def _names_error(answer: Any, error: ErrorCode) -> bool:
     return answer.error_code == error or any(
         p.error_code == error for t in answer.topics for p in t.partitions)

@@ -16,6 +16,8 @@ CLUSTER_AUTHORIZATION_FAILED for the whole request.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafka.protocol.admin import (
     AlterPartitionReassignmentsResponse,
     ListPartitionReassignmentsResponse,
@@ -26,13 +28,20 @@ from protocol.errors import ErrorCode
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..security.acls import AclOperation
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from ..controller.metadata_client import ClusterState
+    from .context import ApiContext
+
 AlterTopic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 AlterPartition = AlterTopic.ReassignablePartitionResponse
 ListTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 ListPartition = ListTopic.OngoingPartitionReassignment
 
 
-async def handle_alter_partition_reassignments(ctx, request):
+async def handle_alter_partition_reassignments(
+        ctx: ApiContext, request: Request) -> AlterPartitionReassignmentsResponse:
     body = request.body
     requests = [[t.name, p.partition_index, None if p.replicas is None else list(p.replicas)]
                 for t in body.topics for p in t.partitions]
@@ -61,12 +70,13 @@ async def handle_alter_partition_reassignments(ctx, request):
     return _alter_response(ErrorCode.NONE, None, requests, results + refused)
 
 
-def _changes_factor(metadata, name: str, index: int, target: list[int]) -> bool:
+def _changes_factor(metadata: ClusterState, name: str, index: int, target: list[int]) -> bool:
     before = metadata.replicas_before_reassignment(name, index)
     return before is not None and len(target) != len(before)
 
 
-def _alter_response(top: ErrorCode, message: str | None, requests: list, results: list):
+def _alter_response(top: ErrorCode, message: str | None, requests: list,
+                    results: list) -> AlterPartitionReassignmentsResponse:
     """Results by (topic, partition); with a top-level error every partition carries it."""
     by_key = {(name, index): (ErrorCode[code], text) for name, index, code, text in results}
     by_topic: dict[str, list] = {}
@@ -81,7 +91,8 @@ def _alter_response(top: ErrorCode, message: str | None, requests: list, results
                                           for name, partitions in by_topic.items()])
 
 
-async def handle_list_partition_reassignments(ctx, request):
+async def handle_list_partition_reassignments(
+        ctx: ApiContext, request: Request) -> ListPartitionReassignmentsResponse:
     if not ctx.authorizer.allows_cluster(request, AclOperation.DESCRIBE):
         return ListPartitionReassignmentsResponse(
             throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

@@ -12,6 +12,8 @@ partition's low watermark once every live replica has deleted, REQUEST_TIMED_OUT
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafka.protocol.admin import DeleteRecordsResponse
 
 from protocol.errors import ErrorCode
@@ -20,11 +22,16 @@ from ..replication.delete_records import DeleteRecordsStatus, delete_records
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
 TopicResult = DeleteRecordsResponse.DeleteRecordsTopicResult
 PartitionResult = TopicResult.DeleteRecordsPartitionResult
 
 
-async def handle_delete_records(ctx, request):
+async def handle_delete_records(ctx: ApiContext, request: Request) -> DeleteRecordsResponse:
     body = request.body
     image = ctx.image
     refused: dict[tuple[str, int], ErrorCode] = {}

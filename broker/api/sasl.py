@@ -14,6 +14,7 @@ of order or on a listener without SASL.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
@@ -21,10 +22,16 @@ from protocol.errors import ErrorCode
 
 from ..security.sasl import SaslFailure
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from ..security.session import SecuritySession
+    from .context import ApiContext
+
 log = logging.getLogger(__name__)
 
 
-async def handle_sasl_handshake(ctx, request):
+async def handle_sasl_handshake(ctx: ApiContext, request: Request) -> SaslHandshakeResponse:
     session = request.session
     mechanism = request.body.mechanism.upper()
     enabled = ctx.sasl.enabled(session.listener.name) if session.listener.uses_sasl else []
@@ -44,7 +51,7 @@ async def handle_sasl_handshake(ctx, request):
     return SaslHandshakeResponse(error_code=ErrorCode.NONE, mechanisms=enabled)
 
 
-def legacy_token(session, token: bytes, peer: str) -> bytes | None:
+def legacy_token(session: SecuritySession, token: bytes, peer: str) -> bytes | None:
     """One bare token after a SaslHandshake v0: the mechanism's answer (sent back as a
     bare frame, empty included, as Kafka does), or None when authentication failed
     (logged; the connection then closes, v0 has no way to say why)."""
@@ -65,7 +72,8 @@ def legacy_token(session, token: bytes, peer: str) -> bytes | None:
     return reply
 
 
-async def handle_sasl_authenticate(ctx, request):
+async def handle_sasl_authenticate(ctx: ApiContext,
+                                   request: Request) -> SaslAuthenticateResponse:
     session = request.session
     if session.exchange is None:
         session.close_requested = True
@@ -88,10 +96,11 @@ async def handle_sasl_authenticate(ctx, request):
     return _answer(ErrorCode.NONE, None, reply)
 
 
-def _answer(code: ErrorCode, message: str | None, auth_bytes: bytes = b""):
+def _answer(code: ErrorCode, message: str | None,
+            auth_bytes: bytes = b"") -> SaslAuthenticateResponse:
     return SaslAuthenticateResponse(error_code=code, error_message=message,
                                     auth_bytes=auth_bytes, session_lifetime_ms=0)
 
 
-def _port(request) -> str:
+def _port(request: Request) -> str:
     return f" client {request.client_id}" if request.client_id else ""

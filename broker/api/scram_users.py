@@ -14,6 +14,7 @@ CLUSTER_AUTHORIZATION_FAILED), Alter on the cluster to alter (else every user's)
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import (
     AlterUserScramCredentialsResponse,
@@ -26,6 +27,11 @@ from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..security import scram
 from ..security.acls import AclOperation
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
 log = logging.getLogger(__name__)
 
 Described = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
@@ -33,7 +39,8 @@ CredentialInfo = Described.CredentialInfo
 Altered = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
-async def handle_describe_user_scram_credentials(ctx, request):
+async def handle_describe_user_scram_credentials(
+        ctx: ApiContext, request: Request) -> DescribeUserScramCredentialsResponse:
     if not ctx.authorizer.allows_cluster(request, AclOperation.DESCRIBE):
         return DescribeUserScramCredentialsResponse(
             throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
@@ -62,7 +69,8 @@ async def handle_describe_user_scram_credentials(ctx, request):
                                                 error_message=None, results=results)
 
 
-async def handle_alter_user_scram_credentials(ctx, request):
+async def handle_alter_user_scram_credentials(
+        ctx: ApiContext, request: Request) -> AlterUserScramCredentialsResponse:
     body = request.body
     if not ctx.authorizer.allows_cluster(request, AclOperation.ALTER):
         return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
@@ -115,7 +123,7 @@ async def handle_alter_user_scram_credentials(ctx, request):
     return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=results)
 
 
-def _mechanism_problem(op):
+def _mechanism_problem(op: Any) -> tuple[ErrorCode, str] | None:
     if op.mechanism not in scram.MECHANISM_TYPES:
         return (ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                 f"Unknown SCRAM mechanism {op.mechanism} for user {op.name}")
@@ -124,7 +132,7 @@ def _mechanism_problem(op):
     return None
 
 
-def _upsertion_problem(op):
+def _upsertion_problem(op: Any) -> tuple[ErrorCode, str] | None:
     if op.iterations < scram.MIN_ITERATIONS:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"
     if op.iterations > scram.MAX_ITERATIONS:

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from protocol.status import encode_status_response
 
+if TYPE_CHECKING:
+    from .context import ApiContext
 
-def status(ctx) -> dict:
+
+def status(ctx: ApiContext) -> dict:
     image = ctx.image
     rm = ctx.replica_manager
     now_ms = int(time.time() * 1000)
@@ -55,5 +59,5 @@ def status(ctx) -> dict:
     }
 
 
-def status_response(ctx, correlation_id: int) -> bytes:
+def status_response(ctx: ApiContext, correlation_id: int) -> bytes:
     return encode_status_response(correlation_id, status(ctx))

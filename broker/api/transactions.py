@@ -15,6 +15,8 @@ The transaction coordinator (``broker/transactions/``) behind Kafka's KafkaApis 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafka.protocol.admin import DescribeTransactionsResponse, ListTransactionsResponse
 from kafka.protocol.producer import (
     AddOffsetsToTxnResponse,
@@ -27,6 +29,11 @@ from protocol.errors import ErrorCode
 from ..groups.placement import OFFSETS_TOPIC
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal
+
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
 
 WRITE, READ, DESCRIBE = AclOperation.WRITE, AclOperation.READ, AclOperation.DESCRIBE
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -42,14 +49,14 @@ def fenced_for_version(error: ErrorCode, version: int,
     return error
 
 
-def _may_write_txn(ctx, request, transactional_id: str) -> bool:
+def _may_write_txn(ctx: ApiContext, request: Request, transactional_id: str) -> bool:
     return ctx.authorizer.allows(request, WRITE, ResourceType.TRANSACTIONAL_ID,
                                  transactional_id or "")
 
 
 # -- AddPartitionsToTxn -----------------------------------------------------------------------
 
-def _partition_results(errors: dict[tuple[str, int], int]):
+def _partition_results(errors: dict[tuple[str, int], int]) -> list:
     Result = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
     by_topic: dict[str, list] = {}
     for (topic, index), error in errors.items():
@@ -58,12 +65,13 @@ def _partition_results(errors: dict[tuple[str, int], int]):
     return [Result(name=t, results_by_partition=p) for t, p in by_topic.items()]
 
 
-async def handle_add_partitions_to_txn(ctx, request):
+async def handle_add_partitions_to_txn(ctx: ApiContext,
+                                       request: Request) -> AddPartitionsToTxnResponse:
     body = request.body
     wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
     transactional_id = body.v3_and_below_transactional_id
 
-    def answer(errors):
+    def answer(errors: dict[tuple[str, int], int]) -> AddPartitionsToTxnResponse:
         return AddPartitionsToTxnResponse(throttle_time_ms=0,
                                           results_by_topic_v3_and_below=_partition_results(errors))
 
@@ -88,7 +96,7 @@ async def handle_add_partitions_to_txn(ctx, request):
 
 # -- AddOffsetsToTxn --------------------------------------------------------------------------
 
-async def handle_add_offsets_to_txn(ctx, request):
+async def handle_add_offsets_to_txn(ctx: ApiContext, request: Request) -> AddOffsetsToTxnResponse:
     body = request.body
     if not _may_write_txn(ctx, request, body.transactional_id):
         return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=TXN_DENIED)
@@ -104,7 +112,7 @@ async def handle_add_offsets_to_txn(ctx, request):
 
 # -- EndTxn -----------------------------------------------------------------------------------
 
-async def handle_end_txn(ctx, request):
+async def handle_end_txn(ctx: ApiContext, request: Request) -> EndTxnResponse:
     body = request.body
     if not _may_write_txn(ctx, request, body.transactional_id):
         return EndTxnResponse(throttle_time_ms=0, error_code=TXN_DENIED)
@@ -116,7 +124,8 @@ async def handle_end_txn(ctx, request):
 
 # -- DescribeTransactions / ListTransactions -----------------------------------------------------
 
-async def handle_describe_transactions(ctx, request):
+async def handle_describe_transactions(
+        ctx: ApiContext, request: Request) -> DescribeTransactionsResponse:
     State = DescribeTransactionsResponse.TransactionState
     states = []
     for transactional_id in request.body.transactional_ids:
@@ -139,7 +148,7 @@ async def handle_describe_transactions(ctx, request):
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)
 
 
-async def handle_list_transactions(ctx, request):
+async def handle_list_transactions(ctx: ApiContext, request: Request) -> ListTransactionsResponse:
     body = request.body
     listing = ctx.transactions.list_transactions(
         list(body.state_filters or []), list(body.producer_id_filters or []),

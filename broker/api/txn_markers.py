@@ -19,6 +19,7 @@ partition answers CLUSTER_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from kafka.protocol.producer import WriteTxnMarkersResponse
 
@@ -26,6 +27,11 @@ from protocol.errors import ErrorCode
 
 from ..groups.placement import OFFSETS_TOPIC
 from ..security.acls import AclOperation
+
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
 
 # Kafka waits request.timeout.ms (30 s by default) for the markers' replication.
 MARKER_ACKS_TIMEOUT_MS = 30_000
@@ -35,14 +41,15 @@ TopicResult = MarkerResult.WritableTxnMarkerTopicResult
 PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
 
 
-async def handle_write_txn_markers(ctx, request):
+async def handle_write_txn_markers(ctx: ApiContext,
+                                   request: Request) -> WriteTxnMarkersResponse:
     """Runs to its end when the coordinator's connection is lost meanwhile (its request
     timed out): markers acknowledged then still complete the transactional offset
     commits they end."""
     return await ctx.groups.tasks.outlive("WriteTxnMarkers", _write_txn_markers(ctx, request))
 
 
-async def _write_txn_markers(ctx, request):
+async def _write_txn_markers(ctx: ApiContext, request: Request) -> WriteTxnMarkersResponse:
     markers = request.body.markers
     if not ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION):
         return _response({(i, t.name, p): ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -75,7 +82,8 @@ async def _write_txn_markers(ctx, request):
     return _response(errors, markers)
 
 
-def _response(errors: dict[tuple[int, str, int], ErrorCode], markers):
+def _response(errors: dict[tuple[int, str, int], ErrorCode],
+              markers: list) -> WriteTxnMarkersResponse:
     results = []
     for i, marker in enumerate(markers):
         topics = [TopicResult(name=topic.name, partitions=[
