@@ -13,6 +13,9 @@
     raftwood users add|list|delete NAME ...               SCRAM users
     raftwood acls add|list|remove [--allow-principal User:x] [--operation read] [--topic T]
                                                           ACLs (kafka-acls.sh's options)
+    raftwood configs --entity-type brokers|topics|groups|broker-loggers
+        --entity-name N|--entity-default --describe|--alter [--add-config k=v,...]
+        [--delete-config k]                               configs (kafka-configs.sh's options)
     raftwood reassign --topics T1,T2 [--brokers 1,2,4] [--execute|--status|--cancel]
                                                           move replicas (KIP-455)
     raftwood brokers decommission ID [--execute]          move every replica off a broker
@@ -28,7 +31,7 @@ import sys
 
 from .. import config as config_module
 from .. import config_doc, logs
-from . import acls, admin, console, dev, groups, quorum, reassign, users, verify
+from . import acls, admin, configs, console, dev, groups, quorum, reassign, users, verify
 
 
 def _setup_logging(level: str, log_format: str = "text") -> None:
@@ -101,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups.add_commands(commands)
     users.add_commands(commands)
     acls.add_commands(commands)
+    configs.add_commands(commands)
     verify.add_command(commands)
     return parser
 
