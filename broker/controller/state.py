@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -211,7 +211,7 @@ class ClusterState:
         info = self.brokers.get(broker_id)
         return info is not None and not info.fenced
 
-    def partitions(self):
+    def partitions(self) -> Iterator[tuple[TopicInfo, int, PartitionInfo]]:
         for topic in self.topics.values():
             for index, partition in topic.partitions.items():
                 yield topic, index, partition
