@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from typing import Any
 
 from .client_protocol import (  # noqa: F401  (the client's public names)
     MAX_RESPONSE_BYTES,
@@ -157,7 +158,7 @@ class AsyncConnection:
     def connected(self) -> bool:
         return self._stream is not None
 
-    async def request(self, message, response_class=None):
+    async def request(self, message: Any, response_class: Any = None) -> Any:
         """Send ``message`` (a versioned kafka-python request) and return its response
         (decoded with ``response_class``, by default the one its header names)."""
         try:
