@@ -49,7 +49,7 @@ class PartitionOutcome:
     error: ErrorCode = ErrorCode.NONE
     acknowledge_error: ErrorCode | None = None  # None: nothing was acknowledged
     leader: tuple[int, int] = (-1, -1)  # (leader id, leader epoch)
-    records: Any = None
+    records: Any = b""  # never null: librdkafka refuses a null record set
     acquired: list = field(default_factory=list)
 
 

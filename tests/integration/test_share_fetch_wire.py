@@ -20,7 +20,7 @@ from broker.harness.wire import read_records
 from broker.testing import BrokerProcess, KafkaConnection, build_batch
 from protocol.share_fetch_messages import ShareAcknowledgeRequest, ShareFetchRequest
 
-TOPIC = "queue"
+pytestmark = pytest.mark.slow  # a broker process, and a 4 s lock left to expire
 LOCK_MS = 4000
 DELIVERY_LIMIT = 2
 ACCEPT, RELEASE, REJECT, RENEW = 1, 2, 3, 4
