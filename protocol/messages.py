@@ -142,6 +142,12 @@ from .share_fetch_messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
+from .share_group_messages import (
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
 
 _PEEK = struct.Struct(">hhi")
 _DECODE_ERRORS = (struct.error, ValueError, IndexError, TypeError, UnicodeDecodeError,
@@ -216,6 +222,10 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     # stops at v0 (v1's member type is for groups converted from classic members).
     _spec(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1),
     _spec(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 0),
+    # KIP-932's share groups, group side (share_group_messages.py): v1 only, Kafka 4.1+
+    # (v0 was 4.0's early access).
+    _spec(ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 1, 1),
+    _spec(ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1),
     # KIP-932's share groups, partition side (share_fetch_messages.py): Kafka 4.2's v1-2
     # (v2: ShareAcquireMode and the RENEW acknowledgement, KIP-1206 / KIP-1222).
     _spec(ShareFetchRequest, ShareFetchResponse, 1, 2),

@@ -42,6 +42,7 @@ from . import (  # issue #16  # security (broker/security/)
     sasl,
     scram_users,
     share_fetch,  # KIP-932: share groups, the partition leader's side
+    share_groups,  # KIP-932: share groups, the group coordinator's side
     transactions,  # the transaction coordinator (broker/transactions/)
     txn_markers,  # transactions: the partition leader's side
 )
@@ -82,6 +83,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DeleteGroups: group_acls.handle_delete_groups,
     ApiKey.ConsumerGroupHeartbeat: group_acls.handle_consumer_group_heartbeat,
     ApiKey.ConsumerGroupDescribe: group_acls.handle_consumer_group_describe,
+    ApiKey.ShareGroupHeartbeat: share_groups.handle_share_group_heartbeat,
+    ApiKey.ShareGroupDescribe: share_groups.handle_share_group_describe,
     ApiKey.ShareFetch: share_fetch.handle_share_fetch,
     ApiKey.ShareAcknowledge: share_fetch.handle_share_acknowledge,
     ApiKey.SaslHandshake: sasl.handle_sasl_handshake,

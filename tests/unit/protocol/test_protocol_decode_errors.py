@@ -69,6 +69,7 @@ from protocol.errors import CorruptRequest, UnsupportedVersion
 from protocol.framing import FrameReader
 from protocol.messages import SERVED, Request, decode_request
 from protocol.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest, VoterListener
+from protocol.share_group_messages import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
 
 
 def _batch() -> bytes:
@@ -229,6 +230,16 @@ def _consumer_group_heartbeat(v):
 def _consumer_group_describe(v):
     return ConsumerGroupDescribeRequest[v](group_ids=["g", "h"],
                                            include_authorized_operations=True)
+
+
+def _share_group_heartbeat(v):
+    return ShareGroupHeartbeatRequest[v](group_id="g", member_id="m", member_epoch=0,
+                                         rack_id=None, subscribed_topic_names=["orders"])
+
+
+def _share_group_describe(v):
+    return ShareGroupDescribeRequest[v](group_ids=["g", "h"],
+                                        include_authorized_operations=True)
 
 
 def _add_raft_voter(v):
@@ -417,6 +428,8 @@ CORPUS_BUILDERS = {
     "DeleteGroups": (_delete_groups, [0, 2]),
     "ConsumerGroupHeartbeat": (_consumer_group_heartbeat, [0, 1]),
     "ConsumerGroupDescribe": (_consumer_group_describe, [0]),
+    "ShareGroupHeartbeat": (_share_group_heartbeat, [1]),
+    "ShareGroupDescribe": (_share_group_describe, [1]),
     "SaslHandshake": (_sasl_handshake, [0, 1]),
     "SaslAuthenticate": (_sasl_authenticate, [0, 1, 2]),
     "DescribeUserScramCredentials": (_describe_scram, [0]),

@@ -195,6 +195,9 @@ EXPECTED_RANGES = {
     # KIP-848 consumer groups (issue 14), codecs by hand (no kafka-python classes).
     68: (0, 1),   # ConsumerGroupHeartbeat
     69: (0, 0),   # ConsumerGroupDescribe
+    # KIP-932 share groups, group side: v1 only (v0 was Kafka 4.0's early access).
+    76: (1, 1),   # ShareGroupHeartbeat
+    77: (1, 1),   # ShareGroupDescribe
     61: (0, 0),   # DescribeProducers
     45: (0, 1),   # AlterPartitionReassignments
     46: (0, 0),   # ListPartitionReassignments
@@ -210,7 +213,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
                   29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
                   24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
-                  45: 0, 46: 0, 80: 0, 81: 0, 55: 0}
+                  45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
