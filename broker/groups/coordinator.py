@@ -47,6 +47,8 @@ import asyncio
 import logging
 import time
 import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
 
@@ -69,6 +71,9 @@ from .waiters import (
     invoke_sync,
 )
 
+if TYPE_CHECKING:
+    from ..coordinator.context import CoordinatorContext
+
 log = logging.getLogger(__name__)
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
@@ -81,11 +86,13 @@ def _wall_clock_ms() -> int:
 class GroupCoordinator:
     """Coordinates the groups whose offsets partitions this broker leads.
 
+    ``context``: what it uses of the broker (config, replica manager, image).
     ``create_topic`` (wired by the broker) creates ``__consumer_offsets`` on first use;
     without it the topic must exist already."""
 
-    def __init__(self, broker, clock_ms=_wall_clock_ms, create_topic: CreateTopic | None = None):
-        config = broker.config
+    def __init__(self, context: CoordinatorContext, clock_ms: Callable[[], int] = _wall_clock_ms,
+                 create_topic: CreateTopic | None = None):
+        config = context.config
         self.node_id = config.node_id
         self.clock_ms = clock_ms
         self.min_session_timeout_ms = config["group.min.session.timeout.ms"]
@@ -95,8 +102,8 @@ class GroupCoordinator:
         self.tasks = TaskSupervisor(self._prefix)
 
         def image():
-            return broker.image
-        self.manager = GroupMetadataManager(config, broker.replica_manager, image,
+            return context.image
+        self.manager = GroupMetadataManager(config, context.replica_manager, image,
                                             self._on_group_loaded, self._on_group_unloaded,
                                             clock_ms)
         self.consumer = ConsumerGroups(config, self.manager, self.tasks, image, self._prefix)
