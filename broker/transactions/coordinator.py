@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
 
@@ -53,6 +55,10 @@ from .metadata import (
     TxnTransitMetadata,
     is_epoch_exhausted,
 )
+
+if TYPE_CHECKING:
+    from ..coordinator.context import CoordinatorContext
+    from ..replication.producer_ids import ProducerIdManager
 
 log = logging.getLogger(__name__)
 
@@ -91,13 +97,15 @@ class TransactionListing:
 class TransactionCoordinator:
     """Coordinates the transactional ids whose transaction-state partitions this broker leads.
 
+    ``context``: what it uses of the broker (config, replica manager, image).
     ``create_topic`` (wired by the broker) creates ``__transaction_state`` on first use;
     without it the topic must exist already."""
 
-    def __init__(self, broker, producer_ids, clock_ms=None,
+    def __init__(self, context: CoordinatorContext, producer_ids: ProducerIdManager,
+                 clock_ms: Callable[[], int] | None = None,
                  create_topic: CreateTopic | None = None):
-        self.broker = broker
-        config = broker.config
+        self.context = context
+        config = context.config
         self.node_id = config.node_id
         self.producer_ids = producer_ids
         self.max_timeout_ms = config["transaction.max.timeout.ms"]
@@ -107,17 +115,17 @@ class TransactionCoordinator:
         self.expire_interval_ms = config[
             "transaction.remove.expired.transaction.cleanup.interval.ms"]
         kwargs = {"clock_ms": clock_ms} if clock_ms is not None else {}
-        self.manager = TransactionStateManager(config, broker.replica_manager,
-                                               lambda: broker.image, self._on_partition_loaded,
+        self.manager = TransactionStateManager(config, context.replica_manager,
+                                               lambda: context.image, self._on_partition_loaded,
                                                **kwargs)
         self.clock_ms = self.manager.clock_ms
-        self.markers = TransactionMarkerChannelManager(broker)
+        self.markers = TransactionMarkerChannelManager(context)
         # The transactions whose markers and Complete* are being written (their pending
         # state may be as old as the markers take); by identity, one tenure's metadata.
         self._completing: set[TransactionMetadata] = set()
         self._prefix = f"[TransactionCoordinator broker={self.node_id}]"
         self.tasks = TaskSupervisor(self._prefix)
-        self.lookup = CoordinatorLookup(self.manager.topic, lambda: broker.image, create_topic,
+        self.lookup = CoordinatorLookup(self.manager.topic, lambda: context.image, create_topic,
                                         self.tasks, self._prefix)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -156,7 +164,7 @@ class TransactionCoordinator:
             return InitProducerIdResult(ErrorCode.INVALID_REQUEST)
         if not 0 < timeout_ms <= self.max_timeout_ms:
             return InitProducerIdResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
-        if TRANSACTION_STATE_TOPIC not in self.broker.image.topics:
+        if TRANSACTION_STATE_TOPIC not in self.context.image.topics:
             await self.lookup.ensure_topic()
         error, metadata = self.manager.lookup(transactional_id)
         if error != ErrorCode.NONE:

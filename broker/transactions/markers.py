@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
@@ -33,6 +34,9 @@ from protocol.errors import ErrorCode
 
 from ..client.kafka_client import AsyncConnection, ConnectionFailed
 from ..security.client import inter_broker_security
+
+if TYPE_CHECKING:
+    from ..coordinator.context import CoordinatorContext
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +68,14 @@ class _Channel:
 
 
 class TransactionMarkerChannelManager:
-    def __init__(self, broker):
-        self.broker = broker
-        self.node_id = broker.config.node_id
-        self.listener = broker.config.listener_plan.inter_broker_name
-        self.security = inter_broker_security(broker.config)
+    """Sends the transaction coordinator's markers; ``context`` gives the config and the
+    newest image (whose brokers lead which partition, and where they listen)."""
+
+    def __init__(self, context: CoordinatorContext):
+        self.context = context
+        self.node_id = context.config.node_id
+        self.listener = context.config.listener_plan.inter_broker_name
+        self.security = inter_broker_security(context.config)
         self.channels: dict[int, _Channel] = {}
         self._prefix = f"[TransactionMarkerChannelManager broker={self.node_id}]"
 
@@ -108,7 +115,7 @@ class TransactionMarkerChannelManager:
                ) -> dict[int, list[TopicPartition]]:
         """Pending partitions by leader; those of deleted topics leave ``pending``, those
         without a live leader wait for a later round."""
-        image = self.broker.image
+        image = self.context.image
         routes: dict[int, list[TopicPartition]] = {}
         for tp in sorted(pending):
             topic = image.topics.get(tp[0])
@@ -124,7 +131,7 @@ class TransactionMarkerChannelManager:
         return routes
 
     def _channel(self, broker_id: int) -> _Channel | None:
-        info = self.broker.image.brokers.get(broker_id)
+        info = self.context.image.brokers.get(broker_id)
         address = info.endpoint(self.listener) if info is not None else None
         if address is None:
             return None

@@ -43,8 +43,6 @@ BROKER_PARAMETER_ALLOWED: dict[tuple[str, str], str] = {
     ("metrics/__init__.py", "BrokerMetrics"): _NEXT,
     ("metrics/collector.py", "BrokerCollector"): _NEXT,
     ("network/connection.py", "Connection"): _NEXT,
-    ("transactions/coordinator.py", "TransactionCoordinator"): _NEXT,
-    ("transactions/markers.py", "TransactionMarkerChannelManager"): _NEXT,
     ("ui/feed.py", "ClusterCollector"): _NEXT,
 }
 
