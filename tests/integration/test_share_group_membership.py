@@ -1,0 +1,334 @@
+"""KIP-932 share groups, the group coordinator's side, against one real broker.
+
+Raw ShareGroupHeartbeat / ShareGroupDescribe v1 requests (the layouts of
+protocol/share_group_messages.py, sent over a socket) and confluent-kafka's
+``ShareConsumer`` (librdkafka's share consumer).  Invariants:
+
+* a member joins with epoch 0 and is answered with its epoch, the broker's heartbeat
+  interval and its assignment; every subscribed partition is assigned to some member, and
+  with no more members than partitions each partition to exactly one, the members'
+  counts differing by at most one (Kafka's simple assignor);
+* a member's epoch only moves forward: an epoch the coordinator did not give is
+  FENCED_MEMBER_EPOCH, an id it does not know UNKNOWN_MEMBER_ID, a malformed join
+  INVALID_REQUEST;
+* share, consumer and classic groups share one id space, and each refuses the others with
+  Kafka's errors (GROUP_ID_NOT_FOUND, INCONSISTENT_GROUP_PROTOCOL);
+* ListGroups shows type ``share`` and filters on it; DeleteGroups refuses a group with
+  members and deletes an empty one; a silent member is removed after its session;
+* the group is durable: after a kill -9 and restart the coordinator loads its members,
+  epochs and assignments, and a member heartbeating with its epoch is not fenced.
+
+Every wait is bounded and waits on a condition.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from kafka.protocol.admin import DeleteGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer import JoinGroupRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from broker.testing import BrokerProcess, KafkaConnection
+from protocol.consumer_group_messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
+from protocol.share_group_messages import (
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
+from tests.conftest import create_topic
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+WAIT_S = 60.0
+TOPIC = "share-queue"
+PARTITIONS = 3
+HEARTBEAT_MS = 500
+SESSION_MS = 4000
+UNKNOWN_MEMBER_ID = 25
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+INVALID_REQUEST = 42
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+FENCED_MEMBER_EPOCH = 110
+RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    home = tmp_path_factory.mktemp("share-groups")
+    broker = BrokerProcess(home / "data", log_path=home / "broker.log", extra_settings={
+        "group.share.heartbeat.interval.ms": HEARTBEAT_MS,
+        "group.share.session.timeout.ms": SESSION_MS,
+        "group.share.min.session.timeout.ms": 1000,
+        "group.consumer.min.session.timeout.ms": 1000,
+        "group.consumer.session.timeout.ms": SESSION_MS})
+    broker.start()
+    create_topic(broker.bootstrap, TOPIC, PARTITIONS)
+    wait_for_coordinator(broker)
+    yield broker
+    code = broker.stop()
+    assert code == 0, f"broker exited {code} after SIGTERM\n{broker.log_tail()}"
+
+
+def wait_for_coordinator(broker: BrokerProcess) -> None:
+    """FindCoordinator creates ``__consumer_offsets``; wait until it answers."""
+    deadline = time.monotonic() + WAIT_S
+    with KafkaConnection(broker.bootstrap) as conn:
+        while time.monotonic() < deadline:
+            answer = conn.request(FindCoordinatorRequest[3](key="any", key_type=0))
+            if answer.error_code == 0:
+                return
+            time.sleep(0.1)
+    raise AssertionError(f"no group coordinator {WAIT_S} s after start")
+
+
+def heartbeat(conn: KafkaConnection, group: str, member: str, epoch: int,
+              topics: list[str] | None = None):
+    """One ShareGroupHeartbeat, retried (bounded) while the coordinator loads."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        answer = conn.request(ShareGroupHeartbeatRequest[1](
+            group_id=group, member_id=member, member_epoch=epoch, rack_id=None,
+            subscribed_topic_names=topics))
+        if answer.error_code not in RETRIABLE or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
+
+
+def describe(conn: KafkaConnection, *groups: str):
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        answer = conn.request(ShareGroupDescribeRequest[1](
+            group_ids=list(groups), include_authorized_operations=False))
+        if not any(g.error_code in RETRIABLE for g in answer.groups) \
+                or time.monotonic() > deadline:
+            return answer.groups
+        time.sleep(0.1)
+
+
+def partitions_of(answer) -> set[int]:
+    assert answer.assignment is not None, "no assignment in the answer"
+    return {p for t in answer.assignment.topic_partitions for p in t.partitions}
+
+
+def join(conn: KafkaConnection, group: str):
+    member = str(uuid.uuid4())
+    answer = heartbeat(conn, group, member, 0, [TOPIC])
+    assert answer.error_code == 0, answer
+    return member, answer
+
+
+def wait_until(condition, what: str, timeout_s: float = WAIT_S):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout_s} s: {what}")
+
+
+def test_a_joining_member_gets_its_epoch_the_interval_and_every_partition(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        member, answer = join(conn, "sg-one")
+        assert answer.member_id == member
+        assert answer.member_epoch >= 1
+        assert answer.heartbeat_interval_ms == HEARTBEAT_MS
+        assert partitions_of(answer) == set(range(PARTITIONS))
+        again = heartbeat(conn, "sg-one", member, answer.member_epoch)
+        assert (again.error_code, again.member_epoch) == (0, answer.member_epoch)
+        assert again.assignment is None, "an unchanged assignment is not sent again"
+
+
+def test_two_members_split_the_partitions_and_describe_shows_them(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        first, first_answer = join(conn, "sg-two")
+        second, second_answer = join(conn, "sg-two")
+        assert second_answer.member_epoch > first_answer.member_epoch, "group epoch moved"
+        moved = heartbeat(conn, "sg-two", first, first_answer.member_epoch)
+        assert moved.error_code == 0
+        assert moved.member_epoch == second_answer.member_epoch
+        mine, theirs = partitions_of(moved), partitions_of(second_answer)
+        assert mine | theirs == set(range(PARTITIONS)), "every partition is assigned"
+        assert not mine & theirs, "no sharing while members <= partitions"
+        assert abs(len(mine) - len(theirs)) <= 1, "balanced"
+
+        [group] = describe(conn, "sg-two")
+        assert (group.error_code, group.group_state, group.assignor_name) == \
+            (0, "Stable", "simple")
+        assert group.group_epoch == group.assignment_epoch == moved.member_epoch
+        described = {m.member_id: m for m in group.members}
+        assert set(described) == {first, second}
+        for member_id, expected in ((first, mine), (second, theirs)):
+            m = described[member_id]
+            assert m.subscribed_topic_names == [TOPIC]
+            assert {(t.topic_name, p) for t in m.assignment.topic_partitions
+                    for p in t.partitions} == {(TOPIC, p) for p in expected}
+
+
+def test_more_members_than_partitions_share_every_partition(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        members = [join(conn, "sg-many")[0] for _ in range(PARTITIONS + 1)]
+        [group] = describe(conn, "sg-many")
+        # Members answered before the last join still hold their older assignment;
+        # the target moves them on their next heartbeat.
+        for member in members:
+            epoch = next(m.member_epoch for m in group.members if m.member_id == member)
+            assert heartbeat(conn, "sg-many", member, epoch).error_code == 0
+        [group] = describe(conn, "sg-many")
+        counts = [sum(len(t.partitions) for t in m.assignment.topic_partitions)
+                  for m in group.members]
+        owners = [sum(p in t.partitions for m in group.members
+                      for t in m.assignment.topic_partitions) for p in range(PARTITIONS)]
+        assert all(owners), f"a partition with no member: {owners}"
+        assert max(owners) == 2, "ceil(4 / 3) members per partition"
+        assert max(counts) - min(counts) <= 1, counts
+
+
+def test_epochs_and_ids_the_coordinator_did_not_give_are_refused(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        member, answer = join(conn, "sg-errors")
+        ahead = heartbeat(conn, "sg-errors", member, answer.member_epoch + 5)
+        assert ahead.error_code == FENCED_MEMBER_EPOCH
+        stranger = heartbeat(conn, "sg-errors", str(uuid.uuid4()), answer.member_epoch)
+        assert stranger.error_code == UNKNOWN_MEMBER_ID
+        assert heartbeat(conn, "sg-errors", str(uuid.uuid4()), 0, None).error_code == \
+            INVALID_REQUEST, "a join without topics"
+        assert heartbeat(conn, "sg-errors", "", 0, [TOPIC]).error_code == INVALID_REQUEST
+        assert heartbeat(conn, "sg-errors", member, -2).error_code == INVALID_REQUEST
+        assert heartbeat(conn, "sg-nobody", member, 3).error_code == GROUP_ID_NOT_FOUND
+        assert heartbeat(conn, "sg-errors", member, answer.member_epoch).error_code == 0, \
+            "the member is still in the group"
+        unknown, empty = describe(conn, "sg-never", "")
+        assert unknown.error_code == GROUP_ID_NOT_FOUND
+        assert empty.error_code == INVALID_GROUP_ID
+
+
+def consumer_heartbeat(conn: KafkaConnection, group: str, member: str):
+    request = ConsumerGroupHeartbeatRequest[1](
+        group_id=group, member_id=member, member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout_ms=10_000, subscribed_topic_names=[TOPIC],
+        subscribed_topic_regex=None, server_assignor=None, topic_partitions=[])
+    request.response_type = ConsumerGroupHeartbeatResponse
+    return conn.request(request)
+
+
+def test_share_consumer_and_classic_groups_refuse_each_other(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        share_member, _ = join(conn, "sg-typed")
+        assert consumer_heartbeat(conn, "sg-typed", str(uuid.uuid4())).error_code == \
+            GROUP_ID_NOT_FOUND
+        joined = conn.request(JoinGroupRequest[5](
+            group_id="sg-typed", session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+            member_id="", group_instance_id=None, protocol_type="consumer",
+            protocols=[JoinGroupRequest[5].JoinGroupRequestProtocol(name="range",
+                                                                    metadata=b"")]))
+        assert joined.error_code == INCONSISTENT_GROUP_PROTOCOL
+        # Even empty, a share group stays one: the other protocols are still refused.
+        assert heartbeat(conn, "sg-typed", share_member, -1).error_code == 0
+        assert consumer_heartbeat(conn, "sg-typed", str(uuid.uuid4())).error_code == \
+            GROUP_ID_NOT_FOUND
+
+        consumer_member = str(uuid.uuid4())
+        assert consumer_heartbeat(conn, "cg-typed", consumer_member).error_code == 0
+        assert heartbeat(conn, "cg-typed", str(uuid.uuid4()), 0, [TOPIC]).error_code == \
+            GROUP_ID_NOT_FOUND
+        [described] = describe(conn, "cg-typed")
+        assert described.error_code == GROUP_ID_NOT_FOUND
+
+
+def listed(conn: KafkaConnection, types: list[str]) -> dict[str, tuple[str, str, str]]:
+    answer = conn.request(ListGroupsRequest[5](states_filter=[], types_filter=types))
+    assert answer.error_code == 0
+    return {g.group_id: (g.protocol_type, g.group_state, g.group_type) for g in answer.groups}
+
+
+def test_list_shows_the_share_type_and_delete_needs_an_empty_group(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        member, answer = join(conn, "sg-listed")
+        consumer_heartbeat(conn, "cg-listed", str(uuid.uuid4()))
+        shares = listed(conn, ["share"])
+        assert shares["sg-listed"] == ("share", "Stable", "share")
+        assert "cg-listed" not in shares
+        assert listed(conn, [])["cg-listed"][2] == "consumer"
+
+        delete = DeleteGroupsRequest[2](groups_names=["sg-listed"])
+        assert conn.request(delete).results[0].error_code == NON_EMPTY_GROUP
+        left = heartbeat(conn, "sg-listed", member, answer.member_epoch)
+        assert heartbeat(conn, "sg-listed", member, -1).error_code == 0
+        assert left.error_code == 0
+        assert listed(conn, ["share"])["sg-listed"][1] == "Empty"
+        assert conn.request(delete).results[0].error_code == 0
+        assert "sg-listed" not in listed(conn, [])
+        [gone] = describe(conn, "sg-listed")
+        assert gone.error_code == GROUP_ID_NOT_FOUND
+
+
+def test_a_silent_member_is_removed_after_its_session(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        silent, _ = join(conn, "sg-silent")
+        assert [m.member_id for m in describe(conn, "sg-silent")[0].members] == [silent]
+        wait_until(lambda: describe(conn, "sg-silent")[0].group_state == "Empty",
+                   "the silent member removed")
+        assert heartbeat(conn, "sg-silent", silent, 1).error_code == UNKNOWN_MEMBER_ID
+
+
+def share_consumer(broker: BrokerProcess, group: str):
+    member = confluent_kafka.ShareConsumer({
+        "bootstrap.servers": broker.bootstrap, "group.id": group,
+        "topic.metadata.refresh.interval.ms": 2000})
+    member.subscribe([TOPIC])
+    return member
+
+
+def test_share_consumers_join_and_the_simple_assignor_splits_the_partitions(broker):
+    members = [share_consumer(broker, "sg-librdkafka") for _ in range(2)]
+    try:
+        with KafkaConnection(broker.bootstrap) as conn:
+            def settled():
+                for member in members:
+                    member.poll(0.1)
+                [group] = describe(conn, "sg-librdkafka")
+                if group.error_code != 0 or len(group.members) != 2 \
+                        or any(m.member_epoch != group.assignment_epoch
+                               for m in group.members):
+                    return None
+                return group
+            group = wait_until(settled, "two ShareConsumers in the group at its epoch")
+        owned = [{p for t in m.assignment.topic_partitions for p in t.partitions}
+                 for m in group.members]
+        assert owned[0] | owned[1] == set(range(PARTITIONS))
+        assert not owned[0] & owned[1]
+        assert all(m.client_id for m in group.members), "librdkafka's client id is kept"
+    finally:
+        for member in members:
+            member.close()
+
+
+def test_the_group_survives_a_kill_and_restart_of_its_coordinator(broker):
+    """Last in the module: it restarts the broker."""
+    with KafkaConnection(broker.bootstrap) as conn:
+        first, _ = join(conn, "sg-durable")
+        second, answer = join(conn, "sg-durable")
+        [before] = describe(conn, "sg-durable")
+    broker.kill()
+    broker.restart()
+    with KafkaConnection(broker.bootstrap) as conn:
+        [after] = describe(conn, "sg-durable")
+        assert after.error_code == 0, after
+        assert (after.group_epoch, after.assignment_epoch) == \
+            (before.group_epoch, before.assignment_epoch)
+
+        def assignments(group):
+            return {m.member_id: (m.member_epoch, sorted(
+                (t.topic_name, p) for t in m.assignment.topic_partitions
+                for p in t.partitions)) for m in group.members}
+        assert assignments(after) == assignments(before)
+        again = heartbeat(conn, "sg-durable", second, answer.member_epoch)
+        assert (again.error_code, again.member_epoch) == (0, answer.member_epoch), \
+            "a member at its epoch is not fenced by the new coordinator"
