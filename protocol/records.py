@@ -181,7 +181,7 @@ def valid_prefix(buf: Buffer, *, check_crc: bool = True) -> tuple[list[BatchHead
     return headers, position
 
 
-def validate_produce_records(records: Buffer, max_decompressed_bytes: int =
+def validate_produce_records(records: Buffer | None, max_decompressed_bytes: int =
                              DEFAULT_MAX_DECOMPRESSED_BYTES) -> tuple[bytearray, BatchHeader]:
     """Check a client's records for one partition; return a writable copy and its header.
 
