@@ -229,6 +229,12 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "Deliveries of one record to a share group before it is archived"),
     Setting("group.share.partition.max.record.locks", int, 2_000,
             "Most in-flight records of one share partition"),
+    # The share coordinator's state topic; Kafka defaults to 50 partitions, Raftwood to 10
+    # for the reason given at offsets.topic.num.partitions.
+    Setting("share.coordinator.state.topic.num.partitions", int, 10,
+            "Partitions of __share_group_state"),
+    Setting("share.coordinator.state.topic.replication.factor", int, 3,
+            "Replication factor of __share_group_state (capped at the live brokers)"),
     # Kafka defaults to 50.  Raftwood defaults to 10: every partition is a directory with a
     # segment, two indexes and checkpoints, a follower-fetch entry on each replica and a
     # full log scan when its leadership moves -- a real cost in one Python process per

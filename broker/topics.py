@@ -12,7 +12,8 @@ MAX_TOPIC_NAME = 249
 # Kafka's internal topics (Topic.INTERNAL_TOPICS): written only by the broker itself (the
 # group coordinator; transactions are not served), never by a client Produce, and never
 # deleted.  Raftwood creates only __consumer_offsets.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state",
+                             "__share_group_state"})
 
 
 def is_internal(name: str | None) -> bool:
