@@ -39,6 +39,7 @@ from protocol.errors import ErrorCode
 from ..tasks import TaskSupervisor
 from . import records
 from . import share_records as srec
+from .group_configs import overrides
 from .manager import GroupMetadataManager
 from .share_assignor import SIMPLE, assign_simple
 from .share_group import ShareGroupSettings, ShareGroupState, ShareMember
@@ -109,8 +110,9 @@ def broker_settings(config) -> ShareGroupSettings:
 class ShareGroups:
     """KIP-932 share groups in ``manager``'s cache (event-loop only); built by the group
     coordinator, which hands it loaded and unloaded share groups.  ``group_configs``
-    (group id -> {config name: value}) gives a group's own configs, when the broker
-    has them.  ValueError at construction for ``group.share.*`` settings it cannot serve."""
+    (group id -> {config name: text}) gives a group's own configs: by default the GROUP
+    resource's in this broker's metadata image (group_configs.py).  ValueError at
+    construction for ``group.share.*`` settings it cannot serve."""
 
     def __init__(self, config, manager: GroupMetadataManager, tasks: TaskSupervisor,
                  image: Callable[[], object], prefix: str,
@@ -119,7 +121,7 @@ class ShareGroups:
         self.tasks = tasks
         self._image = image
         self._prefix = prefix
-        self._group_configs = group_configs
+        self._group_configs = group_configs or (lambda g: overrides(self._image(), g))
         self.defaults = broker_settings(config)
         low = config["group.share.min.session.timeout.ms"]
         high = config["group.share.max.session.timeout.ms"]
@@ -136,9 +138,8 @@ class ShareGroups:
     def settings(self, group_id: str) -> ShareGroupSettings:
         """The settings ``group_id`` runs with: the broker's, with the group's own configs
         (GROUP resource) over them.  Any broker may call it; no coordinator needed."""
-        overrides = self._group_configs(group_id) if self._group_configs else {}
         values = {}
-        for name, value in (overrides or {}).items():
+        for name, value in (self._group_configs(group_id) or {}).items():
             if name in GROUP_CONFIG_FIELDS and value is not None:
                 attribute, kind = GROUP_CONFIG_FIELDS[name]
                 try:
