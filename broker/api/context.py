@@ -51,7 +51,7 @@ class ApiContext:
         if self.share is None:
             object.__setattr__(self, "share",
                                ShareState.for_broker(self.replica_manager, self.groups,
-                                                    self.config))
+                                                    self.config, self.metadata))
 
     @property
     def image(self) -> ClusterState:

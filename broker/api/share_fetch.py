@@ -15,6 +15,10 @@ acknowledgements in an opening request) are top-level; per partition UNKNOWN_TOP
 UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (with the current leader and its
 endpoint in NodeEndpoints); an acknowledgement refused is INVALID_RECORD_STATE or
 INVALID_REQUEST in AcknowledgeErrorCode (ShareFetch) or ErrorCode (ShareAcknowledge).
+Durability: a share partition is loaded from its last snapshot on ``__share_group_state``
+(broker/share/coordinator.py, through persister.py) before this leader's first read of
+it, and an acknowledgement is answered only once the snapshot it made is written
+(acks=all on the state topic); a failed write answers COORDINATOR_NOT_AVAILABLE.
 Authorization: Read on the group (else GROUP_AUTHORIZATION_FAILED, top level) and Read
 on each topic (else its partitions TOPIC_AUTHORIZATION_FAILED).
 """
@@ -80,7 +84,7 @@ async def handle_share_fetch(ctx, request):
                                                bool(acks))
     if error != ErrorCode.NONE or session is None:
         return _fetch_answer(ctx, request, error, {})
-    outcomes = _acknowledge(ctx, request, group_id, member_id, acks)
+    outcomes = await _acknowledge(ctx, request, group_id, member_id, acks)
     if epoch == FINAL_EPOCH:
         _close(ctx, group_id, member_id)
         return _fetch_answer(ctx, request, ErrorCode.NONE, outcomes)
@@ -122,26 +126,48 @@ def _resolve(ctx, request, key: Key) -> Target:
     return target
 
 
-def _acknowledge(ctx, request, group_id: str, member_id: str,
-                 acks: dict[Key, list[AcknowledgementBatch]]) -> dict[Key, PartitionOutcome]:
-    """Apply ``acks`` partition by partition; each partition's outcome."""
+async def _acknowledge(ctx, request, group_id: str, member_id: str,
+                       acks: dict[Key, list[AcknowledgementBatch]]
+                       ) -> dict[Key, PartitionOutcome]:
+    """Apply ``acks`` partition by partition, then persist the partitions they changed;
+    each partition's outcome (an acknowledgement is answered NONE only once written)."""
     manager = ctx.share.partitions
     renew_allowed = request.api_version >= 2
     outcomes: dict[Key, PartitionOutcome] = {}
+    changed: list[tuple[Key, tuple[str, str, int]]] = []
     for key, batches in acks.items():
         target = _resolve(ctx, request, key)
         outcome = outcomes[key] = _leader_outcome(ctx, target)
         if target.error != ErrorCode.NONE:
             outcome.acknowledge_error = target.error
             continue
-        share = manager.get((group_id, target.topic, key[1]))
+        share_key = (group_id, target.topic, key[1])
+        share = manager.get(share_key)
         if share is None:  # never fetched here (or the leader moved): nothing is locked
             outcome.acknowledge_error = ErrorCode.INVALID_RECORD_STATE
             continue
         outcome.acknowledge_error = share.acknowledge(member_id, batches, manager.clock(),
                                                       renew_allowed)
-        manager.touched((group_id, target.topic, key[1]))
+        manager.touched(share_key)
+        if outcome.acknowledge_error == ErrorCode.NONE:
+            changed.append((key, share_key))
+    # Shielded: the state changed above is written even if the connection goes meanwhile.
+    written = await asyncio.shield(asyncio.gather(*(manager.persist(k) for _, k in changed)))
+    for (key, _), error in zip(changed, written):
+        if error != ErrorCode.NONE:
+            outcomes[key].acknowledge_error = _persist_error(error)
     return outcomes
+
+
+def _persist_error(error: ErrorCode) -> ErrorCode:
+    """What a share consumer is told when the share state was not written: Kafka's
+    mapping of the persister's errors (coordinator trouble is retriable)."""
+    if error in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                 ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error == ErrorCode.FENCED_STATE_EPOCH:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
 def _close(ctx, group_id: str, member_id: str) -> None:
@@ -185,8 +211,12 @@ async def _fetch(ctx, request, targets: list[Target],
             continue
         partition = target.partition
         key = (group_id, target.topic, target.key[1])
-        share = manager.get_or_create(key, partition.log_start_offset,
-                                      partition.high_watermark)
+        error, share = await manager.load(key, str(target.key[0]), partition)
+        if share is None:
+            outcome = outcomes.setdefault(target.key, _leader_outcome(ctx, target))
+            outcome.error = _persist_error(error) if error != \
+                ErrorCode.NOT_LEADER_OR_FOLLOWER else error
+            continue
         share.maybe_follow_log_start(partition.log_start_offset)
         if not share.has_available() and not share.can_acquire_new():
             continue  # the window is full of locked records: nothing to hand out
@@ -309,7 +339,7 @@ async def handle_share_acknowledge(ctx, request):
         return _acknowledge_answer(ctx, request, error, {})
     acks = {(t.topic_id, p.partition_index): _batches(p.acknowledgement_batches)
             for t in body.topics for p in t.partitions}
-    outcomes = _acknowledge(ctx, request, group_id, member_id, acks)
+    outcomes = await _acknowledge(ctx, request, group_id, member_id, acks)
     if epoch == FINAL_EPOCH:
         _close(ctx, group_id, member_id)
     return _acknowledge_answer(ctx, request, ErrorCode.NONE, outcomes)

@@ -9,9 +9,16 @@ Event-loop only.  Invariants:
   (``share.auto.offset.reset`` latest, Kafka's default) or its log start offset
   (earliest).
 
+- A share partition is loaded from the persister (persister.py: its last snapshot on
+  ``__share_group_state``) before its first fetch on this leader, and a new one's start
+  is written at once; ``persist`` writes a snapshot (the caller answers an
+  acknowledgement only after it).  Snapshots of one key carry (leader epoch, sequence),
+  increasing.
+
 Group settings come from the group side (``settings_of(group_id)``, S1's
 ``ShareGroups.settings``); without it Kafka's defaults apply.  Locks run on the
-monotonic clock: they never outlive this process.
+monotonic clock: they never outlive this process (a snapshot records a lock as
+AVAILABLE, with its delivery count as of the last write).
 """
 from __future__ import annotations
 
@@ -22,7 +29,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from protocol.errors import ErrorCode
+
+from .coordinator import ShareCoordinator
 from .partition import ShareLimits, SharePartition
+from .persister import SharePersister
+from .records import ShareSnapshot, share_key
 from .sessions import ShareSessionCache
 
 log = logging.getLogger(__name__)
@@ -54,11 +66,16 @@ class SharePartitionManager:
 
     def __init__(self, replica_manager: Any = None,
                  settings_of: Callable[[str], Any] | None = None,
-                 clock: Callable[[], int] = monotonic_ms) -> None:
+                 clock: Callable[[], int] = monotonic_ms, persister: Any = None) -> None:
         self.settings_of = settings_of or (lambda group_id: DEFAULTS)
         self.clock = clock
+        self.persister = persister
         self.partitions: dict[ShareKey, SharePartition] = {}
         self._timers: dict[ShareKey, asyncio.TimerHandle] = {}
+        self._loading: dict[ShareKey, asyncio.Task] = {}
+        self._seq: dict[ShareKey, int] = {}  # the last snapshot's sequence number
+        self._leader_epochs: dict[ShareKey, int] = {}
+        self._state_keys: dict[ShareKey, str] = {}  # "group:topicId:partition"
         if replica_manager is not None:
             replica_manager.add_leadership_listener(self.on_leadership_changed)
 
@@ -78,21 +95,77 @@ class SharePartitionManager:
     def get(self, key: ShareKey) -> SharePartition | None:
         return self.partitions.get(key)
 
-    def get_or_create(self, key: ShareKey, log_start_offset: int,
-                      high_watermark: int) -> SharePartition:
-        """The share partition of ``key``, created on first use at the offset
-        ``share.auto.offset.reset`` names; its limits follow the group's settings."""
-        limits = self.limits(key[0])
+    async def load(self, key: ShareKey, topic_id: str, partition: Any
+                   ) -> tuple[ErrorCode, SharePartition | None]:
+        """The share partition of ``key`` on its leader ``partition``: in memory, else
+        loaded from the persister (its last snapshot), else new at the offset
+        ``share.auto.offset.reset`` names (and that start written, so a new leader
+        starts there too).  One load per key at a time; the others wait for it."""
         share = self.partitions.get(key)
-        if share is None:
+        if share is not None:
+            share.limits = self.limits(key[0])
+            return ErrorCode.NONE, share
+        loading = self._loading.get(key)
+        if loading is None or loading.done():
+            loading = asyncio.get_running_loop().create_task(
+                self._load(key, topic_id, partition))
+            self._loading[key] = loading
+        return await asyncio.shield(loading)
+
+    async def _load(self, key: ShareKey, topic_id: str, partition: Any
+                    ) -> tuple[ErrorCode, SharePartition | None]:
+        try:
+            leader_epoch = partition.leader_epoch
+            limits = self.limits(key[0])
+            snapshot = None
+            self._state_keys[key] = share_key(key[0], topic_id, key[2])
+            if self.persister is not None:
+                error, snapshot = await self.persister.read(self._state_keys[key])
+                if error != ErrorCode.NONE:
+                    return error, None
+            if not partition.is_leader or partition.leader_epoch != leader_epoch:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
+            if key in self.partitions:  # never, as loads of one key do not overlap
+                return ErrorCode.NONE, self.partitions[key]
+            share = self._new(key, partition, snapshot, limits)
+            self.partitions[key] = share
+            self.touched(key)
+            if snapshot is None:
+                error = await self.persist(key)
+                if error != ErrorCode.NONE:
+                    log.warning("[Share group %s] %s-%d: start not persisted (%s)", key[0],
+                                key[1], key[2], error.name)
+            return ErrorCode.NONE, share
+        finally:
+            self._loading.pop(key, None)
+
+    def _new(self, key: ShareKey, partition: Any, snapshot: ShareSnapshot | None,
+             limits: ShareLimits) -> SharePartition:
+        if snapshot is not None:
+            share = SharePartition.restore(snapshot.start_offset, snapshot.batches, limits)
+            self._seq[key] = snapshot.seq if snapshot.leader_epoch == partition.leader_epoch \
+                else 0
+            log.info("[Share group %s] %s-%d loaded at offset %d, %d in flight", key[0], key[1],
+                     key[2], share.start_offset, share.end_offset - share.start_offset)
+        else:
             earliest = self.settings(key[0]).auto_offset_reset == "earliest"
-            start = log_start_offset if earliest else high_watermark
-            share = self.partitions[key] = SharePartition(start, limits)
+            start = partition.log_start_offset if earliest else partition.high_watermark
+            share = SharePartition(start, limits)
             log.info("[Share group %s] %s-%d starts at offset %d", key[0], key[1], key[2],
                      start)
-        else:
-            share.limits = limits
+        share.maybe_follow_log_start(partition.log_start_offset)
+        self._leader_epochs[key] = partition.leader_epoch
         return share
+
+    async def persist(self, key: ShareKey) -> ErrorCode:
+        """Write ``key``'s state now; NONE once it is durable (or nothing persists)."""
+        share = self.partitions.get(key)
+        if self.persister is None or share is None:
+            return ErrorCode.NONE
+        seq = self._seq[key] = self._seq.get(key, 0) + 1
+        snapshot = ShareSnapshot(self._leader_epochs.get(key, -1), seq, share.start_offset,
+                                 tuple(share.state_batches()))
+        return await self.persister.write(self._state_keys[key], snapshot)
 
     def touched(self, key: ShareKey) -> None:
         """Re-arm ``key``'s lock timer at its earliest deadline (none when no lock)."""
@@ -136,6 +209,7 @@ class SharePartitionManager:
         topic, index = partition.key
         for key in [k for k in self.partitions if k[1] == topic and k[2] == index]:
             del self.partitions[key]
+            self._seq.pop(key, None)
             timer = self._timers.pop(key, None)
             if timer is not None:
                 timer.cancel()
@@ -164,11 +238,14 @@ class ShareState:
 
     sessions: ShareSessionCache
     partitions: SharePartitionManager
+    coordinator: ShareCoordinator | None = None
 
     @classmethod
-    def for_broker(cls, replica_manager: Any, groups: Any, config: Any) -> ShareState:
+    def for_broker(cls, replica_manager: Any, groups: Any, config: Any,
+                   metadata: Any) -> ShareState:
         """The broker's: settings from the group side's ``groups.share.settings`` once
-        it has one, else the broker's ``group.share.*`` settings."""
+        it has one, else the broker's ``group.share.*`` settings; state persisted through
+        this broker's share coordinator on ``__share_group_state``."""
         fallback = DefaultShareSettings(
             config["group.share.record.lock.duration.ms"],
             config["group.share.delivery.count.limit"],
@@ -179,4 +256,8 @@ class ShareState:
             if share_groups is None or not hasattr(share_groups, "settings"):
                 return fallback
             return share_groups.settings(group_id)
-        return cls(ShareSessionCache(), SharePartitionManager(replica_manager, settings_of))
+        coordinator = ShareCoordinator(config, replica_manager, lambda: metadata.image,
+                                       metadata.create_topic_on_live_brokers)
+        persister = SharePersister(coordinator)
+        manager = SharePartitionManager(replica_manager, settings_of, persister=persister)
+        return cls(ShareSessionCache(), manager, coordinator)

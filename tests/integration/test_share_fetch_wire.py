@@ -244,3 +244,29 @@ def test_session_and_request_errors(broker):
         versions = {k.api_key: (k.min_version, k.max_version)
                     for k in conn.api_versions(3).api_keys}
         assert versions[78] == (1, 2) and versions[79] == (1, 2)
+
+
+def test_acknowledgements_survive_a_kill_9_and_only_unacknowledged_records_return(broker):
+    """Last in the module: it kills the broker (kill -9) and restarts it.  The share
+    partition's state is written to __share_group_state before an acknowledgement is
+    answered, so the restarted leader loads it: the acknowledged and rejected records
+    never come back, the two left in flight come back with their delivery count raised,
+    and the two never fetched are delivered for the first time."""
+    with KafkaConnection(broker.bootstrap) as conn:
+        topic_id = new_topic(conn, "durable")
+        a = open_member(conn, "g-durable", topic_id)
+        produce(conn, "durable", 8)
+        assert acquired(fetch_until(a, acquired, max_records=6)) == [(0, 5, 1)]
+        answer = a.acknowledge([(0, 2, [ACCEPT, ACCEPT, REJECT]), (4, 4, [ACCEPT])])
+        assert partition_of(answer).error_code == NONE
+    broker.kill()
+    broker.restart()
+    with KafkaConnection(broker.bootstrap) as conn:
+        b = Member(conn, "g-durable", topic_id)
+        # Until the restarted broker leads the partition again and loaded its state (the
+        # first answers may be NOT_LEADER_OR_FOLLOWER or COORDINATOR_NOT_AVAILABLE).
+        redelivered = fetch_until(b, acquired)
+        assert acquired(redelivered) == [(3, 3, 2), (5, 5, 2), (6, 7, 1)]
+        assert partition_of(b.acknowledge([(3, 3, [ACCEPT]), (5, 7, [ACCEPT])])).error_code \
+            == NONE
+        assert acquired(b.fetch()) == []
