@@ -116,6 +116,14 @@ class ShareCoordinator:
     def status_for(self, key: str) -> ErrorCode:
         return self.runtime.status_for(key)
 
+    def leader_for(self, key: str) -> int:
+        """The broker leading ``key``'s state partition in the image (-1: none known)."""
+        topic = self._image().topics.get(self.topic.name)
+        if topic is None:
+            return -1
+        info = topic.partitions.get(self.runtime.partition_for(key))
+        return info.leader if info is not None else -1
+
     def read(self, key: str) -> tuple[ErrorCode, ShareSnapshot | None]:
         """The newest snapshot of ``key`` (None: never written); NOT_COORDINATOR or
         COORDINATOR_LOAD_IN_PROGRESS when this broker does not serve it now."""
