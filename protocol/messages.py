@@ -69,6 +69,8 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -83,6 +85,8 @@ from kafka.protocol.consumer import (
     ListOffsetsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
@@ -258,6 +262,10 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
     # The metadata quorum's voter set (KIP-853), written by hand (raft_voter_messages.py).
     _spec(AddRaftVoterRequest, AddRaftVoterResponse, 0, 0),
+    # Finalized feature levels (KIP-584; broker/api/features.py): v2 answers one error.
+    _spec(UpdateFeaturesRequest, UpdateFeaturesResponse, 0, 2),
+    # KIP-496: a group's offsets of some partitions deleted (broker/api/offset_delete.py).
+    _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
     _spec(RemoveRaftVoterRequest, RemoveRaftVoterResponse, 0, 0),
     # The metadata quorum described (KIP-595, v1 KIP-836); v2 (KIP-853) adds directory ids
     # and endpoints Raftwood's voters do not have.

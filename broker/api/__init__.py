@@ -29,10 +29,12 @@ from . import (  # issue #16  # security (broker/security/)
     describe_partitions,
     describe_producers,
     elections,
+    features,  # KIP-584: finalized feature levels
     fetch,
     group_acls,  # consumer groups (broker/groups/) behind their authorization gate
     log_offsets,
     metadata,
+    offset_delete,  # KIP-496, in front of the group coordinator
     partitions,
     produce,
     producer_ids,
@@ -78,6 +80,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OffsetCommit: group_acls.handle_offset_commit,
     ApiKey.TxnOffsetCommit: group_acls.handle_txn_offset_commit,
     ApiKey.OffsetFetch: group_acls.handle_offset_fetch,
+    ApiKey.OffsetDelete: offset_delete.handle_offset_delete,
     ApiKey.ListGroups: group_acls.handle_list_groups,
     ApiKey.DescribeGroups: group_acls.handle_describe_groups,
     ApiKey.DeleteGroups: group_acls.handle_delete_groups,
@@ -106,4 +109,5 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.AddRaftVoter: quorum.handle_add_raft_voter,
     ApiKey.RemoveRaftVoter: quorum.handle_remove_raft_voter,
     ApiKey.DescribeQuorum: quorum.handle_describe_quorum,
+    ApiKey.UpdateFeatures: features.handle_update_features,
 }

@@ -40,8 +40,13 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from protocol.errors import ErrorCode
 from protocol.messages import SERVED
 
-from ..controller import features
-from ..controller.metadata_client import ApplyError, MetadataUnavailable
+from ..controller.metadata_client import (
+    MINIMUM_METADATA_VERSION,
+    SAFE_DOWNGRADE,
+    UPGRADE,
+    ApplyError,
+    MetadataUnavailable,
+)
 from ..security.acls import AclOperation
 
 log = logging.getLogger(__name__)
@@ -50,6 +55,11 @@ Supported = ApiVersionsResponse.SupportedFeatureKey
 Finalized = ApiVersionsResponse.FinalizedFeatureKey
 Result = UpdateFeaturesResponse.UpdatableFeatureResult
 
+METADATA_VERSION = "metadata.version"
+KRAFT_VERSION = "kraft.version"
+GROUP_VERSION = "group.version"
+TRANSACTION_VERSION = "transaction.version"
+SHARE_VERSION = "share.version"
 METADATA_VERSION_SERVED = 25  # 4.0-IV3
 METADATA_VERSION_WITH_SHARE_GROUPS = 28  # 4.2-IV0
 KRAFT_VERSION_SERVED = 1
@@ -69,11 +79,11 @@ def supported_ranges() -> dict[str, list[int]]:
     group = 1 if _serves(ApiKey.ConsumerGroupHeartbeat) else 0
     metadata = METADATA_VERSION_WITH_SHARE_GROUPS if share else METADATA_VERSION_SERVED
     return {
-        features.METADATA_VERSION: [features.MINIMUM_METADATA_VERSION, metadata],
-        features.KRAFT_VERSION: [0, KRAFT_VERSION_SERVED],
-        features.GROUP_VERSION: [0, group],
-        features.TRANSACTION_VERSION: [0, txn],
-        features.SHARE_VERSION: [0, share],
+        METADATA_VERSION: [MINIMUM_METADATA_VERSION, metadata],
+        KRAFT_VERSION: [0, KRAFT_VERSION_SERVED],
+        GROUP_VERSION: [0, group],
+        TRANSACTION_VERSION: [0, txn],
+        SHARE_VERSION: [0, share],
     }
 
 
@@ -82,16 +92,15 @@ def default_levels(supported: dict[str, list[int]]) -> dict[str, int]:
     return {name: high for name, (_low, high) in supported.items()}
 
 
-def finalized_levels(image) -> dict[str, int]:
+def finalized_levels(metadata) -> dict[str, int]:
     """Feature name → finalized level now (stored, else default; capped at the supported
     maximum)."""
     supported = supported_ranges()
-    defaults = default_levels(supported)
-    return {name: min(features.current_level(image, name, defaults), high)
-            for name, (_low, high) in supported.items()}
+    levels = metadata.finalized_feature_levels(default_levels(supported))
+    return {name: min(levels[name], high) for name, (_low, high) in supported.items()}
 
 
-def add_features(body, image, version: int):
+def add_features(body, metadata, version: int):
     """Fill ApiVersions v3+'s supported and finalized features into ``body``."""
     if version < 3:
         return body
@@ -101,8 +110,8 @@ def add_features(body, image, version: int):
         for name, (low, high) in sorted(supported.items()) if version >= 4 or low > 0]
     body.finalized_features = [
         Finalized(name=name, max_version_level=level, min_version_level=level)
-        for name, level in sorted(finalized_levels(image).items()) if level > 0]
-    body.finalized_features_epoch = image.version
+        for name, level in sorted(finalized_levels(metadata).items()) if level > 0]
+    body.finalized_features_epoch = metadata.image.version
     return body
 
 
@@ -130,7 +139,7 @@ async def handle_update_features(ctx, request):
         except MetadataUnavailable as exc:
             return _answer(request, ErrorCode.REQUEST_TIMED_OUT, str(exc))
         return _answer(request, ErrorCode.NONE, None)
-    problem = features.first_problem(ctx.image, updates, supported, defaults)
+    problem = ctx.metadata.feature_update_problem(updates, supported, defaults)
     if problem:
         return _answer(request, ErrorCode.INVALID_UPDATE_VERSION, problem)
     return _answer(request, ErrorCode.NONE, None)
@@ -138,7 +147,7 @@ async def handle_update_features(ctx, request):
 
 def _upgrade_type(api_version: int, update) -> int:
     if api_version == 0:
-        return features.SAFE_DOWNGRADE if update.allow_downgrade else features.UPGRADE
+        return SAFE_DOWNGRADE if update.allow_downgrade else UPGRADE
     return int(update.upgrade_type)
 
 

@@ -18,13 +18,12 @@ changes, so of two racing updates the second is judged against the first's resul
 * ``kraft.version`` is the quorum's and is not downgraded.
 
 The first refused update refuses the whole request (Kafka 4 answers one error), and
-nothing is applied.  Pure functions: any thread, replay-safe.
+nothing is applied (``ClusterState.apply_update_features``).  Pure functions over the
+stored levels (``finalized_features``, name → level): any thread, replay-safe.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from .state import ApplyError, ClusterState
 
 METADATA_VERSION = "metadata.version"
 KRAFT_VERSION = "kraft.version"
@@ -55,14 +54,8 @@ METADATA_VERSIONS: dict[int, tuple[str, bool]] = {
 Ranges = Mapping[str, "tuple[int, int] | list[int]"]
 
 
-def finalized_overrides(state: ClusterState) -> Mapping[str, int]:
-    """The levels UpdateFeatures finalized (empty on images from before features)."""
-    return state.finalized_features
-
-
-def current_level(state: ClusterState, name: str, defaults: Mapping[str, int]) -> int:
+def current_level(stored: Mapping[str, int], name: str, defaults: Mapping[str, int]) -> int:
     """The finalized level of ``name``: the one stored, else the default (0 if none)."""
-    stored = finalized_overrides(state)
     return int(stored[name]) if name in stored else int(defaults.get(name, 0))
 
 
@@ -111,27 +104,12 @@ def _invalid(name: str, level: int, message: str) -> str:
     return f"Invalid update version {level} for feature {name}. {message}"
 
 
-def first_problem(state: ClusterState, updates: list, supported: Ranges,
+def first_problem(stored: Mapping[str, int], updates: list, supported: Ranges,
                   defaults: Mapping[str, int]) -> str | None:
     """The first refused update of ``updates`` ([name, level, upgrade_type]), or None."""
     for name, level, upgrade_type in updates:
         problem = update_problem(name, int(level), int(upgrade_type),
-                                 current_level(state, name, defaults), supported)
+                                 current_level(stored, name, defaults), supported)
         if problem:
             return problem
     return None
-
-
-def apply_update_features(state: ClusterState, updates: list, supported: Ranges,
-                          defaults: Mapping[str, int]) -> dict[str, int]:
-    """Finalize every update, or none (ApplyError INVALID_UPDATE_VERSION naming the first
-    refused one).  Returns the finalized levels it set."""
-    problem = first_problem(state, updates, supported, defaults)
-    if problem:
-        raise ApplyError("INVALID_UPDATE_VERSION", problem)
-    levels = dict(finalized_overrides(state))
-    for name, level, _upgrade_type in updates:
-        levels[str(name)] = int(level)
-    state.finalized_features = levels
-    state.version += 1
-    return {str(name): int(level) for name, level, _ in updates}

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from .elections import elect_leaders
+from .features import first_problem
 from .leaders import NO_LEADER, Election
 from .reassignment import alter_reassignments, maybe_complete
 from .replica_state import ReplicaState, transition
@@ -568,9 +569,17 @@ class ClusterState:
     # -- finalized feature levels (KIP-584) ------------------------------------------
 
     def apply_update_features(self, updates: list, supported: dict, defaults: dict) -> dict:
-        """Finalize feature levels all or none; the rules are features.py's."""
-        from .features import apply_update_features  # features.py builds on this module
-        return apply_update_features(self, updates, supported, defaults)
+        """Finalize ``updates`` ([name, level, upgrade type]) all or none: ApplyError
+        INVALID_UPDATE_VERSION naming the first one Kafka's rules refuse (features.py),
+        judged against this state and the running code's ``supported`` ranges and
+        ``defaults``.  Returns the levels set."""
+        problem = first_problem(self.finalized_features, updates, supported, defaults)
+        if problem:
+            raise ApplyError("INVALID_UPDATE_VERSION", problem)
+        levels = {str(name): int(level) for name, level, _upgrade_type in updates}
+        self.finalized_features = {**self.finalized_features, **levels}
+        self.version += 1
+        return levels
 
     # -- the metadata quorum ---------------------------------------------------------
 

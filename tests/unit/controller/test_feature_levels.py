@@ -20,7 +20,7 @@ DEFAULTS = {name: high for name, (_low, high) in SUPPORTED.items()}
 
 
 def _level(state, name):
-    return features.current_level(state, name, DEFAULTS)
+    return features.current_level(state.finalized_features, name, DEFAULTS)
 
 
 def _apply(state, *updates):
@@ -58,7 +58,7 @@ def test_refused_updates_answer_invalid_update_version_and_change_nothing(update
         _apply(state, ["share.version", 0, features.UPGRADE], update)
     assert refused.value.code == "INVALID_UPDATE_VERSION"
     assert words in str(refused.value)
-    assert features.finalized_overrides(state) == {} and state.version == 0
+    assert state.finalized_features == {} and state.version == 0
 
 
 def test_a_metadata_version_downgrade_across_unchanged_levels_is_safe():
@@ -74,6 +74,7 @@ def test_a_metadata_version_downgrade_across_unchanged_levels_is_safe():
 def test_an_upgrade_asked_as_a_downgrade_is_refused():
     state = ClusterState()
     _apply(state, ["group.version", 0, features.SAFE_DOWNGRADE])
-    assert features.first_problem(state, [["group.version", 1, features.SAFE_DOWNGRADE]],
+    assert features.first_problem(state.finalized_features,
+                                  [["group.version", 1, features.SAFE_DOWNGRADE]],
                                   SUPPORTED, DEFAULTS).endswith("Can't downgrade to a newer "
                                                                 "version.")

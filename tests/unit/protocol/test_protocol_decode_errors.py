@@ -35,6 +35,7 @@ from kafka.protocol.admin import (
     ListGroupsRequest,
     ListPartitionReassignmentsRequest,
     ListTransactionsRequest,
+    UpdateFeaturesRequest,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -43,6 +44,7 @@ from kafka.protocol.consumer import (
     LeaveGroupRequest,
     ListOffsetsRequest,
     OffsetCommitRequest,
+    OffsetDeleteRequest,
     OffsetFetchRequest,
     OffsetForLeaderEpochRequest,
     SyncGroupRequest,
@@ -257,6 +259,18 @@ def _describe_quorum(v):
         partitions=[DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])
 
 
+def _update_features(v):
+    return UpdateFeaturesRequest[v](timeout_ms=1000, validate_only=True, feature_updates=[
+        UpdateFeaturesRequest.FeatureUpdateKey(feature="group.version", max_version_level=1,
+                                               allow_downgrade=False, upgrade_type=1)])
+
+
+def _offset_delete(v):
+    topic = OffsetDeleteRequest.OffsetDeleteRequestTopic
+    return OffsetDeleteRequest[v](group_id="g", topics=[topic(
+        name="t", partitions=[topic.OffsetDeleteRequestPartition(partition_index=0)])])
+
+
 def _sasl_handshake(v):
     return SaslHandshakeRequest[v](mechanism="SCRAM-SHA-512")
 
@@ -456,6 +470,8 @@ CORPUS_BUILDERS = {
     "AddRaftVoter": (_add_raft_voter, [0]),
     "RemoveRaftVoter": (_remove_raft_voter, [0]),
     "DescribeQuorum": (_describe_quorum, [0, 1]),
+    "UpdateFeatures": (_update_features, [0, 1, 2]),
+    "OffsetDelete": (_offset_delete, [0]),
 }
 
 

@@ -64,6 +64,8 @@ from kafka.protocol.admin import (
     ListPartitionReassignmentsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
+    UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -78,6 +80,8 @@ from kafka.protocol.consumer import (
     ListOffsetsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     OffsetForLeaderEpochRequest,
@@ -204,6 +208,8 @@ EXPECTED_RANGES = {
     80: (0, 0),   # AddRaftVoter
     81: (0, 0),   # RemoveRaftVoter
     55: (0, 1),   # DescribeQuorum (v2: KIP-853's directory ids and endpoints)
+    57: (0, 2),   # UpdateFeatures (KIP-584)
+    47: (0, 0),   # OffsetDelete (KIP-496)
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -213,7 +219,8 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
                   29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
                   24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
-                  45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1}
+                  45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1,
+                  57: 0, 47: 99}  # OffsetDelete is never flexible
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -888,6 +895,9 @@ _REQUESTS = {
     45: lambda v: AlterPartitionReassignmentsRequest[v](timeout_ms=1, topics=[],
                                                         allow_replication_factor_change=True),
     46: lambda v: ListPartitionReassignmentsRequest[v](timeout_ms=1, topics=None),
+    57: lambda v: UpdateFeaturesRequest[v](timeout_ms=1, feature_updates=[],
+                                           validate_only=True),
+    47: lambda v: OffsetDeleteRequest[v](group_id="g", topics=[]),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -1068,6 +1078,13 @@ _RESPONSES = {
          lambda resp, v: (resp.error_code, resp.error_message) == (127, None)
          or pytest.fail("RemoveRaftVoter"), RemoveRaftVoterResponse),
     55: (_describe_quorum_response, _check_describe_quorum, DescribeQuorumResponse),
+    57: (lambda v: UpdateFeaturesResponse(throttle_time_ms=0, error_code=95,
+                                          error_message="no", results=[]),
+         lambda resp, v: (resp.error_code, resp.error_message) == (95, "no")
+         or pytest.fail("UpdateFeatures"), UpdateFeaturesResponse),
+    47: (lambda v: OffsetDeleteResponse(error_code=69, throttle_time_ms=0, topics=[]),
+         lambda resp, v: resp.error_code == 69 or pytest.fail("OffsetDelete"),
+         OffsetDeleteResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]

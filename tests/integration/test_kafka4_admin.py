@@ -1,0 +1,291 @@
+"""Kafka 4.x admin APIs on one shared 3-broker cluster: finalized features (KIP-584) and
+OffsetDelete (KIP-496).
+
+ApiVersions v3+ carries the supported and finalized feature levels; UpdateFeatures
+(API 57) changes finalized levels through the Raft metadata, so a level finalized
+through one broker is what every broker then answers.  Java kafka-clients 4.3.0's
+``describeFeatures``/``updateFeatures`` run as a probe (compat/java/probe.py), skipped
+only without a JDK or the jars.
+
+Invariants checked: group.version and kraft.version are finalized at 1,
+transaction.version and share.version are advertised above 0 only when their APIs are
+in SERVED; ApiVersions v3 leaves out supported features whose minimum is 0; a refused
+update (outside the range, a downgrade asked as an upgrade, an unsafe metadata.version
+downgrade) answers INVALID_UPDATE_VERSION and changes nothing; validate_only changes
+nothing; a finalized downgrade is seen by the other brokers and undone by an upgrade.
+OffsetDelete removes exactly the partitions asked for from an empty group, refuses with
+GROUP_SUBSCRIBED_TO_TOPIC the partitions of a topic an active member subscribes to
+(their offsets stay), answers GROUP_ID_NOT_FOUND for an unknown group and
+UNKNOWN_TOPIC_OR_PARTITION for an unknown topic, and a deletion survives the
+coordinator's failover (it is a tombstone on __consumer_offsets, not a memory change).
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import (
+    GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
+    NoError,
+    UnknownTopicOrPartitionError,
+)
+from kafka.protocol.admin import UpdateFeaturesRequest
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import OffsetFetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
+from kafka.structs import OffsetAndMetadata
+
+from broker.testing import ClusterProcess
+from protocol.errors import ErrorCode
+from protocol.messages import SERVED
+
+pytestmark = pytest.mark.slow
+WAIT_S = 30.0
+PROBE_TIMEOUT_S = 120.0
+UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    cluster = ClusterProcess(tmp_path_factory.mktemp("kafka4-admin"))
+    cluster.start_all()
+    yield cluster
+    codes = cluster.stop_all()
+    assert all(code == 0 for code in codes.values()), codes
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    from compat.java.probe import Probe, ProbeUnavailable
+
+    try:
+        return Probe.prepare(build_dir=tmp_path_factory.mktemp("java43-probes"))
+    except ProbeUnavailable as exc:
+        pytest.skip(f"Java 4.3 probe unavailable: {exc}")
+
+
+def _features(cluster, node_id, version=4):
+    with cluster.connect(node_id) as conn:
+        answer = conn.request(ApiVersionsRequest[version](client_software_name="t",
+                                                          client_software_version="1"))
+    supported = {f.name: (f.min_version, f.max_version) for f in answer.supported_features}
+    finalized = {f.name: f.max_version_level for f in answer.finalized_features}
+    return supported, finalized, answer.finalized_features_epoch
+
+
+def _update(cluster, node_id, updates, *, validate_only=False, version=1):
+    keys = [UpdateFeaturesRequest.FeatureUpdateKey(feature=name, max_version_level=level,
+                                                   upgrade_type=kind)
+            for name, level, kind in updates]
+    with cluster.connect(node_id) as conn:
+        return conn.request(UpdateFeaturesRequest[version](
+            timeout_ms=30000, feature_updates=keys, validate_only=validate_only))
+
+
+def _wait_finalized(cluster, node_id, name, level):
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if _features(cluster, node_id)[1].get(name, 0) == level:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"node {node_id} never finalized {name}={level}: {_features(cluster, node_id)}")
+
+
+def test_api_versions_advertises_what_is_served(cluster):
+    supported, finalized, epoch = _features(cluster, 1)
+    share = ApiKey.ShareGroupHeartbeat in SERVED and ApiKey.ShareFetch in SERVED
+    txn2 = SERVED[ApiKey.EndTxn].max_version >= 5
+    assert supported["group.version"] == (0, 1) and finalized["group.version"] == 1
+    assert supported["kraft.version"] == (0, 1) and finalized["kraft.version"] == 1
+    assert supported["transaction.version"] == (0, 2 if txn2 else 0)
+    assert supported["share.version"] == (0, 1 if share else 0)
+    assert supported["metadata.version"] == (7, 28 if share else 25)
+    assert finalized["metadata.version"] == (28 if share else 25)
+    assert ("transaction.version" in finalized) == txn2
+    assert ("share.version" in finalized) == share
+    assert epoch >= 0
+    old_supported, old_finalized, _ = _features(cluster, 2, version=3)
+    assert set(old_supported) == {"metadata.version"}, "v3 omits features with minimum 0"
+    assert old_finalized == finalized
+
+
+@pytest.mark.parametrize("update", [
+    ("group.version", 2, UPGRADE),
+    ("group.version", 0, UPGRADE),
+    ("transaction.version", 3, UPGRADE),
+    ("metadata.version", 22, UNSAFE_DOWNGRADE),
+    ("kraft.version", 0, SAFE_DOWNGRADE),
+], ids=lambda u: f"{u[0]}={u[1]}/{u[2]}")
+def test_refused_updates_answer_invalid_update_version(cluster, update):
+    before = _features(cluster, 3)[1]
+    valid = ("kraft.version", 1, UPGRADE) if update[0] != "kraft.version" else \
+        ("group.version", 1, UPGRADE)
+    answer = _update(cluster, 1, [valid, update])
+    assert answer.error_code == ErrorCode.INVALID_UPDATE_VERSION, answer
+    assert update[0] in answer.error_message
+    assert [(r.feature, r.error_code) for r in answer.results] == [
+        (valid[0], ErrorCode.INVALID_UPDATE_VERSION),
+        (update[0], ErrorCode.INVALID_UPDATE_VERSION)], "v1 repeats the error per feature"
+    v2 = _update(cluster, 1, [update], version=2)
+    assert v2.error_code == ErrorCode.INVALID_UPDATE_VERSION and v2.results == []
+    assert _features(cluster, 3)[1] == before
+
+
+def test_a_downgrade_is_finalized_cluster_wide_and_validate_only_changes_nothing(cluster):
+    checked = _update(cluster, 2, [("group.version", 0, SAFE_DOWNGRADE)], validate_only=True)
+    assert checked.error_code == ErrorCode.NONE, checked
+    assert _features(cluster, 2)[1]["group.version"] == 1
+    done = _update(cluster, 2, [("group.version", 0, SAFE_DOWNGRADE)], version=2)
+    assert done.error_code == ErrorCode.NONE, done
+    for node_id in (1, 2, 3):
+        _wait_finalized(cluster, node_id, "group.version", 0)
+    back = _update(cluster, 3, [("group.version", 1, UPGRADE)])
+    assert back.error_code == ErrorCode.NONE, back
+    for node_id in (1, 2, 3):
+        _wait_finalized(cluster, node_id, "group.version", 1)
+
+
+FEATURES_PROBE = """
+import java.util.*;
+import org.apache.kafka.clients.admin.*;
+
+public class FeaturesProbe {
+    public static void main(String[] args) throws Exception {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", args[0]);
+        try (Admin admin = Admin.create(props)) {
+            FeatureMetadata before = admin.describeFeatures().featureMetadata().get();
+            before.finalizedFeatures().forEach((name, range) ->
+                System.out.println("finalized." + name + "=" + range.maxVersionLevel()));
+            before.supportedFeatures().forEach((name, range) ->
+                System.out.println("supported." + name + "=" + range.minVersion() + "-"
+                                   + range.maxVersion()));
+            System.out.println("epoch_present=" + before.finalizedFeaturesEpoch().isPresent());
+            Map<String, FeatureUpdate> down = Map.of("group.version",
+                new FeatureUpdate((short) 0, FeatureUpdate.UpgradeType.SAFE_DOWNGRADE));
+            admin.updateFeatures(down, new UpdateFeaturesOptions().validateOnly(true)).all().get();
+            System.out.println("validate_only=ok");
+            try {
+                admin.updateFeatures(Map.of("group.version", new FeatureUpdate((short) 5,
+                    FeatureUpdate.UpgradeType.UPGRADE)), new UpdateFeaturesOptions()).all().get();
+                System.out.println("too_high=accepted");
+            } catch (Exception e) {
+                System.out.println("too_high=" + e.getCause().getClass().getSimpleName());
+            }
+        }
+    }
+}
+"""
+
+
+def test_java_4_3_describe_and_update_features(cluster, probe):
+    run = probe.run(FEATURES_PROBE, cluster.bootstrap, timeout_s=PROBE_TIMEOUT_S)
+    assert run.passed, run.report()
+    facts = run.facts()
+    assert facts["finalized.group.version"] == "1", run.report()
+    assert facts["finalized.kraft.version"] == "1"
+    assert facts["supported.group.version"] == "0-1"
+    assert facts["epoch_present"] == "true"
+    assert facts["validate_only"] == "ok"
+    assert facts["too_high"] == "InvalidUpdateVersionException"
+
+
+# -- OffsetDelete (KIP-496) -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def admin(cluster):
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def offsets_topic(cluster):
+    """A 2-partition topic with a record in each, and a second topic."""
+    cluster.create_topic("od-a", partitions=2, replication_factor=3)
+    cluster.create_topic("od-b", partitions=1, replication_factor=3)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    for partition in (0, 1):
+        producer.send("od-a", b"x", partition=partition).get(timeout=30)
+    producer.send("od-b", b"x", partition=0).get(timeout=30)
+    producer.close()
+    return "od-a"
+
+
+def _committed(admin, group_id):
+    return {tp: meta.offset for tp, meta in admin.list_group_offsets({group_id: None})[
+        group_id].items()}
+
+
+def test_offset_delete_removes_the_partitions_asked_for(admin, offsets_topic):
+    a0, a1, b0 = TopicPartition("od-a", 0), TopicPartition("od-a", 1), TopicPartition("od-b", 0)
+    admin.alter_group_offsets("od-empty", {a0: OffsetAndMetadata(1, "", -1),
+                                           a1: OffsetAndMetadata(1, "", -1),
+                                           b0: OffsetAndMetadata(1, "", -1)})
+    assert _committed(admin, "od-empty") == {a0: 1, a1: 1, b0: 1}
+    gone = TopicPartition("no-such-topic", 0)
+    results = admin.delete_group_offsets("od-empty", [a0, b0, gone])
+    assert results == {a0: NoError, b0: NoError, gone: UnknownTopicOrPartitionError}
+    assert _committed(admin, "od-empty") == {a1: 1}
+    with pytest.raises(GroupIdNotFoundError):
+        admin.delete_group_offsets("od-nobody", [a0])
+
+
+def test_offset_delete_refuses_a_topic_an_active_member_subscribes_to(cluster, admin,
+                                                                      offsets_topic):
+    consumer = KafkaConsumer("od-a", bootstrap_servers=cluster.bootstrap, group_id="od-active",
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             session_timeout_ms=10000, heartbeat_interval_ms=500)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=200)
+        assert consumer.assignment(), "the consumer never joined"
+        a0, b0 = TopicPartition("od-a", 0), TopicPartition("od-b", 0)
+        consumer.commit({a0: OffsetAndMetadata(1, "", -1), b0: OffsetAndMetadata(1, "", -1)})
+        results = admin.delete_group_offsets("od-active", [a0, b0])
+        assert results == {a0: GroupSubscribedToTopicError, b0: NoError}
+        assert _committed(admin, "od-active") == {a0: 1}
+    finally:
+        consumer.close()
+
+
+def _coordinator(cluster, group_id, via=1):
+    with cluster.connect(via) as conn:
+        answer = conn.request(FindCoordinatorRequest[1](key=group_id, key_type=0))
+    return answer.node_id if answer.error_code == 0 else None
+
+
+def _raw_committed(cluster, node_id, group_id):
+    """The group's committed offsets as its coordinator ``node_id`` answers (OffsetFetch);
+    None while it does not answer them (loading, not the coordinator)."""
+    with cluster.connect(node_id) as conn:
+        answer = conn.request(OffsetFetchRequest[5](group_id=group_id, topics=None))
+    if answer.error_code != 0:
+        return None
+    return {TopicPartition(t.name, p.partition_index): p.committed_offset
+            for t in answer.topics for p in t.partitions}
+
+
+def test_an_offset_deletion_survives_the_coordinator_failover(cluster, admin, offsets_topic):
+    a0, a1 = TopicPartition("od-a", 0), TopicPartition("od-a", 1)
+    admin.alter_group_offsets("od-failover", {a0: OffsetAndMetadata(1, "", -1),
+                                              a1: OffsetAndMetadata(1, "", -1)})
+    assert admin.delete_group_offsets("od-failover", [a0]) == {a0: NoError}
+    old = _coordinator(cluster, "od-failover")
+    survivor = next(n for n in (1, 2, 3) if n != old)
+    cluster.kill(old)
+    try:
+        deadline = time.monotonic() + WAIT_S * 2
+        seen = None
+        while seen is None and time.monotonic() < deadline:
+            new = _coordinator(cluster, "od-failover", via=survivor)
+            if new not in (None, old):
+                seen = _raw_committed(cluster, new, "od-failover")
+            if seen is None:
+                time.sleep(0.3)
+        assert seen == {a1: 1}, "the deleted offset came back after the failover"
+    finally:
+        cluster.start(old)
