@@ -1,5 +1,5 @@
 """Kafka 4.x admin APIs on one shared 3-broker cluster: finalized features (KIP-584) and
-OffsetDelete (KIP-496).
+OffsetDelete (KIP-496), and what Kafka 4 answers a version it removed (KIP-896).
 
 ApiVersions v3+ carries the supported and finalized feature levels; UpdateFeatures
 (API 57) changes finalized levels through the Raft metadata, so a level finalized
@@ -18,6 +18,11 @@ GROUP_SUBSCRIBED_TO_TOPIC the partitions of a topic an active member subscribes 
 (their offsets stay), answers GROUP_ID_NOT_FOUND for an unknown group and
 UNKNOWN_TOPIC_OR_PARTITION for an unknown topic, and a deletion survives the
 coordinator's failover (it is a tombstone on __consumer_offsets, not a memory change).
+ListOffsets v0 (removed by Kafka 4.0, KIP-896) is not advertised (ListOffsets starts at
+v1) and gets no answer: the connection is closed, as Kafka 4's socket server closes it
+for a request version it does not serve (only ApiVersions gets UNSUPPORTED_VERSION, so
+the client can retry lower); a request pipelined before it is still answered, and the
+broker keeps serving other connections.
 """
 from __future__ import annotations
 
@@ -33,8 +38,8 @@ from kafka.errors import (
 )
 from kafka.protocol.admin import UpdateFeaturesRequest
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer import OffsetFetchRequest
-from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
+from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.structs import OffsetAndMetadata
 
 from broker.testing import ClusterProcess
@@ -289,3 +294,19 @@ def test_an_offset_deletion_survives_the_coordinator_failover(cluster, admin, of
         assert seen == {a1: 1}, "the deleted offset came back after the failover"
     finally:
         cluster.start(old)
+
+
+# -- versions Kafka 4 removed (KIP-896) -------------------------------------------------------
+
+def test_list_offsets_v0_closes_the_connection_as_kafka_4_does(cluster):
+    with cluster.connect(2) as conn:
+        versions = conn.request(ApiVersionsRequest[3](client_software_name="t",
+                                                      client_software_version="1"))
+        ranges = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
+        assert ranges[ApiKey.ListOffsets][0] == 1, "v0 must not be advertised"
+        earlier = conn.send(MetadataRequest[1](topics=[]))
+        conn.send(ListOffsetsRequest[0](replica_id=-1, topics=[]))
+        assert conn.receive(correlation_id=earlier).brokers, "the earlier request is answered"
+        assert conn.closed_by_peer(timeout_s=WAIT_S), "a removed version closes the connection"
+    with cluster.connect(2) as other:
+        assert other.request(ListOffsetsRequest[1](replica_id=-1, topics=[])).topics == []
