@@ -30,6 +30,9 @@ import itertools
 from collections import defaultdict
 from collections.abc import Hashable, Iterable
 
+# A watch-list entry: (order, sequence, operation); lists are kept sorted on the first two.
+Entry = tuple[int, int, "DelayedOperation"]
+
 
 class DelayedOperation:
     """A request waiting for a condition or a timeout.
@@ -42,12 +45,12 @@ class DelayedOperation:
     condition holds, else False) and ``on_complete``; ``on_expiration`` is optional.
     """
 
-    def __init__(self, timeout_ms: int):
+    def __init__(self, timeout_ms: int) -> None:
         self.timeout_ms = max(0, timeout_ms)
         self.completed = False
         self.expired = False
         self._timer: asyncio.TimerHandle | None = None
-        self._entries: dict[Hashable, tuple] = {}  # key -> its entry in that key's list
+        self._entries: dict[Hashable, Entry] = {}  # key -> its entry in that key's list
         self._purgatory: Purgatory | None = None
 
     def try_complete(self) -> bool:
@@ -118,7 +121,7 @@ class Purgatory:
         self.name = name
         self._loop = loop
         # key -> [(order, sequence, op)], sorted; the sequence breaks ties by watch order
-        self._watchers: dict[Hashable, list[tuple]] = defaultdict(list)
+        self._watchers: dict[Hashable, list[Entry]] = defaultdict(list)
         self._sequence = itertools.count()
 
     @property

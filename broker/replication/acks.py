@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from protocol.errors import ErrorCode
 
@@ -119,6 +119,8 @@ class DelayedProduce(DelayedOperation):
                  respond: Respond):
         super().__init__(timeout_ms)
         self.statuses = statuses
+        # the same dict, looked up by the purgatory's keys (any Hashable)
+        self._by_key = cast("dict[Hashable, ProducePartitionStatus]", statuses)
         self._pending = sum(1 for status in statuses.values() if status.acks_pending)
         self._respond = respond
 
@@ -129,7 +131,7 @@ class DelayedProduce(DelayedOperation):
 
     def try_complete_after(self, key: Hashable) -> bool:
         """Only ``key``'s partition changed: check it alone (O(1) per waiting produce)."""
-        status = self.statuses.get(key)  # type: ignore[call-overload]  # any key may come
+        status = self._by_key.get(key)
         if status is None:
             return self.try_complete()
         self._check(status)
@@ -137,13 +139,13 @@ class DelayedProduce(DelayedOperation):
 
     def watch_order(self, key: Hashable) -> int | None:
         """Sorted by the offset waited for on ``key``."""
-        status = self.statuses.get(key)  # type: ignore[call-overload]
+        status = self._by_key.get(key)
         return None if status is None else status.required_offset
 
     def waits_in_order(self, key: Hashable) -> bool:
         """Still waiting for the HW on ``key``: every produce sorted after it on ``key``
         waits for a higher offset, so the trigger need not try them."""
-        status = self.statuses.get(key)  # type: ignore[call-overload]
+        status = self._by_key.get(key)
         return status is not None and status.acks_pending
 
     def _check(self, status: ProducePartitionStatus) -> None:

@@ -99,6 +99,9 @@ class AlterPartitionManager:
     async def submit(self, partition: Partition, change: PendingIsrChange) -> int:
         """The one AlterPartition call site: returns the new partition epoch; raises
         ApplyError (refused) or MetadataUnavailable (outcome unknown)."""
-        return await self._metadata().alter_partition(
+        metadata = self._metadata()
+        if metadata is None:  # proposals are made only while enabled
+            raise MetadataUnavailable("no metadata client to send AlterPartition to")
+        return await metadata.alter_partition(
             partition.topic, partition.index, self.node_id, change.leader_epoch,
             change.partition_epoch, sorted(change.proposed_isr))

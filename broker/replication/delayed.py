@@ -6,7 +6,7 @@ acks rules.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from ..purgatory import DelayedOperation
@@ -38,26 +38,28 @@ class DelayedFetch(DelayedOperation):
     """
 
     def __init__(self, timeout_ms: int, min_bytes: int, replica_id: int,
-                 statuses: list[FetchPartitionStatus], respond: Callable[[], None],
-                 isolation_level: int = 0):
+                 statuses: list[FetchPartitionStatus], respond: Callable[[], object],
+                 isolation_level: int = 0) -> None:
         super().__init__(timeout_ms)
         self.min_bytes = max(1, min_bytes)
         self.replica_id = replica_id
         self.isolation_level = isolation_level  # read_committed: visible up to the LSO
         self.statuses = statuses
-        self._by_key = {status.key: status for status in statuses}
+        # looked up by the purgatory's keys (any Hashable; ours are (topic, partition))
+        self._by_key: dict[Hashable, FetchPartitionStatus] = {s.key: s for s in statuses}
         self._respond = respond
 
     def try_complete(self) -> bool:
         accumulated = 0
         for status in self.statuses:
-            if self._must_answer(status):  # (A)/(B)
+            partition = status.partition
+            if partition is None or self._must_answer(status):  # (A)/(B)
                 return self.force_complete()
-            if status.partition.available_to(self.replica_id, self.isolation_level) \
+            if partition.available_to(self.replica_id, self.isolation_level) \
                     > status.fetch_offset:
                 if self.min_bytes <= 1:  # (C), the usual case: any data at all
                     return self.force_complete()
-                accumulated += len(status.partition.read(
+                accumulated += len(partition.read(
                     status.fetch_offset, status.max_bytes, replica_id=self.replica_id,
                     isolation_level=self.isolation_level,
                     follower_read=status.follower_read).records)
@@ -65,7 +67,7 @@ class DelayedFetch(DelayedOperation):
                     return self.force_complete()
         return False
 
-    def try_complete_after(self, key) -> bool:
+    def try_complete_after(self, key: Hashable) -> bool:
         """With ``min_bytes`` <= 1 (every follower, most consumers) only the partition
         that changed can have become answerable: checking it alone keeps a follower's
         fetch over hundreds of partitions from costing a scan of all of them per append.
@@ -73,7 +75,8 @@ class DelayedFetch(DelayedOperation):
         status = self._by_key.get(key)
         if status is None or self.min_bytes > 1:
             return self.try_complete()
-        if self._must_answer(status) or status.partition.available_to(
+        partition = status.partition
+        if partition is None or self._must_answer(status) or partition.available_to(
                 self.replica_id, self.isolation_level) > status.fetch_offset:
             return self.force_complete()  # (A)/(B)/(C)
         return False

@@ -16,12 +16,16 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
 from storage.errors import StorageError
 
 from ..purgatory import DelayedOperation
 from .partition import PartitionError
+
+if TYPE_CHECKING:
+    from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +53,7 @@ class DelayedDeleteRecords(DelayedOperation):
     leadership changes and removals (``complete_all``)."""
 
     def __init__(self, timeout_ms: int, statuses: dict[Key, DeleteRecordsStatus],
-                 replica_manager, respond: Callable[[], None]):
+                 replica_manager: ReplicaManager, respond: Callable[[], None]) -> None:
         super().__init__(timeout_ms)
         self.statuses = statuses
         self._rm = replica_manager
@@ -81,7 +85,7 @@ class DelayedDeleteRecords(DelayedOperation):
                 status.error, status.pending = ErrorCode.REQUEST_TIMED_OUT, False
 
 
-async def delete_records(replica_manager, offsets: dict[Key, int],
+async def delete_records(replica_manager: ReplicaManager, offsets: dict[Key, int],
                          timeout_ms: int) -> dict[Key, DeleteRecordsStatus]:
     """Delete the records below ``offsets`` (key → offset, -1 = the HW) on the partitions
     this broker leads, and wait as the module doc says."""
@@ -105,7 +109,8 @@ async def delete_records(replica_manager, offsets: dict[Key, int],
     return statuses
 
 
-def _delete_on_leader(replica_manager, key: Key, offset: int) -> DeleteRecordsStatus:
+def _delete_on_leader(replica_manager: ReplicaManager, key: Key,
+                      offset: int) -> DeleteRecordsStatus:
     partition = replica_manager.get_partition(*key)
     if partition is None:
         return DeleteRecordsStatus(error=replica_manager.missing_partition_error(*key))

@@ -40,9 +40,15 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from .leader_endpoint import PartitionFetch
+    from .replica_manager import FetchedPartition
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -82,7 +88,7 @@ class CachedPartition:
     last_stable_offset: int = -1
     log_start_offset: int = -1  # the partition's, as last answered
 
-    def must_answer(self, result) -> bool:
+    def must_answer(self, result: FetchedPartition) -> bool:
         """Whether ``result`` (a FetchedPartition) has news for the fetcher; remembers
         what it tells.  An error is always news, and leaves the cached high watermark
         at -1 so the partition is answered again once the error is gone."""
@@ -142,14 +148,16 @@ class FetchContext:
         self._expected_epoch = session.epoch if session is not None else 0
         self._privileged = privileged
 
-    def answer(self, results: list[tuple[Key, object]]
-               ) -> tuple[ErrorCode, int, list[tuple[Key, object]]]:
+    def answer(self, results: list[tuple[Key, FetchedPartition]]
+               ) -> tuple[ErrorCode, int, list[tuple[Key, FetchedPartition]]]:
         """(top-level error, session id, the (key, FetchedPartition) to list) for the
         read ``results`` (one per partition of ``partitions``, in order)."""
         if self.kind == "error":
             return self.error, INVALID_SESSION_ID, []
         if self.kind == "sessionless":
             return ErrorCode.NONE, INVALID_SESSION_ID, results
+        # a full or incremental context always has the cache; an incremental one its session
+        assert self._cache is not None
         if self.kind == "full":
             session_id = self._cache.create(self._privileged, {
                 key: CachedPartition(self.partitions[key], result.high_watermark
@@ -158,6 +166,7 @@ class FetchContext:
                 for key, result in results})
             return ErrorCode.NONE, session_id, results
         session = self._session
+        assert session is not None
         if session.epoch != self._expected_epoch or self._cache.get(session.id) is not session:
             # Another Fetch of this session (a retry on another connection) came in
             # while this one waited: its answer is the one the fetcher will follow.
@@ -177,7 +186,8 @@ class FetchSessionCache:
     eviction).  Counts for metrics: ``len(cache)``, ``partition_count()``,
     ``evictions``."""
 
-    def __init__(self, max_sessions: int, eviction_ms: int = EVICTION_MS, clock=None):
+    def __init__(self, max_sessions: int, eviction_ms: int = EVICTION_MS,
+                 clock: Callable[[], int] | None = None):
         self.max_sessions = max_sessions
         self.eviction_ms = eviction_ms
         self._clock = clock or (lambda: int(time.monotonic() * 1000))
@@ -287,15 +297,15 @@ class FollowerSession:
     def __init__(self) -> None:
         self.session_id = INVALID_SESSION_ID
         self.epoch = INITIAL_EPOCH
-        self._sent: dict = {}  # key -> the parameters the leader's session holds
-        self._pending: dict = {}
+        self._sent: dict[Key, PartitionFetch] = {}  # what the leader's session holds
+        self._pending: dict[Key, PartitionFetch] = {}
 
     @property
     def full(self) -> bool:
         """The next Fetch lists every partition."""
         return self.epoch == INITIAL_EPOCH
 
-    def build(self, wanted: dict) -> tuple[list[Key], list[Key]]:
+    def build(self, wanted: dict[Key, PartitionFetch]) -> tuple[list[Key], list[Key]]:
         """(partitions to list, partitions to forget) in the next Fetch; it carries
         ``session_id`` and ``epoch`` as they are now."""
         self._pending = wanted

@@ -20,10 +20,12 @@ news; the leader still reads every partition of the session.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode
 from storage.errors import StorageError
@@ -32,9 +34,12 @@ from ..security.client import inter_broker_security
 from .fetch_sessions import FollowerSession
 from .leader_endpoint import (
     EndpointFactory,
+    EpochEndOffset,
     EpochQuery,
+    FetchedData,
     FetchSettings,
     KafkaLeaderEndpoint,
+    Key,
     LeaderEndpoint,
     LeaderUnavailable,
     PartitionFetch,
@@ -42,6 +47,9 @@ from .leader_endpoint import (
 )
 from .partition import Partition
 from .throttle import UNLIMITED, ReplicationThrottle
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +108,17 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], FollowedPartition] = {}
         self.endpoint: LeaderEndpoint | None = None
-        self.task: asyncio.Task | None = None
+        self.task: asyncio.Task[None] | None = None
         #: the fetch session with the leader (KIP-227): a caught-up follower's Fetch
         #: then names only the partitions whose log end moved
         self.session = FollowerSession()
         self._prefix = f"[ReplicaFetcher broker={manager.node_id} leader={leader_id}]"
+
+    def _endpoint(self) -> LeaderEndpoint:
+        """The leader's endpoint, made on first use (unit tests set ``endpoint``)."""
+        if self.endpoint is None:
+            self.endpoint = self.manager.endpoint_factory(self.leader_id)
+        return self.endpoint
 
     async def run(self) -> None:
         """The fetch loop.  Reacts to Fetch responses (the leader long-polls them for
@@ -112,9 +126,7 @@ class ReplicaFetcher:
         ``replica.fetch.backoff.ms`` while the leader is unknown or unreachable, and a
         partition after its errors; never sleeps on a fixed tick otherwise.  Exits when
         it follows no partition any more, or on cancellation; the endpoint is closed."""
-        if self.endpoint is None:
-            self.endpoint = self.manager.endpoint_factory(self.leader_id)
-        endpoint = self.endpoint
+        endpoint = self._endpoint()
         try:
             while self.partitions:
                 if not endpoint.ready():
@@ -167,7 +179,7 @@ class ReplicaFetcher:
                     asks[followed.partition.key] = (followed, latest)
             if not asks:
                 return
-            answers = await self.endpoint.offsets_for_leader_epoch([
+            answers = await self._endpoint().offsets_for_leader_epoch([
                 EpochQuery(topic, index, followed.leader_epoch, latest)
                 for (topic, index), (followed, latest) in asks.items()])
             for key, answer in answers.items():
@@ -175,8 +187,8 @@ class ReplicaFetcher:
                 if entry is not None:
                     self._apply_epoch_answer(entry[0], answer)
 
-    def _apply_epoch_answer(self, followed: FollowedPartition, answer) -> None:
-        """``answer``: error_code, leader_epoch, end_offset (an EpochEndOffset)."""
+    def _apply_epoch_answer(self, followed: FollowedPartition, answer: EpochEndOffset) -> None:
+        """The leader's OffsetForLeaderEpoch answer for ``followed``."""
         partition = followed.partition
         if answer.error_code != ErrorCode.NONE:
             self._back_off(followed, f"OffsetForLeaderEpoch {ErrorCode(answer.error_code).name}",
@@ -263,7 +275,7 @@ class ReplicaFetcher:
         session = self.session
         listed, forgotten = session.build(wanted)
         try:
-            result = await self.endpoint.fetch(
+            result = await self._endpoint().fetch(
                 [wanted[key] for key in listed],
                 SessionFetch(session.session_id, session.epoch, forgotten))
         except LeaderUnavailable:
@@ -280,18 +292,18 @@ class ReplicaFetcher:
             return True
         partitions = self.partitions
         for key, data in result.partitions.items():
-            followed = asked.get(key)
-            if followed is not None and partitions.get(key) is followed:
-                partition_log = followed.partition.log
+            answered = asked.get(key)
+            if answered is not None and partitions.get(key) is answered:
+                partition_log = answered.partition.log
                 high_watermark = partition_log.high_watermark
                 if throttled and key in throttled:
                     throttle.record(len(data.records or b""))
-                if self._apply_fetched(followed, data) or \
+                if self._apply_fetched(answered, data) or \
                         partition_log.high_watermark != high_watermark:
                     manager.on_follower_progress(key)
         return True
 
-    def _throttled(self, ready: list[FollowedPartition]) -> set:
+    def _throttled(self, ready: list[FollowedPartition]) -> set[Key]:
         """Keys of the ``ready`` partitions ``follower.replication.throttled.rate`` limits:
         listed for this broker in their topic's follower.replication.throttled.replicas
         and behind the leader (Kafka's shouldFollowerThrottle)."""
@@ -301,9 +313,8 @@ class ReplicaFetcher:
         return {f.partition.key for f in ready
                 if not f.caught_up and manager.follower_throttles(f.partition)}
 
-    def _apply_fetched(self, followed: FollowedPartition, data) -> bool:
-        """``data``: error_code, high_watermark, log_start_offset, records (FetchedData).
-        True when bytes were appended."""
+    def _apply_fetched(self, followed: FollowedPartition, data: FetchedData) -> bool:
+        """The leader's answer for ``followed``; True when bytes were appended."""
         partition = followed.partition
         code = data.error_code
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -346,8 +357,9 @@ class ReplicaFetcherManager:
     ``endpoint_factory(leader_id)`` makes the endpoint a new fetcher talks to; the
     default speaks the Kafka protocol to the address ``broker_address`` gives."""
 
-    def __init__(self, node_id: int, config, broker_address,
-                 endpoint_factory: EndpointFactory | None = None):
+    def __init__(self, node_id: int, config: BrokerConfig,
+                 broker_address: Callable[[int], tuple[str, int] | None],
+                 endpoint_factory: EndpointFactory | None = None) -> None:
         self.node_id = node_id
         self.broker_address = broker_address  # broker id -> (host, port) | None
         self.fetch_wait_max_ms = config["replica.fetch.wait.max.ms"]
@@ -364,7 +376,7 @@ class ReplicaFetcherManager:
         self.follower_throttles: Callable[[Partition], bool] | None = None
         #: called with a partition's key when its log or high watermark moved here (the
         #: replica manager wakes consumers long-polling this follower, KIP-392)
-        self.on_progress = None
+        self.on_progress: Callable[[Key], object] | None = None
 
     def _kafka_endpoint(self, leader_id: int) -> KafkaLeaderEndpoint:
         return KafkaLeaderEndpoint(self.node_id, leader_id, self.broker_address, FetchSettings(
@@ -387,7 +399,7 @@ class ReplicaFetcherManager:
         for fetcher in self.fetchers.values():
             fetcher.partitions.pop(key, None)
 
-    def _fetcher_done(self, fetcher: ReplicaFetcher, task: asyncio.Task) -> None:
+    def _fetcher_done(self, fetcher: ReplicaFetcher, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
             log.error("[ReplicaFetcher leader=%d] stopped by an error", fetcher.leader_id,
                       exc_info=task.exception())
@@ -402,7 +414,7 @@ class ReplicaFetcherManager:
         if self.fetchers.get(fetcher.leader_id) is fetcher and fetcher.partitions \
                 and (fetcher.task is None or fetcher.task.done()):
             fetcher.task = asyncio.get_running_loop().create_task(fetcher.run())
-            fetcher.task.add_done_callback(lambda t, f=fetcher: self._fetcher_done(f, t))
+            fetcher.task.add_done_callback(functools.partial(self._fetcher_done, fetcher))
 
     def on_follower_progress(self, key: tuple[str, int]) -> None:
         if self.on_progress is not None:

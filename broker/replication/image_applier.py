@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the applier's host; only its type is named here
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
-Position = tuple
+Position = tuple[int, ...]  # ClusterState.position(); () before the first image
 
 # Logs opened in one event-loop pass at most, and (by the task) for at most this long:
 # one log takes 5-15 ms to open on a busy machine.
@@ -44,7 +44,10 @@ OPEN_SLICE = 50
 OPEN_SLICE_S = 0.05
 
 
-def _image_state(info: PartitionInfo) -> tuple:
+ImageState = tuple[int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+def _image_state(info: PartitionInfo) -> ImageState:
     """What a hosted partition takes from the image (compared to skip unchanged ones)."""
     return (info.leader, info.leader_epoch, info.partition_epoch, tuple(info.replicas),
             tuple(info.isr), tuple(info.adding_replicas))
@@ -70,15 +73,15 @@ class ImageApplier:
     log-directory failure handling (``on_storage_failure``, ``take_log_dir_offline``).
     """
 
-    def __init__(self, host: ReplicaManager):
+    def __init__(self, host: ReplicaManager) -> None:
         self.host = host
         self.node_id = host.node_id
         self.image: ClusterState | None = None  # the newest image acted on
         self.pending: dict[Key, None] = {}  # keys waiting for their log, in image order
         self.applied_position: Position = ()
-        self._taken: dict[Key, tuple] = {}  # _image_state each hosted partition took
-        self._topic_configs: dict[str, dict] = {}  # configs each topic's partitions follow
-        self._opener: asyncio.Task | None = None
+        self._taken: dict[Key, ImageState] = {}  # what each hosted partition took
+        self._topic_configs: dict[str, dict[str, str]] = {}  # each topic's partitions follow
+        self._opener: asyncio.Task[None] | None = None
         self._caught_up_listeners: list[Callable[[Position], None]] = []
         self._prefix = f"[ImageApplier broker={self.node_id}]"
 
@@ -277,6 +280,8 @@ class ImageApplier:
         started = time.monotonic()
         opened = 0
         image = self.image
+        if image is None:  # nothing is pending before the first image
+            return
         while self.pending and opened < count:
             if budget_s is not None and opened and time.monotonic() - started >= budget_s:
                 return
@@ -287,7 +292,8 @@ class ImageApplier:
                 return
             topic = image.topics.get(key[0])
             info = topic.partitions.get(key[1]) if topic is not None else None
-            if info is None or self.node_id not in info.replicas or key in self.host.partitions:
+            if topic is None or info is None or self.node_id not in info.replicas \
+                    or key in self.host.partitions:
                 continue
             opened += 1
             partition = self._open(topic, key[1])
@@ -297,6 +303,8 @@ class ImageApplier:
                 self._take_state(partition, info)
 
     def _caught_up(self) -> None:
+        if self.image is None:
+            return
         position = self.image.position()
         if position <= self.applied_position:
             return

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
 from protocol.hot_requests import FetchRequestOut, FetchResponseIn
 
 from ..client.kafka_client import AsyncConnection, ConnectionFailed
+
+if TYPE_CHECKING:
+    from ..security.client import ClientSecurity
 
 FETCH_VERSION = 11
 EPOCH_VERSION = 3
@@ -136,8 +139,7 @@ class FetchSettings:
     wait_max_ms: int
     response_max_bytes: int
     request_timeout_s: float
-    # broker.security.client.ClientSecurity of the inter-broker listener (None: PLAINTEXT).
-    security: object = None
+    security: ClientSecurity | None = None  # of the inter-broker listener (None: PLAINTEXT)
 
 
 class KafkaLeaderEndpoint:
@@ -147,7 +149,7 @@ class KafkaLeaderEndpoint:
 
     def __init__(self, node_id: int, leader_id: int,
                  broker_address: Callable[[int], tuple[str, int] | None],
-                 settings: FetchSettings):
+                 settings: FetchSettings) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self.broker_address = broker_address
@@ -179,7 +181,7 @@ class KafkaLeaderEndpoint:
 
     async def offsets_for_leader_epoch(self, partitions: list[EpochQuery]
                                        ) -> dict[Key, EpochEndOffset]:
-        by_topic: dict[str, list] = {}
+        by_topic: dict[str, list[Any]] = {}  # EpochPartition (kafka-python) entries
         for p in partitions:
             by_topic.setdefault(p.topic, []).append(EpochPartition(
                 partition=p.partition, current_leader_epoch=p.current_leader_epoch,
@@ -196,7 +198,8 @@ class KafkaLeaderEndpoint:
         if self.connection is not None:
             await self.connection.close()
 
-    async def _request(self, request, response_class):
+    async def _request(self, request: Any, response_class: Any) -> Any:
+        """``request``'s answer decoded as ``response_class`` (kafka-python messages)."""
         address = self.broker_address(self.leader_id)
         if address is None:
             raise LeaderUnavailable(f"broker {self.leader_id} has no known address")

@@ -25,9 +25,15 @@ import asyncio
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from storage import cleaner
 from storage.errors import LogClosed, StorageError, StorageIOError
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
+    from .partition import Partition
+    from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +42,7 @@ class LogCleanerManager:
     """Owns the cleaner thread; ``replica_manager`` supplies the partitions and takes the
     log directory offline on a disk failure."""
 
-    def __init__(self, replica_manager, config):
+    def __init__(self, replica_manager: ReplicaManager, config: BrokerConfig) -> None:
         self.replica_manager = replica_manager
         self.enabled = config["log.cleaner.enable"]
         self.backoff_s = config["log.cleaner.backoff.ms"] / 1000.0
@@ -70,9 +76,9 @@ class LogCleanerManager:
             if not cleaned:
                 await asyncio.sleep(self.backoff_s)
 
-    def _candidates(self, now_ms: int):
+    def _candidates(self, now_ms: int) -> list[tuple[cleaner.CleaningPlan, Partition]]:
         """(plan, partition) of every compacted log that needs cleaning now."""
-        found = []
+        found: list[tuple[cleaner.CleaningPlan, Partition]] = []
         for partition in list(self.replica_manager.partitions.values()):
             if partition.offline or partition.key in self.uncleanable \
                     or not partition.log.config.compact:
@@ -81,7 +87,8 @@ class LogCleanerManager:
                 plan = cleaner.plan_cleaning(partition.log, now_ms)
             except LogClosed:
                 continue
-            if cleaner.needs_cleaning(plan, partition.log.config.min_cleanable_dirty_ratio):
+            if plan is not None and cleaner.needs_cleaning(
+                    plan, partition.log.config.min_cleanable_dirty_ratio):
                 found.append((plan, partition))
         return found
 
@@ -110,7 +117,7 @@ class LogCleanerManager:
             return False
         return self._commit(partition, result)
 
-    def _changed(self, partition, plan: cleaner.CleaningPlan) -> bool:
+    def _changed(self, partition: Partition, plan: cleaner.CleaningPlan) -> bool:
         """True if the partition left, or a segment the pass read is gone or resized
         (retention, a truncation, the topic's deletion)."""
         if self.replica_manager.partitions.get(partition.key) is not partition \
@@ -120,7 +127,7 @@ class LogCleanerManager:
         return any(current.get(id(source.segment)) != source.size_bytes
                    for source in plan.sources)
 
-    def _commit(self, partition, result: cleaner.CleaningResult) -> bool:
+    def _commit(self, partition: Partition, result: cleaner.CleaningResult) -> bool:
         """Swap the cleaned segments in; no ``await`` here."""
         if self.replica_manager.partitions.get(partition.key) is not partition \
                 or partition.offline:

@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from types import TracebackType
+from typing import Literal, NamedTuple, TypeVar
 
 from protocol.control import build_marker_batch
 from protocol.errors import ErrorCode
 from protocol.records import BatchHeader
 from storage.errors import CorruptLog, OffsetOutOfRange, StorageIOError
+from storage.file_records import FileRecords
 from storage.log import AppendInfo, PartitionLog
-from storage.producer_state import ProducerStateError
+from storage.producer_state import AbortedTxn, ProducerStateError
 
 from ..logs import state_change
 from .acks import not_enough_replicas
@@ -75,18 +77,21 @@ class FollowerState:
         self.last_fetch_ms = now_ms
 
 
+# an ISR change a leader begins: the pending state it proposes
+_Change = TypeVar("_Change", PendingExpandIsr, PendingShrinkIsr)
+
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
 
 class ReadResult(NamedTuple):
-    records: bytes
+    records: bytes | memoryview | FileRecords  # FileRecords: read with zero_copy
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
     last_stable_offset: int
     #: read_committed only: AbortedTxn entries with records in the range read
-    aborted_transactions: tuple = ()
+    aborted_transactions: tuple[AbortedTxn, ...] = ()
 
 
 @dataclass
@@ -124,7 +129,7 @@ class Partition:
     replicas: list[int] = field(default_factory=list)
     followers: dict[int, FollowerState] = field(default_factory=dict)
     offline: bool = False
-    adding_replicas: frozenset = frozenset()
+    adding_replicas: frozenset[int] = frozenset()
     _partition_epoch: int = field(default=0, init=False)
     _isr_state: IsrState = field(default=CommittedIsr(()), init=False)
     storage_failure_listener: Callable[[Partition, str, Exception], None] | None = \
@@ -220,7 +225,7 @@ class Partition:
         """The replica a pending expansion adds (empty otherwise)."""
         return self.maximal_isr - set(self._isr_state.isr)
 
-    def update_replicas(self, replicas: list[int], adding: tuple = ()) -> None:
+    def update_replicas(self, replicas: list[int], adding: Iterable[int] = ()) -> None:
         """Take the image's replica list (a reassignment adds or removes replicas, KIP-455).
         A leader starts tracking a new follower (not caught up: it joins the ISR the usual
         way) and forgets a removed one.  ``adding``: the replicas still joining, whose
@@ -251,16 +256,19 @@ class Partition:
         change is in flight and ``can_join_isr`` holds.  Returns the new pending state (send
         its ``proposed_isr``, then report with ``on_isr_change_committed``/``_failed``) or
         None.  From now on the replica counts for the high watermark."""
-        if not self.is_leader or self._isr_state.is_inflight or not self.can_join_isr(replica_id):
+        state = self._isr_state
+        if not self.is_leader or not isinstance(state, CommittedIsr) \
+                or not self.can_join_isr(replica_id):  # not leading, or a change in flight
             return None
         return self._begin_isr_change(PendingExpandIsr(
-            self._isr_state, self.leader_epoch, self._partition_epoch, replica_id))
+            state, self.leader_epoch, self._partition_epoch, replica_id))
 
     def maybe_shrink_isr(self, now_ms: int, lag_time_max_ms: int) -> PendingShrinkIsr | None:
         """Propose removing the ISR followers not caught up within ``lag_time_max_ms``, when
         this broker leads and no ISR change is in flight.  The HW keeps waiting for them
         until the controller commits the shrink."""
-        if not self.is_leader or self._isr_state.is_inflight:
+        state = self._isr_state
+        if not self.is_leader or not isinstance(state, CommittedIsr):  # or one in flight
             return None
         lagging = self.out_of_sync_replicas(now_ms, lag_time_max_ms)
         if not lagging:
@@ -269,9 +277,9 @@ class Partition:
                  self.name, self.node_id, lagging, lag_time_max_ms, extra=self._fields(
                      "isr-shrink-proposed", out_of_sync=lagging))
         return self._begin_isr_change(PendingShrinkIsr(
-            self._isr_state, self.leader_epoch, self._partition_epoch, frozenset(lagging)))
+            state, self.leader_epoch, self._partition_epoch, frozenset(lagging)))
 
-    def _begin_isr_change(self, change: PendingIsrChange) -> PendingIsrChange:
+    def _begin_isr_change(self, change: _Change) -> _Change:
         if self._isr_state.is_inflight:
             raise RuntimeError(f"{self.name}: an ISR change is already in flight")
         self._isr_state = change
@@ -518,6 +526,7 @@ class Partition:
             return ReadResult(b"", self.log.high_watermark, self.log.log_start_offset,
                               self.log.log_end_offset, last_stable)
         try:
+            records: bytes | memoryview | FileRecords
             if fetch_offset > upper_bound and fetch_offset <= self.log.log_end_offset:
                 records = b""  # between HW and LEO: nothing visible yet, not an error
             else:
@@ -526,7 +535,7 @@ class Partition:
                                             min_one_batch=min_one_batch, zero_copy=zero_copy)
         except OffsetOutOfRange as exc:
             raise PartitionError(ErrorCode.OFFSET_OUT_OF_RANGE, str(exc)) from exc
-        aborted = ()
+        aborted: tuple[AbortedTxn, ...] = ()
         if isolation_level == READ_COMMITTED and replica_id < 0 and records:
             aborted = tuple(self.log.aborted_transactions(fetch_offset, upper_bound))
         return ReadResult(records, self.log.high_watermark, self.log.log_start_offset,
@@ -641,7 +650,7 @@ class Partition:
                     extra=self._fields("offline", log_end_offset=self.log_end_offset,
                                        high_watermark=self.high_watermark))
 
-    def _fields(self, reason: str, **more) -> dict:
+    def _fields(self, reason: str, **more: object) -> dict[str, object]:
         """The structured fields of a state-change line (``log.format=json``)."""
         return state_change(partition=self.name, broker=self.node_id, leader=self.leader_id,
                             leader_epoch=self.leader_epoch,
@@ -665,15 +674,16 @@ class _StorageGuard:
 
     __slots__ = ("partition", "what")
 
-    def __init__(self, partition: Partition, what: str):
+    def __init__(self, partition: Partition, what: str) -> None:
         self.partition = partition
         self.what = what
 
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type, exc, traceback) -> bool:
-        if exc_type is not None and issubclass(exc_type, (StorageIOError, CorruptLog)):
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> Literal[False]:
+        if isinstance(exc, (StorageIOError, CorruptLog)):
             listener = self.partition.storage_failure_listener
             if listener is not None:
                 listener(self.partition, self.what, exc)

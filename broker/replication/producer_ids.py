@@ -8,8 +8,12 @@ answered in ``broker/api/producer_ids.py``.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from ..controller.metadata_client import MetadataClient
+
+if TYPE_CHECKING:
+    from ..controller.store import LocalStore, RaftStore
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 
@@ -22,7 +26,7 @@ class ProducerIdManager:
     cluster.  ``metadata``: a MetadataClient (or a store, wrapped in one).
     """
 
-    def __init__(self, metadata):
+    def __init__(self, metadata: MetadataClient | LocalStore | RaftStore) -> None:
         self.metadata = MetadataClient.wrap(metadata)
         self._next = 0
         self._end = 0

@@ -22,11 +22,15 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from protocol.errors import ErrorCode, RecordError
+from protocol.primitives import Buffer
 from protocol.record_filter import RecordFilterError, decode_records
 from protocol.records import validate_produce_records
 from storage.errors import InvalidAppend, StorageError
+from storage.file_records import FileRecords
+from storage.producer_state import AbortedTxn
 
 from ..config import RACK_AWARE_SELECTOR, BrokerConfig
 from ..controller.metadata_client import MetadataClient
@@ -40,7 +44,7 @@ from .acks import DelayedProduce, ProducePartitionStatus
 from .alter_partition import AlterPartitionManager
 from .delayed import DelayedFetch, FetchPartitionStatus
 from .fetcher import ReplicaFetcherManager
-from .image_applier import ImageApplier
+from .image_applier import ImageApplier, Position
 from .log_cleaner import LogCleanerManager
 from .origin import AppendOrigin
 from .partition import READ_UNCOMMITTED, Partition, PartitionError
@@ -48,6 +52,9 @@ from .replica_selector import preferred_read_replica
 from .throttle import ReplicationThrottle
 from .throttle_lists import ThrottleLists
 from .topic_configs import TopicConfigs
+
+if TYPE_CHECKING:
+    from ..controller.store import LocalStore, RaftStore
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +68,9 @@ class FetchedPartition:
     error: ErrorCode
     high_watermark: int = -1
     log_start_offset: int = -1
-    records: bytes = b""  # or storage.FileRecords when read with zero_copy
+    records: bytes | memoryview | FileRecords = b""  # FileRecords: read with zero_copy
     last_stable_offset: int = -1
-    aborted_transactions: tuple = ()
+    aborted_transactions: tuple[AbortedTxn, ...] = ()
     preferred_read_replica: int = -1
     throttled: bool = False  # held back by leader.replication.throttled.rate (throttle.py)
 
@@ -80,8 +87,9 @@ class ReplicaManager:
     proposes no ISR change.
     """
 
-    def __init__(self, config: BrokerConfig, metadata=None,
-                 on_fatal: StopCallback | None = None):
+    def __init__(self, config: BrokerConfig,
+                 metadata: MetadataClient | LocalStore | RaftStore | None = None,
+                 on_fatal: StopCallback | None = None) -> None:
         self.config = config
         self.metadata: MetadataClient | None = (
             MetadataClient.wrap(metadata) if metadata is not None else None)
@@ -107,7 +115,7 @@ class ReplicaManager:
         self.leader_throttles = self.throttle_lists.leader_throttles
         self.follower_throttles = self.throttle_lists.follower_throttles
         self.fetchers.follower_throttles = self.follower_throttles
-        self._leadership_listeners: list = []
+        self._leadership_listeners: list[Callable[[Partition], object]] = []
         self.lag_time_max_ms = config["replica.lag.time.max.ms"]
         self.topic_configs = TopicConfigs(config)
         self.cleaner = LogCleanerManager(self, config)
@@ -221,12 +229,12 @@ class ReplicaManager:
         self.applier.apply(image)
 
     @property
-    def applied_position(self) -> tuple:
+    def applied_position(self) -> Position:
         """The position of the newest image this broker has fully acted on: every log
         it names open, every leadership taken (what heartbeats report)."""
         return self.applier.applied_position
 
-    def add_leadership_listener(self, listener) -> None:
+    def add_leadership_listener(self, listener: Callable[[Partition], object]) -> None:
         """``listener(partition)`` after this broker became leader or follower of a
         partition, or stopped hosting it (then ``partition.leader_id`` is -1). Used by
         coordinators that keep state per partition (consumer groups)."""
@@ -297,7 +305,7 @@ class ReplicaManager:
 
     # -- produce -----------------------------------------------------------------
 
-    def append_one(self, topic: str, index: int, records, acks: int,
+    def append_one(self, topic: str, index: int, records: Buffer | None, acks: int,
                    max_batch_bytes: int, *, origin: AppendOrigin) -> ProducePartitionStatus:
         """Validate and append one partition's batch as leader. Never raises for bad input.
 
@@ -379,9 +387,10 @@ class ReplicaManager:
                             timeout_ms: int) -> dict[Key, ProducePartitionStatus]:
         """acks=all: answer once every appended partition's HW passed its batch (the
         rules, and what each partition answers, are acks.py's)."""
-        future = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[dict[Key, ProducePartitionStatus]] = \
+            asyncio.get_running_loop().create_future()
 
-        def respond(result):
+        def respond(result: dict[Key, ProducePartitionStatus]) -> None:
             if not future.done():
                 future.set_result(result)
 

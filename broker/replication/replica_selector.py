@@ -15,9 +15,13 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .partition import Partition
 
 
-def preferred_read_replica(partition, fetch_offset: int, client_rack: str,
+def preferred_read_replica(partition: Partition, fetch_offset: int, client_rack: str,
                            rack_of: Callable[[int], str | None],
                            is_live: Callable[[int], bool]) -> int | None:
     """The replica id the consumer should read ``partition`` from, or None when that is

@@ -80,7 +80,7 @@ class ThrottledReplicas:
     added into the follower list."""
 
     everything: bool = False
-    pairs: frozenset = frozenset()  # of (partition, broker)
+    pairs: frozenset[tuple[int, int]] = frozenset()  # of (partition, broker)
 
     def throttles(self, partition: int, broker: int) -> bool:
         return self.everything or (partition, broker) in self.pairs
