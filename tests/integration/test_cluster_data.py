@@ -25,6 +25,21 @@ OFFSET_NOT_AVAILABLE = 78
 SLACK_S = 10.0
 
 
+@pytest.fixture(scope="module")
+def shared_cluster(module_cluster_factory):
+    """One cluster for the whole module (FAST_CLUSTER_SETTINGS): each test works on
+    topics of its own."""
+    return module_cluster_factory()
+
+
+@pytest.fixture
+def cluster(shared_cluster, heal_cluster):
+    """The module's cluster; a test that stops, kills or pauses a broker gets it back with
+    every broker running and unfenced afterwards."""
+    yield shared_cluster
+    heal_cluster(shared_cluster)
+
+
 def _batch(values: list[bytes]) -> bytes:
     now_ms = int(time.time() * 1000)
     return build_batch([(None, v, now_ms, []) for v in values])
@@ -52,12 +67,11 @@ def _assert_fetch_below_hw(cluster: ClusterProcess, topic: str, leader: int,
     return data.high_watermark
 
 
-def test_min_insync_replicas_3_with_a_follower_stopped_refuses_acks_all(raftwood_cluster):
+def test_min_insync_replicas_3_with_a_follower_stopped_refuses_acks_all(cluster):
     """min.insync.replicas=3: with every replica in sync acks=all succeeds; once a stopped
     follower has left the ISR, acks=all is refused with NOT_ENOUGH_REPLICAS before anything
     is appended (raw request and kafka-python's error), acks=1 still succeeds; when the
     follower is back in the ISR acks=all succeeds again."""
-    cluster = raftwood_cluster
     topic = cluster.create_topic("min-isr-3", assignments=[[1, 2, 3]],
                                  configs={"min.insync.replicas": "3"})
     cluster.wait_for_isr(topic, 0, [1, 2, 3])
@@ -223,11 +237,10 @@ def test_list_offsets_latest_never_goes_back_when_a_lagging_follower_takes_over(
     assert (latest.error_code, latest.offset) == (NONE, 110)
 
 
-def test_watch_sees_monotonic_offsets_through_a_controlled_leader_move(raftwood_cluster):
+def test_watch_sees_monotonic_offsets_through_a_controlled_leader_move(cluster):
     """The OffsetWatch checker itself on a quiet leader move (SIGTERM of the leader while
     records flow): ListOffsets latest and each leader's HW never go backwards, and no
     consumer fetch returns data above its response's HW."""
-    cluster = raftwood_cluster
     topic = cluster.create_topic("watched", assignments=[[1, 2, 3]])
     cluster.wait_for_isr(topic, 0, [1, 2, 3])
     with OffsetWatch(cluster, topic, interval_s=0.05) as watch:
