@@ -152,7 +152,9 @@ def module_cluster_factory(tmp_path_factory):
 
 def _heal(cluster: ClusterProcess) -> ClusterProcess:
     """Every broker of ``cluster`` running, registered and unfenced in every broker's view
-    again: paused brokers resumed, stopped or killed ones started (same ports and data)."""
+    again, and (unless auto.leader.rebalance.enable is off) every partition led by its
+    preferred replica: paused brokers resumed, stopped or killed ones started (same ports
+    and data)."""
     for broker in cluster.brokers:
         if broker.is_running() and broker.paused:
             broker.resume()
@@ -166,7 +168,20 @@ def _heal(cluster: ClusterProcess) -> ClusterProcess:
 
     cluster.wait_for(every_broker_up, cluster.start_timeout_s,
                      "every broker answering and unfenced in every view")
+    if all(str(b.extra_settings.get("auto.leader.rebalance.enable", "true")).lower() == "true"
+           for b in cluster.brokers):
+        cluster.wait_for(_preferred_leaders, cluster.start_timeout_s,
+                         "every partition led by its preferred replica when it is in sync")
     return cluster
+
+
+def _preferred_leaders(statuses) -> bool:
+    """Every partition of every broker's image whose preferred (first) replica is in the
+    ISR is led by it: a fresh cluster's leadership, which a kill or pause had moved."""
+    return bool(statuses) and all(
+        p["leader"] == p["replicas"][0]
+        for status in statuses.values() for topic in status["topics"]
+        for p in topic["partitions"] if p["replicas"] and p["replicas"][0] in p["isr"])
 
 
 @pytest.fixture
