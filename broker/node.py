@@ -30,7 +30,8 @@ from .controller.store import open_store
 from .dynamic_config import DynamicBrokerConfig
 from .groups import GroupCoordinator
 from .metrics import BrokerMetrics
-from .network.connection import Connection
+from .network.connection import Connection, ConnectionContext
+from .network.limits import limits_of
 from .replication.fetch_sessions import FetchSessionCache
 from .replication.producer_ids import ProducerIdManager
 from .replication.replica_manager import ReplicaManager
@@ -91,6 +92,9 @@ class Broker:
         self.metrics = BrokerMetrics(self, replication_feed=lambda: broker_feed(self),
                                      replication_page=replication_page)
         self.connections: set[Connection] = set()
+        # What each connection gets instead of this Broker (broker/network/connection.py).
+        self.connection_context = ConnectionContext(
+            config, self.api_context, self.connections, limits_of(self), self.metrics.requests)
         self._servers: list[asyncio.base_events.Server] = []
         self._stopped = asyncio.Event()
 
@@ -134,7 +138,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         for listener in plan.listeners:
             server = await loop.create_server(
-                lambda listener=listener: Connection(self, listener), listener.host or None,
+                lambda listener=listener: Connection(self.connection_context, listener),
+                listener.host or None,
                 listener.port, ssl=contexts.get(listener.name), reuse_address=True,
                 backlog=1024)
             self._servers.append(server)

@@ -25,7 +25,9 @@ import sys
 import time
 from collections import deque
 from collections.abc import Coroutine
+from dataclasses import dataclass
 from inspect import CORO_CREATED, getcoroutinestate
+from typing import TYPE_CHECKING
 
 from kafka.protocol.api_key import ApiKey
 
@@ -45,11 +47,15 @@ from storage import FileRecords, StaleRegion, StorageError
 from ..api import CLOSE, HANDLERS, Later
 from ..api.sasl import legacy_token
 from ..api.status import status_response
-from ..metrics import request_stats_of
+from ..metrics.stats import DISCARD_REQUESTS, RequestStats
 from ..security.listeners import UNNAMED_PLAINTEXT, Listener
 from ..security.session import SecuritySession
-from .limits import limits_of, setting
+from .limits import ConnectionLimits, setting
 from .log_limit import RateLimitedLog
+
+if TYPE_CHECKING:
+    from ..api.context import ApiContext
+    from ..config import BrokerConfig
 
 log = logging.getLogger(__name__)
 # What a peer can make us log: at most one line per kind per interval (and one traceback
@@ -58,6 +64,21 @@ peer_log = RateLimitedLog(log)
 
 _CLOSE_MARK = object()
 _MAX_IOV = 512  # buffers per os.writev (Linux allows 1024)
+
+
+@dataclass(frozen=True)
+class ConnectionContext:
+    """What a Connection uses of its broker, instead of the whole Broker (built in
+    ``broker/node.py``): the settings, the handlers' ApiContext, the broker's set of open
+    connections (each adds itself on accept and leaves on close; the broker drains them
+    at shutdown), the connection limits they are counted in, and the per-API request
+    stats they record into (metrics)."""
+
+    config: BrokerConfig
+    api_context: ApiContext
+    connections: set
+    limits: ConnectionLimits
+    request_stats: RequestStats = DISCARD_REQUESTS
 
 
 class _Pending:
@@ -97,10 +118,11 @@ class Connection(asyncio.Protocol):
     (which also withdraws it from the purgatories).
     """
 
-    def __init__(self, broker, listener: Listener = UNNAMED_PLAINTEXT):
-        self.broker = broker
+    def __init__(self, context: ConnectionContext, listener: Listener = UNNAMED_PLAINTEXT):
+        self.context = context
+        self.api_context = context.api_context
         self.session = SecuritySession(listener)  # principal; SASL gate (broker/security)
-        config = broker.config
+        config = context.config
         self._max_request_bytes = config["socket.request.max.bytes"]
         # Before a SASL listener's client has authenticated, frames are capped at Kafka's
         # sasl.server.max.receive.size; the cap lifts when authentication succeeds.
@@ -115,7 +137,7 @@ class Connection(asyncio.Protocol):
         self._admitted = False  # counted in the broker's ConnectionLimits
         self._address = ""  # the peer's address, as max.connections.per.ip counts it
         self.max_in_flight = max(1, config["queued.max.requests.per.connection"])
-        self.request_stats = request_stats_of(broker)  # per-API counts and times (metrics)
+        self.request_stats = context.request_stats  # per-API counts and times (metrics)
         self.transport: asyncio.Transport | None = None
         #: The socket's fd when Fetch records may go out with os.sendfile (a plaintext
         #: TCP transport); None under TLS, where every byte must pass through the
@@ -145,7 +167,7 @@ class Connection(asyncio.Protocol):
             self._sendfile_fd = sock.fileno()
         self.session.on_connection_made(transport)
         self._address = peer[0] if peer else ""
-        refused = limits_of(self.broker).admit(self._address, self.session.listener.name)
+        refused = self.context.limits.admit(self._address, self.session.listener.name)
         if refused is not None:
             peer_log.warning(("refused", refused.split(" (")[0]),
                              "[Connection %s] closed at accept: %s",
@@ -154,7 +176,7 @@ class Connection(asyncio.Protocol):
             transport.abort()
             return
         self._admitted = True
-        self.broker.connections.add(self)
+        self.context.connections.add(self)
         self._loop = loop = asyncio.get_running_loop()
         self._last_active = loop.time()
         self._idle_timer = loop.call_later(self._idle_s, self._maybe_close_idle)
@@ -179,10 +201,10 @@ class Connection(asyncio.Protocol):
         self._closing = True
         if self._admitted:
             self._admitted = False
-            limits_of(self.broker).release(self._address, self.session.listener.name)
+            self.context.limits.release(self._address, self.session.listener.name)
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        self.broker.connections.discard(self)
+        self.context.connections.discard(self)
         for item in self._queue:
             if isinstance(item, _Pending):
                 item.cancel()
@@ -239,7 +261,7 @@ class Connection(asyncio.Protocol):
                 return
             if header[0] == STATUS_API_KEY:
                 correlation_id, _query = decode_status_request(frame)
-                self._queue.append(status_response(self.broker.api_context, correlation_id))
+                self._queue.append(status_response(self.api_context, correlation_id))
                 self._flush()
                 return
             request = decode_request(frame, header)
@@ -272,7 +294,7 @@ class Connection(asyncio.Protocol):
         An awaitable (an ``async def`` handler's coroutine) is awaited in a task."""
         started = time.perf_counter()
         try:
-            outcome = HANDLERS[request.api_key](self.broker.api_context, request)
+            outcome = HANDLERS[request.api_key](self.api_context, request)
         except Exception:
             self._failed(request)
             self._answered(request, pending, started, CLOSE)

@@ -42,7 +42,6 @@ BROKER_PARAMETER_ALLOWED: dict[tuple[str, str], str] = {
         "being written by another helper in the same session: narrow it once landed",
     ("metrics/__init__.py", "BrokerMetrics"): _NEXT,
     ("metrics/collector.py", "BrokerCollector"): _NEXT,
-    ("network/connection.py", "Connection"): _NEXT,
     ("ui/feed.py", "ClusterCollector"): _NEXT,
 }
 

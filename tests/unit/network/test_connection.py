@@ -13,6 +13,7 @@ import asyncio
 import gc
 import struct
 import warnings
+from types import SimpleNamespace
 
 import pytest
 from kafka.protocol.api_key import ApiKey
@@ -20,7 +21,10 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from broker.api import CLOSE, HANDLERS, Later
 from broker.api.metadata import handle_api_versions
+from broker.controller.state import ClusterState
+from broker.metrics.stats import DISCARD_REQUESTS
 from broker.network.connection import Connection
+from broker.network.limits import ConnectionLimits
 from protocol.errors import ErrorCode
 from protocol.framing import frame
 from protocol.messages import api_versions_body
@@ -32,15 +36,17 @@ TIMEOUT_S = 10.0
 # -- stand-ins ---------------------------------------------------------------------------
 
 class FakeBroker:
-    """What Connection touches on the broker: ``config``, ``connections`` and the
-    ``api_context`` it hands to handlers (the ApiVersions handler used here reads
-    nothing of it)."""
+    """A ConnectionContext (what Connection touches of the broker): ``config``,
+    ``connections``, the connection limits and the ``api_context`` it hands to handlers
+    (the ApiVersions handler used here reads only its image)."""
 
     def __init__(self, max_in_flight: int = 100, max_frame_bytes: int = 1 << 20):
         self.config = {"queued.max.requests.per.connection": max_in_flight,
                        "socket.request.max.bytes": max_frame_bytes}
         self.connections: set = set()
-        self.api_context = object()
+        self.api_context = SimpleNamespace(image=ClusterState())
+        self.limits = ConnectionLimits(self.config, "")
+        self.request_stats = DISCARD_REQUESTS
 
 
 class FakeTransport:

@@ -21,7 +21,9 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from broker.api import HANDLERS
+from broker.metrics.stats import DISCARD_REQUESTS
 from broker.network.connection import Connection
+from broker.network.limits import ConnectionLimits
 from protocol.messages import Framed, FramedFiles
 from storage import FileRecords, LogConfig, PartitionLog
 
@@ -29,13 +31,15 @@ TIMEOUT_S = 20.0
 
 
 class FakeBroker:
-    """What Connection touches on the broker."""
+    """What Connection touches on the broker (a ConnectionContext)."""
 
     def __init__(self):
         self.config = {"queued.max.requests.per.connection": 100,
                        "socket.request.max.bytes": 1 << 20}
         self.connections: set = set()
         self.api_context = object()
+        self.limits = ConnectionLimits(self.config, "")
+        self.request_stats = DISCARD_REQUESTS
 
 
 def make_batch(count: int, value_size: int, fill: int) -> bytearray:

@@ -21,7 +21,9 @@ import storage.index
 import storage.segment
 from broker import config as config_module
 from broker.controller.state import ClusterState
+from broker.metrics.stats import DISCARD_REQUESTS
 from broker.network.connection import Connection
+from broker.network.limits import ConnectionLimits
 from broker.replication.delayed import FetchPartitionStatus
 from broker.replication.origin import AppendOrigin
 from broker.replication.partition import PartitionError
@@ -221,7 +223,8 @@ class Transport:
 
 
 class StubBroker:
-    """What the connection and the Produce handler use: the stub is its own ApiContext."""
+    """What the connection and the Produce handler use: the stub is its own ApiContext
+    and the connection's ConnectionContext."""
 
     def __init__(self, rm: ReplicaManager):
         self.config = rm.config
@@ -229,6 +232,9 @@ class StubBroker:
         self.connections = set()
         self.api_context = self
         self.authorizer = ALLOW_ALL
+        self.image = ClusterState()  # ApiVersions reads the finalized features of it
+        self.limits = ConnectionLimits(rm.config, "")
+        self.request_stats = DISCARD_REQUESTS
 
 
 def frames(data: bytearray) -> list[bytes]:
