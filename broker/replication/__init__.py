@@ -8,7 +8,9 @@
 ``fetcher``          followers pull from leaders; truncation by OffsetForLeaderEpoch
 ``leader_endpoint``  what a fetcher needs from a leader (Kafka's LeaderEndPoint), over
                      the broker's Kafka client; tests give the fetcher a fake one
-``delayed``          acks=all produces and long-poll fetches waiting in purgatory
+``acks``             every acks rule of a produce (min.insync.replicas, the acks=all
+                     wait in the produce purgatory and what each partition answers)
+``delayed``          long-poll fetches waiting in the fetch purgatory
                      (``broker.purgatory``, below controller/ and replication/)
 ``producer_ids``     producer ids from blocks reserved in the cluster metadata
 """
