@@ -10,7 +10,9 @@ it for the members (DescribeGroups) and the committed offsets (OffsetFetch), rea
 partition's log end offset from its leader (ListOffsets, latest: what a consumer can
 reach) and prints per partition CURRENT-OFFSET, LOG-END-OFFSET and LAG with the member
 that owns it, then the members with their assignments (decoded when the protocol type is
-``consumer``).  Retriable coordinator errors are retried until ``--timeout``.
+``consumer``).  A share group (KIP-932), which DescribeGroups reports Dead, is described
+with ShareGroupDescribe instead (share_groups.py).  Retriable coordinator errors are
+retried until ``--timeout``.
 
 Exit codes as in ``raftwood topics``: 0 done; 1 the cluster answered with a Kafka error
 (e.g. GROUP_ID_NOT_FOUND); 2 no usable answer.
@@ -39,6 +41,7 @@ from .client import (
     format_address,
     guarded,
 )
+from .share_groups import describe_share_group, render_share_group, share_group_view
 from .tables import format_table
 
 METADATA_VERSION = 8
@@ -260,7 +263,7 @@ def cmd_groups_describe(args) -> int:
     committed = {(t.name, p.partition_index): p.committed_offset
                  for t in offsets.topics for p in t.partitions if p.committed_offset >= 0}
     if described.group_state == "Dead" and not committed:
-        raise GroupFailure(ErrorCode.GROUP_ID_NOT_FOUND, f"group {args.group}")
+        return _describe_share_group(args, deadline)
     consumer = described.protocol_type == "consumer"
     members = [Member(m.member_id, m.client_id, m.client_host,
                       assigned_partitions(bytes(m.member_assignment)) if consumer else None,
@@ -271,4 +274,18 @@ def cmd_groups_describe(args) -> int:
     desc.log_end = _log_end_offsets(args.bootstrap_server, desc.partitions(), args.timeout,
                                     args.security)
     print(render_group(desc))
+    return EXIT_OK
+
+
+def _describe_share_group(args, deadline: float) -> int:
+    """No classic group of that id: a share group, or GROUP_ID_NOT_FOUND."""
+    while True:
+        node, address = _find_coordinator(args.bootstrap_server, args.group, args.timeout,
+                                          deadline, args.security)
+        with Connection(address, args.timeout, args.security) as conn:
+            described = describe_share_group(conn, args.group)
+        if described.error_code == ErrorCode.NONE:
+            break
+        _maybe_retry(described.error_code, deadline, f"group {args.group}")
+    print(render_share_group(share_group_view(described, (node, format_address(address)))))
     return EXIT_OK
