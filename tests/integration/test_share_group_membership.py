@@ -22,6 +22,8 @@ Every wait is bounded and waits on a condition.
 """
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 import uuid
 
@@ -30,6 +32,7 @@ from kafka.protocol.admin import DeleteGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import JoinGroupRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
+from broker.cli.main import build_parser
 from broker.testing import BrokerProcess, KafkaConnection
 from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatRequest,
@@ -366,6 +369,64 @@ def test_three_share_consumers_on_one_partition_each_get_distinct_records(broker
     finally:
         for member in members:
             member.close()
+
+
+def raftwood(capsys, *args: str) -> tuple[int, str, str]:
+    """``raftwood ARGS`` in this process (a subprocess costs seconds of interpreter start
+    on a loaded machine): (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    parsed = build_parser().parse_args(list(args))
+    code = parsed.func(parsed)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@contextlib.contextmanager
+def heartbeating(broker: BrokerProcess, group: str, members: dict[str, int]):
+    """Heartbeat ``members`` (member id -> epoch) every interval until the block ends, so
+    slow subprocesses do not outlive their sessions."""
+    stop = threading.Event()
+
+    def run() -> None:
+        with KafkaConnection(broker.bootstrap) as conn:
+            while not stop.wait(HEARTBEAT_MS / 1000):
+                for member, epoch in members.items():
+                    answer = heartbeat(conn, group, member, epoch)
+                    if answer.error_code == 0:
+                        members[member] = answer.member_epoch
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield members
+    finally:
+        stop.set()
+        thread.join(WAIT_S)
+
+
+def test_raftwood_groups_lists_and_describes_a_share_group(broker, capsys):
+    with KafkaConnection(broker.bootstrap) as conn:
+        first, first_answer = join(conn, "sg-cli")
+        second, answer = join(conn, "sg-cli")
+        members = {first: first_answer.member_epoch, second: answer.member_epoch}
+    with heartbeating(broker, "sg-cli", members):
+        code, listed, err = raftwood(capsys, "groups", "list", "--bootstrap-server",
+                                     broker.bootstrap)
+        assert code == 0, err
+        code, described, err = raftwood(capsys, "groups", "describe", "sg-cli",
+                                        "--bootstrap-server", broker.bootstrap)
+        assert code == 0, err
+    assert ["sg-cli", "Stable", "share", "1"] in [line.split()
+                                                  for line in listed.splitlines()]
+    lines = [line.split() for line in described.splitlines()]
+    assert lines[0][:6] == ["group:", "sg-cli", "state:", "Stable", "type:", "share"]
+    rows = {row[0]: row for row in lines[1:] if row and row[0] in (first, second)}
+    assert set(rows) == {first, second}
+    assert rows[second][1] == str(answer.member_epoch)
+    assert rows[second][-1] == f"{TOPIC}:" + ",".join(
+        map(str, sorted(partitions_of(answer))))
+    code, _, err = raftwood(capsys, "groups", "describe", "sg-absent", "--bootstrap-server",
+                            broker.bootstrap)
+    assert code == 1 and "GROUP_ID_NOT_FOUND" in err
 
 
 def test_the_group_survives_a_kill_and_restart_of_its_coordinator(broker):
