@@ -152,6 +152,12 @@ from .share_group_messages import (
     ShareGroupHeartbeatRequest,
     ShareGroupHeartbeatResponse,
 )
+from .share_state_messages import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
 
 _PEEK = struct.Struct(">hhi")
 _DECODE_ERRORS = (struct.error, ValueError, IndexError, TypeError, UnicodeDecodeError,
@@ -234,6 +240,10 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     # (v2: ShareAcquireMode and the RENEW acknowledgement, KIP-1206 / KIP-1222).
     _spec(ShareFetchRequest, ShareFetchResponse, 1, 2),
     _spec(ShareAcknowledgeRequest, ShareAcknowledgeResponse, 1, 2),
+    # KIP-932's inter-broker share-state calls (share_state_messages.py), v0: the
+    # share-partition leader to the share coordinator of its key.
+    _spec(ReadShareGroupStateRequest, ReadShareGroupStateResponse, 0, 0),
+    _spec(WriteShareGroupStateRequest, WriteShareGroupStateResponse, 0, 0),
     # Security.  SaslHandshake v0 (KIP-43): the tokens then follow as bare size-prefixed
     # frames without Kafka headers (broker/network/connection.py).  librdkafka 2.0
     # enables SASL only when the advertised range includes v0, then speaks v1.

@@ -45,6 +45,7 @@ from . import (  # issue #16  # security (broker/security/)
     scram_users,
     share_fetch,  # KIP-932: share groups, the partition leader's side
     share_groups,  # KIP-932: share groups, the group coordinator's side
+    share_state,  # KIP-932: the share coordinator's inter-broker calls
     transactions,  # the transaction coordinator (broker/transactions/)
     txn_markers,  # transactions: the partition leader's side
 )
@@ -90,6 +91,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ShareGroupDescribe: share_groups.handle_share_group_describe,
     ApiKey.ShareFetch: share_fetch.handle_share_fetch,
     ApiKey.ShareAcknowledge: share_fetch.handle_share_acknowledge,
+    ApiKey.ReadShareGroupState: share_state.handle_read_share_group_state,
+    ApiKey.WriteShareGroupState: share_state.handle_write_share_group_state,
     ApiKey.SaslHandshake: sasl.handle_sasl_handshake,
     ApiKey.SaslAuthenticate: sasl.handle_sasl_authenticate,
     ApiKey.DescribeUserScramCredentials: scram_users.handle_describe_user_scram_credentials,

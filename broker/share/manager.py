@@ -35,6 +35,7 @@ from .coordinator import ShareCoordinator
 from .partition import ShareLimits, SharePartition
 from .persister import SharePersister
 from .records import ShareSnapshot, share_key
+from .remote import ShareStateClient
 from .sessions import ShareSessionCache
 
 log = logging.getLogger(__name__)
@@ -143,8 +144,7 @@ class SharePartitionManager:
              limits: ShareLimits) -> SharePartition:
         if snapshot is not None:
             share = SharePartition.restore(snapshot.start_offset, snapshot.batches, limits)
-            self._seq[key] = snapshot.seq if snapshot.leader_epoch == partition.leader_epoch \
-                else 0
+            self._seq[key] = snapshot.seq  # (leader epoch, seq) keeps increasing
             log.info("[Share group %s] %s-%d loaded at offset %d, %d in flight", key[0], key[1],
                      key[2], share.start_offset, share.end_offset - share.start_offset)
         else:
@@ -245,7 +245,8 @@ class ShareState:
                    metadata: Any) -> ShareState:
         """The broker's: settings from the group side's ``groups.share.settings`` once
         it has one, else the broker's ``group.share.*`` settings; state persisted through
-        this broker's share coordinator on ``__share_group_state``."""
+        the share coordinator of each key on ``__share_group_state`` (this broker's, or
+        another's over ReadShareGroupState / WriteShareGroupState)."""
         fallback = DefaultShareSettings(
             config["group.share.record.lock.duration.ms"],
             config["group.share.delivery.count.limit"],
@@ -258,6 +259,7 @@ class ShareState:
             return share_groups.settings(group_id)
         coordinator = ShareCoordinator(config, replica_manager, lambda: metadata.image,
                                        metadata.create_topic_on_live_brokers)
-        persister = SharePersister(coordinator)
+        remote = ShareStateClient(config, lambda: metadata.image, coordinator.leader_for)
+        persister = SharePersister(coordinator, remote)
         manager = SharePartitionManager(replica_manager, settings_of, persister=persister)
         return cls(ShareSessionCache(), manager, coordinator)

@@ -1,0 +1,99 @@
+"""ReadShareGroupState (84) and WriteShareGroupState (85): a share-partition leader reads
+and writes share state at the share coordinator of its key (KIP-932's inter-broker APIs).
+
+Each partition named is answered by this broker's share coordinator
+(broker/share/coordinator.py) for the key ``"group:topicId:partition"``: NOT_COORDINATOR
+when another broker leads its ``__share_group_state`` partition,
+COORDINATOR_LOAD_IN_PROGRESS while it loads, FENCED_STATE_EPOCH for a write a newer
+leader has overtaken.  A read of a key never written answers StartOffset -1.  A write is
+answered once replicated (acks=all) and runs to its end if the caller's connection goes.
+StateEpoch carries Raftwood's snapshot sequence (broker/share/records.py).
+
+Authorization: ClusterAction on the cluster (only brokers send these); otherwise every
+partition answers CLUSTER_AUTHORIZATION_FAILED.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from protocol.errors import ErrorCode
+from protocol.share_state_messages import ReadShareGroupStateResponse, WriteShareGroupStateResponse
+
+from ..security.acls import AclOperation
+from ..share.partition import RecordState, StateBatch
+from ..share.records import ShareSnapshot, share_key
+
+ReadResult = ReadShareGroupStateResponse.ReadStateResult
+ReadPartition = ReadResult.PartitionResult
+WriteResult = WriteShareGroupStateResponse.WriteStateResult
+WritePartition = WriteResult.PartitionResult
+
+
+async def handle_read_share_group_state(ctx, request):
+    body = request.body
+    allowed = ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION)
+    coordinator = ctx.share.coordinator
+    results = []
+    for topic in body.topics:
+        partitions = []
+        for p in topic.partitions:
+            error, snapshot = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) if not allowed \
+                else coordinator.read(share_key(body.group_id, str(topic.topic_id), p.partition))
+            partitions.append(_read_partition(p.partition, error, snapshot))
+        results.append(ReadResult(topic_id=topic.topic_id, partitions=partitions))
+    return ReadShareGroupStateResponse(results=results)
+
+
+def _read_partition(index: int, error: ErrorCode, snapshot: ShareSnapshot | None):
+    batches = snapshot.batches if snapshot is not None else ()
+    return ReadPartition(
+        partition=index, error_code=error, error_message=None,
+        state_epoch=snapshot.seq if snapshot is not None else 0,
+        start_offset=snapshot.start_offset if snapshot is not None else -1,
+        state_batches=[ReadPartition.StateBatch(
+            first_offset=b.first_offset, last_offset=b.last_offset,
+            delivery_state=int(b.state), delivery_count=b.delivery_count) for b in batches])
+
+
+async def handle_write_share_group_state(ctx, request):
+    return await asyncio.shield(_write(ctx, request))
+
+
+async def _write(ctx, request):
+    body = request.body
+    allowed = ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION)
+    coordinator = ctx.share.coordinator
+    writes = []  # (topic id, partition, awaitable or error), appended in request order
+    for topic in body.topics:
+        for p in topic.partitions:
+            if not allowed:
+                writes.append((topic.topic_id, p.partition,
+                               ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
+                continue
+            snapshot = _snapshot(p)
+            if snapshot is None:
+                writes.append((topic.topic_id, p.partition, ErrorCode.INVALID_REQUEST))
+                continue
+            key = share_key(body.group_id, str(topic.topic_id), p.partition)
+            writes.append((topic.topic_id, p.partition,
+                           asyncio.ensure_future(coordinator.write(key, snapshot))))
+    by_topic: dict = {}
+    for topic_id, index, outcome in writes:
+        error = outcome if isinstance(outcome, ErrorCode) else await outcome
+        by_topic.setdefault(topic_id, []).append(
+            WritePartition(partition=index, error_code=error, error_message=None))
+    return WriteShareGroupStateResponse(results=[
+        WriteResult(topic_id=topic_id, partitions=partitions)
+        for topic_id, partitions in by_topic.items()])
+
+
+def _snapshot(p) -> ShareSnapshot | None:
+    """The snapshot a write carries; None when its states or offsets are not valid."""
+    try:
+        batches = tuple(StateBatch(b.first_offset, b.last_offset, RecordState(b.delivery_state),
+                                   b.delivery_count) for b in p.state_batches)
+    except ValueError:
+        return None
+    if p.start_offset < 0 or any(b.first_offset > b.last_offset for b in batches):
+        return None
+    return ShareSnapshot(p.leader_epoch, p.state_epoch, p.start_offset, batches)

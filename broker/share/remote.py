@@ -1,0 +1,127 @@
+"""ShareStateClient: a share-partition leader's ReadShareGroupState / WriteShareGroupState
+calls to the broker leading the key's ``__share_group_state`` partition (KIP-932).
+
+One connection per coordinator broker, on the inter-broker listener with its security,
+used by one request at a time (``AsyncConnection``); a lost connection or a coordinator
+with no live broker answers COORDINATOR_NOT_AVAILABLE, which the persister retries.
+Event-loop only.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from protocol.errors import ErrorCode
+from protocol.share_state_messages import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
+
+from ..client.kafka_client import AsyncConnection, ConnectionFailed
+from ..security.client import inter_broker_security
+from .partition import RecordState, StateBatch
+from .records import ShareSnapshot
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 10.0
+ReadTopic = ReadShareGroupStateRequest.ReadStateData
+WriteTopic = WriteShareGroupStateRequest.WriteStateData
+WritePartition = WriteTopic.PartitionData
+
+
+def _split(key: str) -> tuple[str, uuid.UUID, int]:
+    """(group, topic id, partition) of ``"group:topicId:partition"`` (the group may hold
+    colons: the last two fields are split off)."""
+    group, topic_id, partition = key.rsplit(":", 2)
+    return group, uuid.UUID(topic_id), int(partition)
+
+
+class _Channel:
+    def __init__(self, address: tuple[str, int], security: Any, client_id: str):
+        self.address = address
+        self.connection = AsyncConnection(address[0], address[1], client_id=client_id,
+                                          timeout_s=REQUEST_TIMEOUT_S, security=security)
+        self.lock = asyncio.Lock()
+
+
+class ShareStateClient:
+    """Sends one key's reads and writes to its coordinator; ``leader_for(key)`` is the
+    share coordinator's view of who leads the key's state partition."""
+
+    def __init__(self, config: Any, image: Callable[[], Any],
+                 leader_for: Callable[[str], int]) -> None:
+        self.node_id = config.node_id
+        self.listener = config.listener_plan.inter_broker_name
+        self.security = inter_broker_security(config)
+        self._image = image
+        self._leader_for = leader_for
+        self.channels: dict[int, _Channel] = {}
+        self._prefix = f"[ShareStateClient broker={self.node_id}]"
+
+    def _channel(self, key: str) -> _Channel | None:
+        broker_id = self._leader_for(key)
+        info = self._image().brokers.get(broker_id)
+        if info is None or info.fenced:
+            return None
+        address = info.endpoint(self.listener)
+        if address is None:
+            return None
+        channel = self.channels.get(broker_id)
+        if channel is None or channel.address != address:
+            channel = self.channels[broker_id] = _Channel(
+                address, self.security, f"raftwood-share-{self.node_id}")
+        return channel
+
+    async def _call(self, key: str, request: Any, response_class: Any) -> Any | None:
+        channel = self._channel(key)
+        if channel is None:
+            return None
+        async with channel.lock:
+            try:
+                return await channel.connection.request(request, response_class)
+            except ConnectionFailed as exc:
+                log.info("%s %s to %s:%d failed: %s", self._prefix, request.name,
+                         *channel.address, exc)
+                return None
+
+    async def read(self, key: str) -> tuple[ErrorCode, ShareSnapshot | None]:
+        group, topic_id, index = _split(key)
+        request = ReadShareGroupStateRequest[0](group_id=group, topics=[ReadTopic(
+            topic_id=topic_id, partitions=[ReadTopic.PartitionData(
+                partition=index, leader_epoch=-1)])])
+        response = await self._call(key, request, ReadShareGroupStateResponse)
+        if response is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        result = response.results[0].partitions[0]
+        if result.error_code != ErrorCode.NONE:
+            return ErrorCode(result.error_code), None
+        if result.start_offset < 0:
+            return ErrorCode.NONE, None
+        batches = tuple(StateBatch(b.first_offset, b.last_offset,
+                                   RecordState(b.delivery_state), b.delivery_count)
+                        for b in result.state_batches)
+        return ErrorCode.NONE, ShareSnapshot(-1, result.state_epoch, result.start_offset,
+                                             batches)
+
+    async def write(self, key: str, snapshot: ShareSnapshot | None) -> ErrorCode:
+        if snapshot is None:  # deleting state is the coordinator's own (not sent)
+            return ErrorCode.NONE
+        group, topic_id, index = _split(key)
+        request = WriteShareGroupStateRequest[0](group_id=group, topics=[WriteTopic(
+            topic_id=topic_id, partitions=[WritePartition(
+                partition=index, state_epoch=snapshot.seq,
+                leader_epoch=snapshot.leader_epoch, start_offset=snapshot.start_offset,
+                state_batches=[WritePartition.StateBatch(
+                    first_offset=b.first_offset, last_offset=b.last_offset,
+                    delivery_state=int(b.state), delivery_count=b.delivery_count)
+                    for b in snapshot.batches])])])
+        response = await self._call(key, request, WriteShareGroupStateResponse)
+        if response is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode(response.results[0].partitions[0].error_code)
