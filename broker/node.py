@@ -29,7 +29,7 @@ from .controller.metadata_client import MetadataClient, MetadataUnavailable
 from .controller.store import open_store
 from .dynamic_config import DynamicBrokerConfig
 from .groups import GroupCoordinator
-from .metrics import BrokerMetrics
+from .metrics import BrokerMetrics, MetricSources
 from .network.connection import Connection, ConnectionContext
 from .network.limits import limits_of
 from .replication.fetch_sessions import FetchSessionCache
@@ -89,8 +89,10 @@ class Broker:
             fetch_sessions=FetchSessionCache(config["max.incremental.fetch.session.cache.slots"]),
             authorizer=Authorizer(config, image_bindings(lambda: self.metadata.image)))
         # Its registry, served when metrics.port is set, with the replication view.
-        self.metrics = BrokerMetrics(self, replication_feed=lambda: broker_feed(self),
-                                     replication_page=replication_page)
+        self.metrics = BrokerMetrics(
+            config, MetricSources(self.replica_manager, self.metadata, self.store, self.groups,
+                                  self.api_context.fetch_sessions),
+            replication_feed=lambda: broker_feed(self), replication_page=replication_page)
         self.connections: set[Connection] = set()
         # What each connection gets instead of this Broker (broker/network/connection.py).
         self.connection_context = ConnectionContext(

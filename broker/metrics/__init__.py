@@ -21,30 +21,34 @@ default: no endpoint) and stops in ``Broker.shutdown``.  The ReplicaManager owns
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client.registry import CollectorRegistry
 
-from .collector import METRIC_NAMES, BrokerCollector
+from .collector import METRIC_NAMES, BrokerCollector, MetricSources
 from .endpoint import MetricsEndpoint
 from .loop import LoopProbe
 from .stats import ReplicaStats, RequestStats, request_stats_of
 
 __all__ = ["BrokerMetrics", "BrokerCollector", "LoopProbe", "METRIC_NAMES",
-           "MetricsEndpoint", "ReplicaStats", "RequestStats", "request_stats_of"]
+           "MetricSources", "MetricsEndpoint", "ReplicaStats", "RequestStats",
+           "request_stats_of"]
 
 
 class BrokerMetrics:
     """One broker's registry, request stats and endpoint. Event-loop only."""
 
-    def __init__(self, broker, replication_feed: Callable[[], object] | None = None,
+    def __init__(self, config: Any, sources: MetricSources,
+                 replication_feed: Callable[[], object] | None = None,
                  replication_page: Callable[[], bytes] | None = None):
-        """``replication_feed`` makes the replication view's feed (called once, when the
+        """``config``: the broker's BrokerConfig (``metrics.host``/``metrics.port``,
+        ``node_id``); ``sources``: what the collector reads at scrape time.
+        ``replication_feed`` makes the replication view's feed (called once, when the
         endpoint starts); with ``replication_page`` the endpoint serves the view."""
-        config = broker.config
         self.requests = RequestStats()
         self.loop = LoopProbe()
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(broker))
+        self.registry.register(BrokerCollector(sources, self.requests, self.loop))
         self.host = config["metrics.host"]
         self.port = config["metrics.port"]
         self.endpoint: MetricsEndpoint | None = None

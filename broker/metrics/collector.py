@@ -15,13 +15,15 @@ table in docs/metrics.md describes each.
 from __future__ import annotations
 
 import gc
+from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from .loop import LAG_BUCKETS_MS
-from .stats import TIME_BUCKETS_MS
+from .loop import LAG_BUCKETS_MS, LoopProbe
+from .stats import TIME_BUCKETS_MS, RequestStats
 
 NO_LEADER = -1
 
@@ -88,13 +90,27 @@ PURGATORIES = (("Produce", "produce_purgatory"), ("Fetch", "fetch_purgatory"),
                ("DeleteRecords", "delete_records_purgatory"))
 
 
-class BrokerCollector(Collector):
-    """Every metric of one Broker (see the module).  ``broker`` is duck-typed: its
-    ``replica_manager``, ``metadata``, ``store``, ``groups``, ``metrics.requests`` and
-    ``api_context.fetch_sessions`` are read, nothing else."""
+@dataclass(frozen=True)
+class MetricSources:
+    """What the metrics read of their broker at scrape time, instead of the whole Broker
+    (built in ``broker/node.py``).  Typed loosely on purpose: metrics sit on the lowest
+    floor and import none of the rooms they read."""
 
-    def __init__(self, broker):
-        self.broker = broker
+    replica_manager: Any   # partitions, purgatories, fetchers, ReplicaStats
+    metadata: Any          # the MetadataClient: is_controller, image
+    store: Any             # the metadata store: its Raft node, when it has one
+    groups: Any            # the GroupCoordinator: its loaded groups' committed offsets
+    fetch_sessions: Any    # the FetchSessionCache (KIP-227)
+
+
+class BrokerCollector(Collector):
+    """Every metric of one Broker (see the module), read from ``sources`` and from the
+    broker metrics' own request stats and loop probe, nothing else."""
+
+    def __init__(self, sources: MetricSources, requests: RequestStats, loop: LoopProbe):
+        self.sources = sources
+        self.requests = requests
+        self.loop = loop
 
     def describe(self):
         # Registering must not call collect(): the broker may not be started yet.
@@ -112,7 +128,7 @@ class BrokerCollector(Collector):
     # -- this broker's replicas -------------------------------------------------------------
 
     def _replica_manager(self):
-        rm = self.broker.replica_manager
+        rm = self.sources.replica_manager
         hosted = [p for p in rm.partitions.values() if not p.offline]
         leaders = [p for p in hosted if p.is_leader]
         under_replicated = [p for p in leaders if len(p.isr) < len(p.replicas)]
@@ -171,7 +187,7 @@ class BrokerCollector(Collector):
             yield family
         yield _counter(REPLICATION_BYTES_OUT, "Bytes of records answered to follower "
                        "fetches", stats.replication_bytes_out)
-        sessions = self.broker.api_context.fetch_sessions
+        sessions = self.sources.fetch_sessions
         yield _gauge(FETCH_SESSIONS, "Incremental fetch sessions (KIP-227) kept here",
                      len(sessions))
         yield _gauge(FETCH_SESSION_PARTITIONS, "Partitions in those fetch sessions",
@@ -184,8 +200,8 @@ class BrokerCollector(Collector):
     def _controller(self):
         """Kafka reports the controller's gauges on the active controller only (0
         elsewhere), so a sum over brokers counts each partition once."""
-        active = bool(self.broker.metadata.is_controller)
-        image = self.broker.metadata.image
+        active = bool(self.sources.metadata.is_controller)
+        image = self.sources.metadata.image
         offline = topics = partitions = live = fenced = 0
         if active:
             topics = len(image.topics)
@@ -208,7 +224,7 @@ class BrokerCollector(Collector):
     # -- requests -----------------------------------------------------------------------------
 
     def _requests(self):
-        timings = self.broker.metrics.requests.timings
+        timings = self.requests.timings
         requests = CounterMetricFamily(REQUESTS, "Requests answered, per API and version",
                                        labels=["request", "version"])
         total_time = HistogramMetricFamily(
@@ -226,7 +242,7 @@ class BrokerCollector(Collector):
     # -- the event loop -----------------------------------------------------------------------
 
     def _event_loop(self):
-        probe = self.broker.metrics.loop
+        probe = self.loop
         yield _counter(LOOP_CPU, "CPU seconds of the event loop's thread (its rate: the "
                        "share of a core the loop uses, 1 when saturated)", probe.cpu_seconds())
         wait = probe.runqueue_wait_seconds()
@@ -247,12 +263,12 @@ class BrokerCollector(Collector):
         for committed partitions with a replica here (the leader's HW exactly; a
         follower's trails it by at most one fetch).  Others are left out: asking their
         leaders is not a scrape's work."""
-        rm = self.broker.replica_manager
+        rm = self.sources.replica_manager
         lag = GaugeMetricFamily(GROUP_LAG, "High watermark minus the committed offset",
                                 labels=["group", "topic", "partition"])
         current = GaugeMetricFamily(GROUP_OFFSET, "The group's committed offset",
                                     labels=["group", "topic", "partition"])
-        for group in self.broker.groups.manager.loaded_groups():
+        for group in self.sources.groups.manager.loaded_groups():
             for (topic, index), committed in sorted(group.offsets.items()):
                 labels = [group.group_id, topic, str(index)]
                 current.add_metric(labels, committed.offset)
@@ -265,12 +281,12 @@ class BrokerCollector(Collector):
     # -- the metadata quorum ------------------------------------------------------------------
 
     def _raft(self):
-        image = self.broker.metadata.image
+        image = self.sources.metadata.image
         yield _gauge(METADATA_VERSION, "Version of the newest metadata image applied here",
                      image.version)
         # The Raft node is the store's (pysyncobj); a lone broker's local store has none.
         # Its counters are ints the Raft thread replaces, so reading them here is safe.
-        node = getattr(self.broker.store, "_syncobj", None)
+        node = getattr(self.sources.store, "_syncobj", None)
         if node is None:
             return
         yield _gauge(RAFT_COMMIT_INDEX, "Raft commit index of the metadata log",

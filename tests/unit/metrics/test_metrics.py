@@ -21,7 +21,13 @@ from prometheus_client.registry import CollectorRegistry
 from broker import config as config_module
 from broker.controller.state import ClusterState
 from broker.groups.state import CommittedOffset, GroupMetadata
-from broker.metrics import METRIC_NAMES, BrokerMetrics, LoopProbe, MetricsEndpoint
+from broker.metrics import (
+    METRIC_NAMES,
+    BrokerMetrics,
+    LoopProbe,
+    MetricsEndpoint,
+    MetricSources,
+)
 from broker.metrics.loop import LAG_BUCKETS_MS
 from broker.metrics.stats import (
     DISCARD_REQUESTS,
@@ -137,7 +143,9 @@ def broker(tmp_path):
         store=SimpleNamespace(_syncobj=FakeRaftNode()),
         groups=SimpleNamespace(manager=SimpleNamespace(loaded_groups=lambda: [group])),
         api_context=SimpleNamespace(fetch_sessions=FetchSessionCache(10)))
-    fake.metrics = BrokerMetrics(fake)
+    fake.metrics = BrokerMetrics(config, MetricSources(
+        fake.replica_manager, fake.metadata, fake.store, fake.groups,
+        fake.api_context.fetch_sessions))
     yield fake
     for partition in rm.partitions.values():
         partition.close()
@@ -279,8 +287,10 @@ def test_controller_and_raft_gauges(broker):
 
 
 def test_a_lone_broker_has_no_raft_gauges(broker):
-    broker.store = SimpleNamespace()  # the local store: no Raft node
-    families = scrape(broker.metrics.registry)
+    lone = BrokerMetrics(broker.config, MetricSources(
+        broker.replica_manager, broker.metadata, SimpleNamespace(),  # the local store:
+        broker.groups, broker.api_context.fetch_sessions))          # no Raft node
+    families = scrape(lone.registry)
     assert "raftwood_raft_term" not in families
     assert "raftwood_metadata_version" in families
 
