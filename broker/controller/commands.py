@@ -266,11 +266,20 @@ class UpdateFeatures(Command):
     defaults: dict
 
 
+@dataclass(frozen=True)
+class AlterClientQuotas(Command):
+    """AlterClientQuotas (KIP-546): ``entries`` [[[type, name or None], ...], {key: value
+    or None to remove}], validated by the caller (broker/quotas/entities.py)."""
+
+    method: ClassVar[str] = "alter_client_quotas"
+    entries: list
+
+
 COMMANDS: dict[str, type[Command]] = {cls.method: cls for cls in (
     InitCluster, RegisterBroker, Heartbeat, FenceBrokers, ElectPreferred, ElectLeaders,
     AlterReassignments, CreateTopic, CreatePartitions, DeleteTopic, AlterTopicConfigs,
     AlterPartition, AllocateProducerIds, AlterScramCredentials, CreateAcls, DeleteAcls,
-    RecordVoter, AlterResourceConfigs, UpdateFeatures)}
+    RecordVoter, AlterResourceConfigs, UpdateFeatures, AlterClientQuotas)}
 
 MEMBERSHIP_METHODS = frozenset({RegisterBroker.method, Heartbeat.method})
 

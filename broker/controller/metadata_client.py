@@ -26,6 +26,7 @@ from typing import Any
 
 from .commands import (
     AllocateProducerIds,
+    AlterClientQuotas,
     AlterPartition,
     AlterReassignments,
     AlterResourceConfigs,
@@ -315,6 +316,10 @@ class MetadataClient:
         """Finalize feature levels ([name, level, upgrade type] each), all or none
         (ApplyError INVALID_UPDATE_VERSION); returns the levels set."""
         return await self.submit(UpdateFeatures(updates, supported, defaults))
+
+    async def alter_client_quotas(self, entries: list[list]) -> None:
+        """Set or remove client quota keys ([entity pairs, {key: value or None}] each)."""
+        await self.submit(AlterClientQuotas(entries))
 
     async def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` producer ids unique in the cluster; returns the first."""

@@ -112,6 +112,8 @@ class ClusterState:
     # Feature levels an UpdateFeatures finalized, name → level (features.py); a feature
     # not here is at the running code's default level.
     finalized_features: Mapping[str, int] = MappingProxyType({})
+    # Client quotas (KIP-546): entity (sorted ((type, name or None), ...)) → key → value.
+    client_quotas: Mapping[tuple, dict] = MappingProxyType({})
 
     def __init__(self) -> None:
         self.version = 0
@@ -158,6 +160,8 @@ class ClusterState:
             "resource_configs": {str(t): {n: dict(c) for n, c in by_name.items()}
                                  for t, by_name in self.resource_configs.items()},
             "finalized_features": dict(self.finalized_features),
+            "client_quotas": [[[list(pair) for pair in entity], dict(values)]
+                              for entity, values in self.client_quotas.items()],
             "brokers": [vars(info).copy() for info in self.brokers.values()],
             "topics": [{"name": t.name, "topic_id": t.topic_id, "configs": dict(t.configs),
                         "partitions": [_partition_to_dict(index, p)
@@ -187,6 +191,11 @@ class ClusterState:
         if data.get("finalized_features"):
             state.finalized_features = {str(n): int(v)
                                         for n, v in data["finalized_features"].items()}
+        if data.get("client_quotas"):
+            state.client_quotas = {
+                tuple((str(t), None if n is None else str(n)) for t, n in entity):
+                {str(k): float(v) for k, v in values.items()}
+                for entity, values in data["client_quotas"]}
         for item in data["brokers"]:
             info = BrokerInfo(**item)
             state.brokers[info.broker_id] = info
@@ -580,6 +589,26 @@ class ClusterState:
         self.finalized_features = {**self.finalized_features, **levels}
         self.version += 1
         return levels
+
+    # -- client quotas (KIP-546) -----------------------------------------------------
+
+    def apply_alter_client_quotas(self, entries: list) -> None:
+        """Set (value) or remove (None) quota keys of each [entity pairs, {key: value}];
+        an entity left with none is forgotten.  Validation is the caller's
+        (broker/quotas/entities.py)."""
+        quotas = {entity: dict(values) for entity, values in self.client_quotas.items()}
+        for pairs, changes in entries:
+            entity = tuple(sorted((str(t), None if n is None else str(n)) for t, n in pairs))
+            values = quotas.setdefault(entity, {})
+            for key, value in changes.items():
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = float(value)
+            if not values:
+                del quotas[entity]
+        self.client_quotas = quotas
+        self.version += 1
 
     # -- the metadata quorum ---------------------------------------------------------
 

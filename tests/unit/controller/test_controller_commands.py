@@ -18,6 +18,7 @@ from pysyncobj.syncobj import _COMMAND_TYPE
 from broker.controller.commands import (
     COMMANDS,
     AllocateProducerIds,
+    AlterClientQuotas,
     AlterPartition,
     AlterReassignments,
     AlterResourceConfigs,
@@ -79,6 +80,8 @@ EXAMPLES: list[Command] = [
     AlterResourceConfigs(4, "", {"log.retention.ms": "60000", "max.connections": None}),
     UpdateFeatures([["group.version", 0, 2]], {"group.version": [0, 1]},
                    {"group.version": 1}),
+    AlterClientQuotas([[[["user", "alice"], ["client-id", None]],
+                        {"producer_byte_rate": 1024.0, "request_percentage": None}]]),
 ]
 
 

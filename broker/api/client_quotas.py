@@ -1,0 +1,98 @@
+"""DescribeClientQuotas (48) and AlterClientQuotas (49), KIP-546.
+
+Quotas live in the Raft metadata (``ClusterState.client_quotas``), written by one
+AlterClientQuotas command per request; broker/quotas/entities.py has Kafka's
+validation and filter matching, broker/quotas/rates.py the enforcement.
+
+Authorization (Kafka's): DescribeConfigs on the cluster to describe (else the
+request's error CLUSTER_AUTHORIZATION_FAILED), AlterConfigs on the cluster to alter
+(else every entry's).  An entry with a refused entity or value answers its error and
+is not applied; the others are, together (``validate_only``: none is).
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from kafka.protocol.admin import AlterClientQuotasResponse, DescribeClientQuotasResponse
+
+from protocol.errors import ErrorCode
+
+from ..controller.metadata_client import ApplyError, MetadataUnavailable
+from ..quotas.entities import QuotaError, check_value, describe, entity_of
+from ..security.acls import AclOperation
+
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
+log = logging.getLogger(__name__)
+
+Entry = DescribeClientQuotasResponse.EntryData
+EntityData = Entry.EntityData
+ValueData = Entry.ValueData
+Altered = AlterClientQuotasResponse.EntryData
+AlteredEntity = Altered.EntityData
+
+
+async def handle_describe_client_quotas(ctx: ApiContext,
+                                        request: Request) -> DescribeClientQuotasResponse:
+    body = request.body
+    if not ctx.authorizer.allows_cluster(request, AclOperation.DESCRIBE_CONFIGS):
+        return _described(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                          "DescribeConfigs on the cluster is required")
+    components = [(c.entity_type, c.match_type, c.match) for c in body.components]
+    try:
+        found = describe(ctx.image.client_quotas, components, body.strict)
+    except QuotaError as exc:
+        return _described(ErrorCode[exc.code], str(exc))
+    return DescribeClientQuotasResponse(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, entries=[
+            Entry(entity=[EntityData(entity_type=t, entity_name=n) for t, n in entity],
+                  values=[ValueData(key=k, value=v) for k, v in sorted(values.items())])
+            for entity, values in found])
+
+
+def _described(code: ErrorCode, message: str) -> DescribeClientQuotasResponse:
+    return DescribeClientQuotasResponse(throttle_time_ms=0, error_code=code,
+                                        error_message=message, entries=None)
+
+
+async def handle_alter_client_quotas(ctx: ApiContext,
+                                     request: Request) -> AlterClientQuotasResponse:
+    body = request.body
+    allowed = ctx.authorizer.allows_cluster(request, AclOperation.ALTER_CONFIGS)
+    results: list[tuple[list, ErrorCode, str | None]] = []
+    changes: list[list] = []
+    for entry in body.entries:
+        pairs = [(e.entity_type, e.entity_name) for e in entry.entity]
+        if not allowed:
+            results.append((pairs, ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            "AlterConfigs on the cluster is required"))
+            continue
+        try:
+            entity = entity_of(pairs)
+            for op in entry.ops:
+                if not op.remove:
+                    check_value(entity, op.key, op.value)
+        except QuotaError as exc:
+            results.append((pairs, ErrorCode[exc.code], str(exc)))
+            continue
+        changes.append([[list(p) for p in entity],
+                        {op.key: None if op.remove else float(op.value) for op in entry.ops}])
+        results.append((pairs, ErrorCode.NONE, None))
+    if changes and not body.validate_only:
+        try:
+            await ctx.metadata.alter_client_quotas(changes)
+            log.info("client quotas altered by %s: %s",
+                     request.session.principal if request.session else "?", changes)
+        except (ApplyError, MetadataUnavailable) as exc:
+            code = ErrorCode[exc.code] if isinstance(exc, ApplyError) else \
+                ErrorCode.REQUEST_TIMED_OUT
+            results = [(p, code if c == ErrorCode.NONE else c,
+                        str(exc) if c == ErrorCode.NONE else m) for p, c, m in results]
+    return AlterClientQuotasResponse(throttle_time_ms=0, entries=[
+        Altered(error_code=code, error_message=message,
+                entity=[AlteredEntity(entity_type=t, entity_name=n) for t, n in pairs])
+        for pairs, code, message in results])
