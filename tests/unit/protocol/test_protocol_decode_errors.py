@@ -71,7 +71,12 @@ from protocol.errors import CorruptRequest, UnsupportedVersion
 from protocol.framing import FrameReader
 from protocol.messages import SERVED, Request, decode_request
 from protocol.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest, VoterListener
+from protocol.share_fetch_messages import ShareAcknowledgeRequest, ShareFetchRequest
 from protocol.share_group_messages import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
+from protocol.share_state_messages import (
+    ReadShareGroupStateRequest,
+    WriteShareGroupStateRequest,
+)
 
 
 def _batch() -> bytes:
@@ -237,6 +242,45 @@ def _consumer_group_describe(v):
 def _share_group_heartbeat(v):
     return ShareGroupHeartbeatRequest[v](group_id="g", member_id="m", member_epoch=0,
                                          rack_id=None, subscribed_topic_names=["orders"])
+
+
+def _share_fetch(v):
+    topic = ShareFetchRequest.FetchTopic
+    batch = topic.FetchPartition.AcknowledgementBatch
+    return ShareFetchRequest[v](
+        group_id="g", member_id="m", share_session_epoch=1, max_wait_ms=100, min_bytes=1,
+        max_bytes=1 << 20, max_records=500, batch_size=500, share_acquire_mode=0,
+        topics=[topic(topic_id=uuid.uuid4(), partitions=[topic.FetchPartition(
+            partition_index=0, acknowledgement_batches=[batch(
+                first_offset=0, last_offset=2, acknowledge_types=[1, 2, 3])])])],
+        forgotten_topics_data=[ShareFetchRequest.ForgottenTopic(
+            topic_id=uuid.uuid4(), partitions=[1, 2])])
+
+
+def _share_acknowledge(v):
+    topic = ShareAcknowledgeRequest.AcknowledgeTopic
+    batch = topic.AcknowledgePartition.AcknowledgementBatch
+    return ShareAcknowledgeRequest[v](
+        group_id="g", member_id="m", share_session_epoch=2, is_renew_ack=False,
+        topics=[topic(topic_id=uuid.uuid4(), partitions=[topic.AcknowledgePartition(
+            partition_index=0, acknowledgement_batches=[batch(
+                first_offset=5, last_offset=5, acknowledge_types=[1])])])])
+
+
+def _read_share_group_state(v):
+    topic = ReadShareGroupStateRequest.ReadStateData
+    return ReadShareGroupStateRequest[v](group_id="g", topics=[topic(
+        topic_id=uuid.uuid4(), partitions=[topic.PartitionData(partition=0, leader_epoch=3)])])
+
+
+def _write_share_group_state(v):
+    topic = WriteShareGroupStateRequest.WriteStateData
+    part = topic.PartitionData
+    return WriteShareGroupStateRequest[v](group_id="g", topics=[topic(
+        topic_id=uuid.uuid4(), partitions=[part(
+            partition=0, state_epoch=1, leader_epoch=3, start_offset=10,
+            state_batches=[part.StateBatch(first_offset=10, last_offset=12,
+                                           delivery_state=0, delivery_count=1)])])])
 
 
 def _share_group_describe(v):
@@ -444,6 +488,10 @@ CORPUS_BUILDERS = {
     "ConsumerGroupDescribe": (_consumer_group_describe, [0]),
     "ShareGroupHeartbeat": (_share_group_heartbeat, [1]),
     "ShareGroupDescribe": (_share_group_describe, [1]),
+    "ShareFetch": (_share_fetch, [1, 2]),
+    "ShareAcknowledge": (_share_acknowledge, [1, 2]),
+    "ReadShareGroupState": (_read_share_group_state, [0]),
+    "WriteShareGroupState": (_write_share_group_state, [0]),
     "SaslHandshake": (_sasl_handshake, [0, 1]),
     "SaslAuthenticate": (_sasl_authenticate, [0, 1, 2]),
     "DescribeUserScramCredentials": (_describe_scram, [0]),
