@@ -14,11 +14,9 @@ import sys
 import textwrap
 from typing import Any
 
-from storage.config import LogConfig
-
 from . import config as config_module
 from .config import LISTENER_SETTINGS, SETTINGS, TOPIC_DEFAULTS, Setting
-from .topics import TOPIC_CONFIG_KEYS
+from .topics import SPECS, TOPIC_CONFIG_KEYS
 
 REGENERATE = "python -m broker.config_doc > docs/configuration.md"
 EMPTY = "(empty)"
@@ -56,17 +54,6 @@ AREAS: tuple[tuple[str, frozenset[str], tuple[str, ...]], ...] = (
 )
 OTHER = "Other"
 
-# Topic-level configs without a broker setting behind them: what each does.
-TOPIC_ONLY_DOCS = {
-    "index.interval.bytes": "Bytes of records between two offset index entries",
-    "segment.index.bytes": "Size of a segment's offset and time index files",
-    "leader.replication.throttled.replicas":
-        "partition:broker,... replicas the leader sends to at "
-        "leader.replication.throttled.rate (* for all)",
-    "follower.replication.throttled.replicas":
-        "partition:broker,... replicas fetched at follower.replication.throttled.rate "
-        "(* for all)",
-}
 # Kafka settings whose Kafka 4.x default is not Raftwood's: name → Kafka's default.
 KAFKA_DEFAULTS_THAT_DIFFER = {
     "node.id": "-1 (must be set)",
@@ -119,18 +106,18 @@ def by_area() -> dict[str, list[Setting]]:
 
 def topic_configs() -> list[tuple[str, str, str, str]]:
     """(topic config, default, broker setting that sets the default or "", doc) for
-    every topic-level config the broker accepts, sorted by name."""
+    every topic-level config the broker accepts, sorted by name; the doc ends with
+    what Raftwood does with it when that is not what Kafka does."""
     broker_setting = {topic: broker for broker, topic in TOPIC_DEFAULTS.items()}
-    log_defaults = LogConfig().to_properties()
     rows = []
     for name in sorted(TOPIC_CONFIG_KEYS):
-        source = broker_setting.get(name, "")
-        if source:
-            setting = SETTINGS[source]
-            default, doc = format_default(setting.default), setting.doc
-        else:
-            default = format_default(log_defaults.get(name, ""))
-            doc = TOPIC_ONLY_DOCS.get(name, "")
+        spec = SPECS[name]
+        source = broker_setting.get(name) or (spec.broker if spec.broker in SETTINGS else "")
+        default = format_default(SETTINGS[source].default) if source \
+            else format_default(spec.default)
+        doc = spec.doc
+        if spec.handling != "acted":
+            doc += f". {spec.handling.capitalize()} by Raftwood: {spec.reason}"
         rows.append((name, default, source, doc))
     return rows
 
@@ -214,9 +201,12 @@ TOPIC_INTRO = """\
 
 Set per topic when it is created (`raftwood topics create NAME --config key=value`,
 or any Kafka admin client's CreateTopics) and changed with IncrementalAlterConfigs
-(`kafka-configs.sh --alter`, `AdminClient.incremental_alter_configs`).  All are Kafka's
-names; any other name is refused with INVALID_CONFIG.  A topic without an override
-takes the broker setting named in "Default set by".
+(`kafka-configs.sh --alter`, `AdminClient.incremental_alter_configs`).  These are every
+topic config Kafka 4.x has, validated as Kafka validates them; any other name (including
+`message.format.version` and `message.timestamp.difference.max.ms`, which Kafka 4.0
+removed) is refused with INVALID_CONFIG.  A topic without an override takes the broker
+setting named in "Default set by", else Kafka's default.  The few Raftwood accepts but
+does not act on, or refuses a value of, say so and why.
 """
 
 

@@ -30,6 +30,7 @@ from storage.producer_state import AbortedTxn, ProducerStateError
 
 from ..logs import state_change
 from .acks import not_enough_replicas
+from .append_policy import AppendPolicy
 from .isr import CommittedIsr, IsrState, PendingExpandIsr, PendingIsrChange, PendingShrinkIsr
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class PartitionSettings:
 
     min_insync_replicas: int = 1
     unclean_leader_election: bool = False
+    append: AppendPolicy = field(default_factory=AppendPolicy)  # a client batch's rules
 
 
 @dataclass

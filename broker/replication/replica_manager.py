@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 from protocol.errors import ErrorCode, RecordError
 from protocol.primitives import Buffer
 from protocol.record_filter import RecordFilterError, decode_records
-from protocol.records import validate_produce_records
 from storage.errors import InvalidAppend, StorageError
 from storage.file_records import FileRecords
 from storage.producer_state import AbortedTxn
@@ -323,10 +322,9 @@ class ReplicaManager:
         if partition is None:
             return ProducePartitionStatus(None, -1, -1, self.missing_partition_error(topic, index))
         try:
-            if records is not None and len(records) > max_batch_bytes:
-                raise RecordError(ErrorCode.MESSAGE_TOO_LARGE,
-                                  f"batch of {len(records)} bytes exceeds message.max.bytes")
-            batch, header = validate_produce_records(records)
+            # The topic's max.message.bytes, timestamp and compression rules.
+            batch, header = partition.settings.append.prepare(records, max_batch_bytes,
+                                                              topic, index)
             if partition.log.config.compact:
                 _check_keys(batch)
             high_watermark = partition.high_watermark

@@ -9,7 +9,8 @@ from __future__ import annotations
 from storage.config import LogConfig
 
 from ..config import BrokerConfig
-from ..topics import topic_config_problem
+from ..topics import SPECS, topic_config_problem
+from .append_policy import AppendPolicy
 from .partition import PartitionSettings
 
 
@@ -20,7 +21,10 @@ class TopicConfigs:
         self.config = config
 
     def properties(self, topic_configs: dict[str, str]) -> dict[str, str]:
-        props = self.config.topic_defaults()
+        """Every topic config's effective value: Kafka's default, the broker's setting
+        behind it, the topic's override, later ones winning."""
+        props = {name: spec.default for name, spec in SPECS.items()}
+        props.update(self.config.topic_defaults())
         props.update(topic_configs)
         return props
 
@@ -31,7 +35,8 @@ class TopicConfigs:
         props = self.properties(topic_configs)
         return PartitionSettings(
             min_insync_replicas=int(props["min.insync.replicas"]),
-            unclean_leader_election=props["unclean.leader.election.enable"] == "true")
+            unclean_leader_election=props["unclean.leader.election.enable"] == "true",
+            append=AppendPolicy.from_properties(props, topic_configs))
 
     def validate(self, configs: dict[str, str]) -> None:
         """Raise ValueError naming the bad key if ``configs`` would not parse."""
