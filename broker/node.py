@@ -22,6 +22,7 @@ import logging
 import signal
 
 from .api.context import ApiContext
+from .api.status import status
 from .config import BrokerConfig, ConfigError
 from .controller.controller import Controller
 from .controller.lifecycle import BrokerLifecycle
@@ -41,7 +42,7 @@ from .security.sasl import SaslMechanisms, scram_lookup
 from .tasks import TaskSupervisor
 from .transactions import TransactionCoordinator
 from .ui import page as replication_page
-from .ui.feed import broker_feed
+from .ui.feed import ViewContext, broker_feed
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,10 @@ class Broker:
         self.metrics = BrokerMetrics(
             config, MetricSources(self.replica_manager, self.metadata, self.store, self.groups,
                                   self.api_context.fetch_sessions),
-            replication_feed=lambda: broker_feed(self), replication_page=replication_page)
+            replication_feed=lambda: broker_feed(ViewContext(
+                self.node_id, config, config.listener_plan.inter_broker_name,
+                lambda: status(self.api_context), lambda: self.metadata.image)),
+            replication_page=replication_page)
         self.connections: set[Connection] = set()
         # What each connection gets instead of this Broker (broker/network/connection.py).
         self.connection_context = ConnectionContext(

@@ -28,11 +28,17 @@ import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..client.client_protocol import NEED_DATA, ClientProtocol, failure_reason
 from ..client.kafka_client import READ_BYTES
 from ..security.client import inter_broker_security
 from .snapshot import build_snapshot, diff
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
+    from ..controller.metadata_client import ClusterState
 
 log = logging.getLogger(__name__)
 
@@ -223,12 +229,27 @@ class PeerStatus:
                 pass
 
 
+@dataclass(frozen=True)
+class ViewContext:
+    """What the replication view reads of its broker, instead of the whole Broker (built
+    in ``broker/node.py``): this broker's status (``broker/api/status.py``, no network),
+    the newest image (who the peers are, where they listen), the inter-broker listener's
+    name and the settings its TLS/SASL is built from."""
+
+    node_id: int
+    config: BrokerConfig
+    inter_broker_listener: str
+    own_status: Callable[[], dict[str, Any]]
+    image: Callable[[], ClusterState]
+
+
 class ClusterCollector:
     """Builds a snapshot for a Broker: its own status (no network) plus each registered
     peer's, asked concurrently over the inter-broker listener with ``PEER_TIMEOUT_S``."""
 
-    def __init__(self, broker, timeout_s: float = PEER_TIMEOUT_S, retry_s: float = PEER_RETRY_S):
-        self.broker = broker
+    def __init__(self, context: ViewContext, timeout_s: float = PEER_TIMEOUT_S,
+                 retry_s: float = PEER_RETRY_S):
+        self.context = context
         self.timeout_s = timeout_s
         self.retry_s = retry_s
         self.peers: dict[int, PeerStatus] = {}
@@ -240,23 +261,22 @@ class ClusterCollector:
         usable one; if not, every peer shows the reason instead of failing the page)."""
         if self._security is None and self._security_error is None:
             try:
-                self._security = inter_broker_security(self.broker.config)
+                self._security = inter_broker_security(self.context.config)
             except Exception as exc:  # SettingError and what TLS loading may raise
                 self._security_error = f"inter-broker security unusable: {exc}"
         return self._security
 
     async def __call__(self) -> dict:
-        from ..api.status import status  # broker/api imports much; only when first polled
-        broker = self.broker
-        own = status(broker.api_context)
+        context = self.context
+        own = context.own_status()
         me = own.get("broker_id")
         hosted = {me: own.get("hosted") or []}
         unreachable: dict[int, str] = {}
-        listener = broker.replica_manager.inter_broker_listener
+        listener = context.inter_broker_listener
         security = self._peer_security()
         asks = {}
         now = time.monotonic()
-        for info in broker.image.brokers.values():
+        for info in context.image().brokers.values():
             if info.broker_id == me:
                 continue
             address = info.endpoint(listener)
@@ -296,9 +316,9 @@ class ClusterCollector:
             await peer.close()
 
 
-def broker_feed(broker) -> ReplicationFeed:
+def broker_feed(context: ViewContext) -> ReplicationFeed:
     """The feed the Broker's metrics endpoint serves: this broker's cluster view."""
-    collector = ClusterCollector(broker)
-    feed = ReplicationFeed(collector, prefix=f"[Replication view broker={broker.node_id}]")
+    collector = ClusterCollector(context)
+    feed = ReplicationFeed(collector, prefix=f"[Replication view broker={context.node_id}]")
     feed.on_stop(collector.close)
     return feed

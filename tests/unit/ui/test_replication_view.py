@@ -15,7 +15,7 @@ from broker.cli.dev import DevError, broker_settings, plan_cluster, plan_ui, ui_
 from broker.cli.main import build_parser
 from broker.metrics.endpoint import MetricsEndpoint
 from broker.ui import page
-from broker.ui.feed import ClusterCollector, PeerStatus, ReplicationFeed
+from broker.ui.feed import ClusterCollector, PeerStatus, ReplicationFeed, ViewContext
 from broker.ui.snapshot import (
     BROKER_FENCED,
     BROKER_UNREACHABLE,
@@ -302,15 +302,11 @@ def test_cluster_collector_merges_peers_and_backs_off_from_a_dead_one(monkeypatc
         await dead.wait_closed()
         own = image()
         own["hosted"] = leader_hosted()
-        broker = type("B", (), {})()
-        broker.api_context = object()
-        broker.config = None
-        broker.replica_manager = type("R", (), {"inter_broker_listener": "PLAINTEXT"})()
-        broker.image = type("I", (), {"brokers": {
+        cluster = type("I", (), {"brokers": {
             1: FakeInfo(1, 1), 2: FakeInfo(2, live), 3: FakeInfo(3, dead_port)}})()
-        import broker.api.status as status_module
-        monkeypatch.setattr(status_module, "status", lambda _ctx: own)
-        collector = ClusterCollector(broker, timeout_s=2, retry_s=60)
+        context = ViewContext(node_id=1, config=None, inter_broker_listener="PLAINTEXT",
+                              own_status=lambda: own, image=lambda: cluster)
+        collector = ClusterCollector(context, timeout_s=2, retry_s=60)
         monkeypatch.setattr(collector, "_peer_security", lambda: None)
         s = await collector()
         view = {r["id"]: r for r in partition(s)["replica_view"]}
