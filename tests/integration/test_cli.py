@@ -184,6 +184,7 @@ def assert_ok(result: subprocess.CompletedProcess) -> str:
     return result.stdout
 
 
+@pytest.mark.slow
 def test_dev_one_broker_serves_topic_commands_and_stops_cleanly_on_sigint(dev_cluster):
     dev = dev_cluster(1)
     assert dev.lines[-1] == f"bootstrap servers: {dev.bootstrap}"
@@ -247,6 +248,7 @@ def test_describe_and_cluster_show_a_lone_broker(dev_cluster):
     assert dev.interrupt() == 0, dev.output()
 
 
+@pytest.mark.slow
 def test_dev_three_brokers_form_a_quorum_with_replicated_topics(dev_cluster):
     dev = dev_cluster(3)
     assert dev.lines[-1] == ("bootstrap servers: " + ",".join(

@@ -33,6 +33,7 @@ def bootstrap(raftwood_broker) -> str:
     return raftwood_broker.bootstrap
 
 
+@pytest.mark.slow
 def test_lines_produced_come_back_in_order(bootstrap):
     lines = [f"line {i}" for i in range(25)]
     made = raftwood("topics", "create", "console", "--partitions", "1",
@@ -58,6 +59,7 @@ def test_keys_split_at_the_separator_and_printed_back(bootstrap):
     assert read.stdout.splitlines() == ["k1\tv1", "k2\tv:2", "\tnokey"]
 
 
+@pytest.mark.slow
 def test_a_group_resumes_from_its_committed_offsets(bootstrap):
     first = raftwood("produce", "grouped", "--partition", "0", "--bootstrap-server", bootstrap,
                      stdin="a\nb\n")
@@ -84,6 +86,7 @@ def test_no_broker_at_the_address_is_one_line(free_port):
         f"there? `make run` starts one on 127.0.0.1:9092"]
 
 
+@pytest.mark.slow
 def test_a_missing_topic_is_one_line(raftwood_broker_factory):
     broker = raftwood_broker_factory(auto_create_topics_enable="false")
     result = raftwood("consume", "absent", "--timeout", "3", "--timeout-ms", "1000",

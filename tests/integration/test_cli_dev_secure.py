@@ -55,6 +55,7 @@ def printed_settings(run: DevRun) -> dict[str, str]:
     return settings
 
 
+@pytest.mark.slow
 def test_dev_secure_prints_settings_that_work_for_clients_and_the_cli(secure_dev):
     from confluent_kafka import Consumer, Producer
 

@@ -86,6 +86,7 @@ def test_dev_on_a_busy_port_names_it_and_exits_non_zero_before_anything_is_ready
     print(f"dev refused a busy port after {elapsed:.1f} s")
 
 
+@pytest.mark.slow
 def test_dev_never_reports_another_clusters_broker_as_its_own(tmp_path):
     """A second dev on the first one's ports refuses them: it never prints ready, the
     bootstrap line or a table built from the other cluster's answers."""
@@ -103,6 +104,7 @@ def test_dev_never_reports_another_clusters_broker_as_its_own(tmp_path):
         _stop(first)
 
 
+@pytest.mark.slow
 def test_a_broker_that_exits_while_starting_fails_dev_with_the_reason_from_its_log(tmp_path):
     port = free_port_block(1, raft=False)
     result = subprocess.run(
@@ -125,6 +127,7 @@ def dev3(tmp_path_factory):
     _stop(run)
 
 
+@pytest.mark.slow
 def test_three_broker_dev_gives_new_topics_rf_3_and_min_insync_2(dev3):
     assert any(line.startswith("new topics: replication factor 3, min.insync.replicas 2")
                for line in dev3.lines), dev3.output()
@@ -179,6 +182,7 @@ def test_dev_prints_metrics_and_view_urls_that_answer_200(dev3):
             assert answer.status == 200
 
 
+@pytest.mark.slow
 def test_a_killed_dev_broker_comes_back_with_dev_restart(dev3):
     old_pid = dev3.broker_pids()[1]
     os.kill(old_pid, signal.SIGKILL)
@@ -208,6 +212,7 @@ def test_dev_restart_without_a_running_dev_is_one_clear_line(tmp_path):
 
 # -- leadership after a restart of the whole dev cluster --------------------------------------
 
+@pytest.mark.slow
 def test_leaders_are_spread_soon_after_the_whole_dev_cluster_restarts(tmp_path):
     first = _dev(tmp_path, 3, name="first")
     try:

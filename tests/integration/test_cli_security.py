@@ -69,6 +69,7 @@ def run_ok(*args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_a_super_user_manages_users_and_acls_over_sasl_ssl(secure):
     bootstrap, home, pki = secure
     admin = ["--bootstrap-server", bootstrap, "--command-config", as_admin(home, pki)]
@@ -81,6 +82,7 @@ def test_a_super_user_manages_users_and_acls_over_sasl_ssl(secure):
     assert "User:alice" in run_ok("acls", "list", "--topic", "orders", *admin)
 
 
+@pytest.mark.slow
 def test_the_cli_acts_as_the_user_its_command_config_names(secure):
     bootstrap, home, pki = secure
     admin = ["--bootstrap-server", bootstrap, "--command-config", as_admin(home, pki)]

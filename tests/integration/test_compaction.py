@@ -152,6 +152,7 @@ def wait_compacted(partition_dir: Path, timeout_s: float = WAIT_S, *, gone=()) -
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_100k_updates_to_1k_keys_leave_one_record_per_key_below_the_active_segment(
         raftwood_broker_factory, new_topic):
     broker = raftwood_broker_factory(**CLEANER)
@@ -174,6 +175,7 @@ def test_100k_updates_to_1k_keys_leave_one_record_per_key_below_the_active_segme
     assert consumed == [row for row in rows if row[0] >= consumed[0][0]]
 
 
+@pytest.mark.slow
 def test_readers_during_cleaning_never_see_an_older_value_after_a_newer_one(
         raftwood_broker_factory, new_topic):
     """Swaps happen while consumers read from 0 and producers append: every read is
@@ -196,6 +198,7 @@ def test_readers_during_cleaning_never_see_an_older_value_after_a_newer_one(
     assert "cleaned" in broker.log_path.read_text()
 
 
+@pytest.mark.slow
 def test_tombstones_disappear_after_delete_retention_ms(raftwood_broker_factory, new_topic):
     broker = raftwood_broker_factory(**CLEANER)
     topic = new_topic(broker, configs={**COMPACT, "segment.bytes": "16384",
@@ -241,6 +244,7 @@ def test_a_record_without_a_key_is_refused_by_a_compacted_topic(raftwood_broker_
         assert conn.produce(plain, 0, keyless).error_code == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", ["cleaned", "swap", "deleted", "renamed"])
 def test_a_broker_killed_at_each_swap_step_restarts_with_every_latest_value(
         tmp_path, new_topic, step):
@@ -274,6 +278,7 @@ def test_a_broker_killed_at_each_swap_step_restarts_with_every_latest_value(
         broker.stop()
 
 
+@pytest.mark.slow
 def test_each_replica_compacts_and_a_follower_fetching_below_the_compacted_range_catches_up(
         raftwood_cluster_factory, topic_name):
     cluster = raftwood_cluster_factory(3, **CLEANER)
@@ -310,6 +315,7 @@ def offsets_keys_of(partition_dir: Path, group: bytes) -> list[tuple[int, bytes 
     return [(offset, value) for offset, key, value in rows if key and group in key]
 
 
+@pytest.mark.slow
 def test_consumer_offsets_is_compacted_and_deleted_groups_vanish_after_their_retention(
         raftwood_broker_factory, new_topic):
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
