@@ -49,16 +49,31 @@ TXN_SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 5
                 "group.initial.rebalance.delay.ms": 100}
 
 
-def txn_cluster(raftwood_cluster_factory):
-    """A 3-broker cluster sweeping timed-out transactions every 0.5 s; the test is skipped
-    while the brokers do not advertise the transaction APIs."""
-    cluster = raftwood_cluster_factory(3, **TXN_SETTINGS)
+def txn_cluster(cluster_factory):
+    """A 3-broker cluster from ``cluster_factory`` sweeping timed-out transactions every
+    0.5 s; the test is skipped while the brokers do not advertise the transaction APIs."""
+    cluster = cluster_factory(3, **TXN_SETTINGS)
     with cluster.connect(cluster.node_ids[0]) as conn:
         served = {k.api_key for k in conn.api_versions().api_keys}
     missing = [f"{name} ({key})" for key, name in TXN_APIS.items() if key not in served]
     if missing:
         pytest.skip(f"the broker does not serve {', '.join(missing)} yet")
     return cluster
+
+
+@pytest.fixture(scope="module")
+def shared_txn_cluster(module_cluster_factory):
+    """``txn_cluster`` shared by the module's cluster tests (each has topics and
+    transactional ids of its own)."""
+    return txn_cluster(module_cluster_factory)
+
+
+@pytest.fixture
+def cluster(shared_txn_cluster, heal_cluster):
+    """The module's transaction cluster; after a test that killed brokers, every broker
+    is back, unfenced, and the preferred leaders lead again."""
+    yield shared_txn_cluster
+    heal_cluster(shared_txn_cluster)
 
 
 def new_producer(bootstrap: str, tid: str, **extra) -> Producer:
@@ -280,8 +295,7 @@ def latest(admin: AdminClient, topic: str, partition: int, isolation) -> int:
 
 # -- a data partition's leader killed mid-sequence -------------------------------------------
 def test_leader_killed_in_the_middle_of_transactions_keeps_them_all_or_nothing(
-        raftwood_cluster_factory):
-    cluster = txn_cluster(raftwood_cluster_factory)
+        cluster):
     topic = cluster.create_topic("txn-leader-kill", PARTITIONS, 3, {"min.insync.replicas": 2})
     victim = cluster.leader_of(topic, 0)
     driver = TxnDriver(cluster.bootstrap, "leader-kill-tid", topic)
@@ -300,8 +314,7 @@ def test_leader_killed_in_the_middle_of_transactions_keeps_them_all_or_nothing(
 
 
 # -- the transaction coordinator killed ------------------------------------------------------
-def test_coordinator_killed_between_produce_and_commit(raftwood_cluster_factory):
-    cluster = txn_cluster(raftwood_cluster_factory)
+def test_coordinator_killed_between_produce_and_commit(cluster):
     topic = cluster.create_topic("txn-coord-kill", PARTITIONS, 3, {"min.insync.replicas": 2})
     tid = "coordinator-kill-tid"
     driver = TxnDriver(cluster.bootstrap, tid, topic)
@@ -361,8 +374,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def test_producer_killed_mid_transaction_is_aborted_after_its_timeout(raftwood_cluster_factory):
-    cluster = txn_cluster(raftwood_cluster_factory)
+def test_producer_killed_mid_transaction_is_aborted_after_its_timeout(cluster):
     topic = cluster.create_topic("txn-dead-producer", 2, 3, {"min.insync.replicas": 2})
     tid = "dead-producer-tid"
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -563,13 +575,12 @@ def test_aborted_transactions_across_segments_and_a_crash(raftwood_broker_factor
 
 # -- consume-transform-produce through a group coordinator crash ------------------------------
 def test_consume_transform_produce_stays_exactly_once_through_a_group_coordinator_crash(
-        raftwood_cluster_factory):
+        cluster):
     """confluent-kafka consume-transform-produce (read_committed group consumer,
     send_offsets_to_transaction) on 3 brokers; the group coordinator is killed between
     send_offsets_to_transaction and commit.  Failed transactions are aborted (or the
     producer replaced) and the consumer rewound to the group's committed offsets: the output
     holds every input exactly once, in order, and the group's offsets reach the end."""
-    cluster = txn_cluster(raftwood_cluster_factory)
     per_partition = 40
     settings = {"min.insync.replicas": 2}
     source = cluster.create_topic("ctp-failover-in", PARTITIONS, 3, settings)
@@ -678,8 +689,7 @@ def find_group_coordinator(cluster, group: str) -> int:
 
 
 # -- the Java kafka-clients on 3 brokers --------------------------------------------------------
-def test_java_consume_transform_produce_on_three_brokers(raftwood_cluster_factory, java_harness):
-    cluster = txn_cluster(raftwood_cluster_factory)
+def test_java_consume_transform_produce_on_three_brokers(cluster, java_harness):
     run = java_harness.run("txn-ctp", bootstrap=cluster.bootstrap, prefix="java-txn3",
                            partitions=PARTITIONS, count=90, replication_factor=3,
                            timeout_s=180.0)
