@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from broker.testing import KafkaConnection
 from protocol.records import iter_headers
 
@@ -25,6 +27,20 @@ HARNESS_TIMEOUT_S = 120.0
 NUMBERED_COUNT = 6000          # 20 records every 10 ms: about 3 s of producing
 KILL_AFTER_ACKED = 1500
 PARTITIONS = 3
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(module_cluster_factory):
+    """One 3-broker cluster for the module's Java tests (topics of their own each)."""
+    return module_cluster_factory(3)
+
+
+@pytest.fixture
+def cluster(shared_cluster, heal_cluster):
+    """The module's cluster, every broker back and the preferred leaders leading after a
+    test that killed one."""
+    yield shared_cluster
+    heal_cluster(shared_cluster)
 
 
 def _assert_passed(run, steps_expected: int) -> None:
@@ -62,19 +78,17 @@ def test_java_harness_passes_on_one_broker(java_harness, raftwood_broker):
         _assert_idempotent_batches(raftwood_broker.bootstrap, f"java1-{codec}", 0)
 
 
-def test_java_harness_passes_on_three_brokers(java_harness, raftwood_cluster_factory):
-    cluster = raftwood_cluster_factory(3)
+def test_java_harness_passes_on_three_brokers(java_harness, cluster):
     run = java_harness.run("suite", bootstrap=cluster.bootstrap, prefix="java3",
                            partitions=PARTITIONS, replication_factor=3, min_insync=2, brokers=3,
                            timeout_s=HARNESS_TIMEOUT_S)
     _assert_passed(run, _suite_steps())
 
 
-def test_idempotent_producer_survives_leader_kill(java_harness, raftwood_cluster_factory):
+def test_idempotent_producer_survives_leader_kill(java_harness, cluster):
     """SIGKILL the leader of partition 0 while the Java producer is mid-run (acks=all,
     min.insync.replicas=2): every send is acknowledged and every number is in the
     topic exactly once, in send order on its partition."""
-    cluster = raftwood_cluster_factory(3)
     topic = cluster.create_topic("numbers", PARTITIONS, 3, {"min.insync.replicas": 2})
     victim = cluster.leader_of(topic, 0)
     assert victim > 0
