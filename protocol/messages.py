@@ -19,6 +19,8 @@ from typing import Any
 # Security (broker/security/): SASL (KIP-152), SCRAM credentials (KIP-554), ACLs (KIP-140).
 # Transactions (broker/transactions/).
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
@@ -41,6 +43,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -276,6 +280,9 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(UpdateFeaturesRequest, UpdateFeaturesResponse, 0, 2),
     # KIP-496: a group's offsets of some partitions deleted (broker/api/offset_delete.py).
     _spec(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0),
+    # Client quotas (KIP-546; broker/api/client_quotas.py).
+    _spec(DescribeClientQuotasRequest, DescribeClientQuotasResponse, 0, 1),
+    _spec(AlterClientQuotasRequest, AlterClientQuotasResponse, 0, 1),
     _spec(RemoveRaftVoterRequest, RemoveRaftVoterResponse, 0, 0),
     # The metadata quorum described (KIP-595, v1 KIP-836); v2 (KIP-853) adds directory ids
     # and endpoints Raftwood's voters do not have.

@@ -24,6 +24,7 @@ from kafka.protocol.api_key import ApiKey
 from . import (  # issue #16  # security (broker/security/)
     acls,
     admin,
+    client_quotas,  # KIP-546
     cluster,
     configs,
     describe_partitions,
@@ -113,4 +114,6 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.RemoveRaftVoter: quorum.handle_remove_raft_voter,
     ApiKey.DescribeQuorum: quorum.handle_describe_quorum,
     ApiKey.UpdateFeatures: features.handle_update_features,
+    ApiKey.DescribeClientQuotas: client_quotas.handle_describe_client_quotas,
+    ApiKey.AlterClientQuotas: client_quotas.handle_alter_client_quotas,
 }

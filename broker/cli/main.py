@@ -11,6 +11,8 @@
     raftwood groups list|describe GROUP [--bootstrap-server HOST:PORT]
                                                           consumer groups, offsets, lag
     raftwood users add|list|delete NAME ...               SCRAM users
+    raftwood quotas describe|alter [--user U] [--client-id C] [--add-config k=v,...]
+                                                          client quotas (KIP-546)
     raftwood acls add|list|remove [--allow-principal User:x] [--operation read] [--topic T]
                                                           ACLs (kafka-acls.sh's options)
     raftwood configs --entity-type brokers|topics|groups|broker-loggers
@@ -31,7 +33,19 @@ import sys
 
 from .. import config as config_module
 from .. import config_doc, logs
-from . import acls, admin, configs, console, dev, groups, quorum, reassign, users, verify
+from . import (
+    acls,
+    admin,
+    configs,
+    console,
+    dev,
+    groups,
+    quorum,
+    quotas,
+    reassign,
+    users,
+    verify,
+)
 
 
 def _setup_logging(level: str, log_format: str = "text") -> None:
@@ -103,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     quorum.add_commands(commands)
     groups.add_commands(commands)
     users.add_commands(commands)
+    quotas.add_commands(commands)
     acls.add_commands(commands)
     configs.add_commands(commands)
     verify.add_command(commands)

@@ -1,11 +1,13 @@
-"""Kafka 4.x admin APIs on one shared 3-broker cluster: finalized features (KIP-584) and
-OffsetDelete (KIP-496), and what Kafka 4 answers a version it removed (KIP-896).
+"""Kafka 4.x admin APIs on one shared 3-broker cluster: finalized features (KIP-584),
+OffsetDelete (KIP-496), client quotas (KIP-546) and what Kafka 4 answers a version it
+removed (KIP-896).
 
 ApiVersions v3+ carries the supported and finalized feature levels; UpdateFeatures
 (API 57) changes finalized levels through the Raft metadata, so a level finalized
 through one broker is what every broker then answers.  Java kafka-clients 4.3.0's
-``describeFeatures``/``updateFeatures`` run as a probe (compat/java/probe.py), skipped
-only without a JDK or the jars.
+Admin runs once as a probe (compat/java/probe.py; skipped only without a JDK or the
+jars): describeFeatures/updateFeatures, deleteConsumerGroupOffsets and
+alterClientQuotas/describeClientQuotas.
 
 Invariants checked: group.version and kraft.version are finalized at 1,
 transaction.version and share.version are advertised above 0 only when their APIs are
@@ -22,7 +24,10 @@ ListOffsets v0 (removed by Kafka 4.0, KIP-896) is not advertised (ListOffsets st
 v1) and gets no answer: the connection is closed, as Kafka 4's socket server closes it
 for a request version it does not serve (only ApiVersions gets UNSUPPORTED_VERSION, so
 the client can retry lower); a request pipelined before it is still answered, and the
-broker keeps serving other connections.
+broker keeps serving other connections.  Client quotas set through one broker are
+described by another with Kafka's filters (exact, default, any; strict or not), a
+refused entity or key answers its own error and the valid entries of the request are
+applied, and removing an entity's last key forgets the entity.
 """
 from __future__ import annotations
 
@@ -36,12 +41,17 @@ from kafka.errors import (
     NoError,
     UnknownTopicOrPartitionError,
 )
-from kafka.protocol.admin import UpdateFeaturesRequest
+from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    DescribeClientQuotasRequest,
+    UpdateFeaturesRequest,
+)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.structs import OffsetAndMetadata
 
+from broker.cli.main import main as cli_main
 from broker.testing import ClusterProcess
 from protocol.errors import ErrorCode
 from protocol.messages import SERVED
@@ -150,51 +160,6 @@ def test_a_downgrade_is_finalized_cluster_wide_and_validate_only_changes_nothing
     assert back.error_code == ErrorCode.NONE, back
     for node_id in (1, 2, 3):
         _wait_finalized(cluster, node_id, "group.version", 1)
-
-
-FEATURES_PROBE = """
-import java.util.*;
-import org.apache.kafka.clients.admin.*;
-
-public class FeaturesProbe {
-    public static void main(String[] args) throws Exception {
-        Properties props = new Properties();
-        props.put("bootstrap.servers", args[0]);
-        try (Admin admin = Admin.create(props)) {
-            FeatureMetadata before = admin.describeFeatures().featureMetadata().get();
-            before.finalizedFeatures().forEach((name, range) ->
-                System.out.println("finalized." + name + "=" + range.maxVersionLevel()));
-            before.supportedFeatures().forEach((name, range) ->
-                System.out.println("supported." + name + "=" + range.minVersion() + "-"
-                                   + range.maxVersion()));
-            System.out.println("epoch_present=" + before.finalizedFeaturesEpoch().isPresent());
-            Map<String, FeatureUpdate> down = Map.of("group.version",
-                new FeatureUpdate((short) 0, FeatureUpdate.UpgradeType.SAFE_DOWNGRADE));
-            admin.updateFeatures(down, new UpdateFeaturesOptions().validateOnly(true)).all().get();
-            System.out.println("validate_only=ok");
-            try {
-                admin.updateFeatures(Map.of("group.version", new FeatureUpdate((short) 5,
-                    FeatureUpdate.UpgradeType.UPGRADE)), new UpdateFeaturesOptions()).all().get();
-                System.out.println("too_high=accepted");
-            } catch (Exception e) {
-                System.out.println("too_high=" + e.getCause().getClass().getSimpleName());
-            }
-        }
-    }
-}
-"""
-
-
-def test_java_4_3_describe_and_update_features(cluster, probe):
-    run = probe.run(FEATURES_PROBE, cluster.bootstrap, timeout_s=PROBE_TIMEOUT_S)
-    assert run.passed, run.report()
-    facts = run.facts()
-    assert facts["finalized.group.version"] == "1", run.report()
-    assert facts["finalized.kraft.version"] == "1"
-    assert facts["supported.group.version"] == "0-1"
-    assert facts["epoch_present"] == "true"
-    assert facts["validate_only"] == "ok"
-    assert facts["too_high"] == "InvalidUpdateVersionException"
 
 
 # -- OffsetDelete (KIP-496) -------------------------------------------------------------------
@@ -310,3 +275,183 @@ def test_list_offsets_v0_closes_the_connection_as_kafka_4_does(cluster):
         assert conn.closed_by_peer(timeout_s=WAIT_S), "a removed version closes the connection"
     with cluster.connect(2) as other:
         assert other.request(ListOffsetsRequest[1](replica_id=-1, topics=[])).topics == []
+
+
+# -- client quotas (KIP-546) -----------------------------------------------------------------
+
+def _alter_quotas(cluster, node_id, entries, validate_only=False):
+    entry = AlterClientQuotasRequest.EntryData
+    request = AlterClientQuotasRequest[1](validate_only=validate_only, entries=[
+        entry(entity=[entry.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+              ops=[entry.OpData(key=k, value=0.0 if v is None else v, remove=v is None)
+                   for k, v in ops.items()])
+        for entity, ops in entries])
+    with cluster.connect(node_id) as conn:
+        answer = conn.request(request)
+    return [e.error_code for e in answer.entries]
+
+
+def _describe_quotas(cluster, node_id, components, strict=False):
+    component = DescribeClientQuotasRequest.ComponentData
+    with cluster.connect(node_id) as conn:
+        answer = conn.request(DescribeClientQuotasRequest[1](strict=strict, components=[
+            component(entity_type=t, match_type=m, match=n) for t, m, n in components]))
+    if answer.error_code:
+        return answer.error_code
+    return {tuple((e.entity_type, e.entity_name) for e in entry.entity):
+            {v.key: v.value for v in entry.values} for entry in answer.entries}
+
+
+def _wait_quotas(cluster, node_id, components, expected, strict=False):
+    deadline = time.monotonic() + WAIT_S
+    while (seen := _describe_quotas(cluster, node_id, components, strict)) != expected:
+        if time.monotonic() > deadline:
+            pytest.fail(f"node {node_id} describes {seen}, expected {expected}")
+        time.sleep(0.2)
+
+
+def test_client_quotas_are_altered_and_described_with_kafkas_filters(cluster):
+    alice = (("user", "alice"),)
+    alice_app = (("client-id", "app"), ("user", "alice"))
+    default_client = (("client-id", None),)
+    codes = _alter_quotas(cluster, 1, [
+        (alice, {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0}),
+        (alice_app, {"request_percentage": 50.0}),
+        (default_client, {"producer_byte_rate": 4096.0}),
+        ((("user", "bob"),), {"no_such_key": 1.0}),
+        ((("group", "g"),), {"producer_byte_rate": 1.0}),
+        ((("user", "carol"),), {"producer_byte_rate": 10.5}),
+        ((("ip", "1.2.3.4"), ("user", "x")), {"connection_creation_rate": 1.0}),
+    ])
+    assert codes == [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.NONE,
+                     ErrorCode.INVALID_REQUEST, ErrorCode.UNSUPPORTED_VERSION,
+                     ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST]
+    everything = {alice: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
+                  alice_app: {"request_percentage": 50.0},
+                  default_client: {"producer_byte_rate": 4096.0}}
+    _wait_quotas(cluster, 3, [], everything)
+    assert _describe_quotas(cluster, 3, [("user", 0, "alice")]) == {
+        alice: everything[alice], alice_app: everything[alice_app]}
+    assert _describe_quotas(cluster, 3, [("user", 0, "alice")], strict=True) == {
+        alice: everything[alice]}
+    assert _describe_quotas(cluster, 3, [("client-id", 1, None)]) == {
+        default_client: everything[default_client]}
+    assert _describe_quotas(cluster, 3, [("client-id", 2, None)]) == {
+        alice_app: everything[alice_app]}
+    assert _describe_quotas(cluster, 3, [("user", 0, "x"), ("user", 1, None)]) == \
+        ErrorCode.INVALID_REQUEST
+    assert _alter_quotas(cluster, 2, [(alice_app, {"request_percentage": None})],
+                         validate_only=True) == [ErrorCode.NONE]
+    assert _describe_quotas(cluster, 2, [("client-id", 2, None)]) == {
+        alice_app: everything[alice_app]}, "validate_only changed nothing"
+    assert _alter_quotas(cluster, 2, [(alice_app, {"request_percentage": None})]) == [
+        ErrorCode.NONE]
+    _wait_quotas(cluster, 1, [("client-id", 2, None)], {})
+
+
+ADMIN_PROBE = """
+import java.util.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.quota.*;
+
+public class Kafka4AdminProbe {
+    public static void main(String[] args) throws Exception {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", args[0]);
+        try (Admin admin = Admin.create(props)) {
+            FeatureMetadata before = admin.describeFeatures().featureMetadata().get();
+            before.finalizedFeatures().forEach((name, range) ->
+                System.out.println("finalized." + name + "=" + range.maxVersionLevel()));
+            before.supportedFeatures().forEach((name, range) ->
+                System.out.println("supported." + name + "=" + range.minVersion() + "-"
+                                   + range.maxVersion()));
+            System.out.println("epoch_present=" + before.finalizedFeaturesEpoch().isPresent());
+            Map<String, FeatureUpdate> down = Map.of("group.version",
+                new FeatureUpdate((short) 0, FeatureUpdate.UpgradeType.SAFE_DOWNGRADE));
+            admin.updateFeatures(down, new UpdateFeaturesOptions().validateOnly(true)).all().get();
+            System.out.println("validate_only=ok");
+            try {
+                admin.updateFeatures(Map.of("group.version", new FeatureUpdate((short) 5,
+                    FeatureUpdate.UpgradeType.UPGRADE)), new UpdateFeaturesOptions()).all().get();
+                System.out.println("too_high=accepted");
+            } catch (Exception e) {
+                System.out.println("too_high=" + e.getCause().getClass().getSimpleName());
+            }
+
+            TopicPartition tp = new TopicPartition(args[1], 0);
+            admin.alterConsumerGroupOffsets(args[2], Map.of(tp,
+                new org.apache.kafka.clients.consumer.OffsetAndMetadata(1))).all().get();
+            admin.deleteConsumerGroupOffsets(args[2], Set.of(tp)).all().get();
+            System.out.println("offsets_after_delete=" + admin.listConsumerGroupOffsets(args[2])
+                .partitionsToOffsetAndMetadata().get().size());
+
+            ClientQuotaEntity entity = new ClientQuotaEntity(Map.of(
+                ClientQuotaEntity.USER, "java", ClientQuotaEntity.CLIENT_ID, "probe"));
+            admin.alterClientQuotas(List.of(new ClientQuotaAlteration(entity, List.of(
+                new ClientQuotaAlteration.Op("producer_byte_rate", 2048.0))))).all().get();
+            // Another broker may answer before the change reached it: ask again, bounded.
+            Map<ClientQuotaEntity, Map<String, Double>> quotas = Map.of();
+            for (int i = 0; i < 100 && quotas.isEmpty(); i++) {
+                if (i > 0) Thread.sleep(200);
+                quotas = admin.describeClientQuotas(ClientQuotaFilter.contains(List.of(
+                    ClientQuotaFilterComponent.ofEntity(ClientQuotaEntity.USER, "java"))))
+                    .entities().get();
+            }
+            System.out.println("quota_entities=" + quotas.size());
+            System.out.println("quota_producer_byte_rate="
+                + quotas.getOrDefault(entity, Map.of()).get("producer_byte_rate"));
+        }
+    }
+}
+"""
+
+
+def test_java_4_3_admin_features_offset_delete_and_quotas(cluster, probe, offsets_topic):
+    run = probe.run(ADMIN_PROBE, cluster.bootstrap, "od-b", "java-group",
+                    timeout_s=PROBE_TIMEOUT_S)
+    assert run.passed, run.report()
+    facts = run.facts()
+    assert facts["finalized.group.version"] == "1", run.report()
+    assert facts["finalized.kraft.version"] == "1"
+    assert facts["supported.group.version"] == "0-1"
+    assert facts["epoch_present"] == "true"
+    assert facts["validate_only"] == "ok"
+    assert facts["too_high"] == "InvalidUpdateVersionException"
+    assert facts["offsets_after_delete"] == "0"
+    assert facts["quota_entities"] == "1"
+    assert facts["quota_producer_byte_rate"] == "2048.0"
+
+
+def _raftwood(capsys, *argv):
+    """``raftwood ARGV`` in this process (a new interpreter costs seconds here)."""
+    code = cli_main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_raftwood_quotas_cli_alters_and_describes(cluster, capsys):
+    bootstrap = ["--bootstrap-server", cluster.broker(1).bootstrap]
+    code, out = _raftwood(capsys, "quotas", "alter", *bootstrap, "--user", "cli-user",
+                          "--client-id-default", "--add-config",
+                          "producer_byte_rate=1048576,request_percentage=25")
+    assert code == 0, out
+    code, out = _raftwood(capsys, "quotas", "alter", *bootstrap, "--user", "cli-user",
+                          "--add-config", "bogus_key=1")
+    assert code != 0 and "INVALID_REQUEST" in out, out
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        code, out = _raftwood(capsys, "quotas", "describe", "--bootstrap-server",
+                              cluster.broker(3).bootstrap, "--user", "cli-user")
+        if "producer_byte_rate" in out or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert code == 0, out
+    rows = [line.split() for line in out.splitlines()]
+    assert rows[0] == ["USER", "CLIENT-ID", "KEY", "VALUE"], out
+    assert ["cli-user", "<default>", "producer_byte_rate", "1048576"] in rows, out
+    assert ["cli-user", "<default>", "request_percentage", "25"] in rows, out
+    code, out = _raftwood(capsys, "quotas", "alter", *bootstrap, "--user", "cli-user",
+                          "--client-id-default", "--delete-config",
+                          "producer_byte_rate,request_percentage")
+    assert code == 0, out

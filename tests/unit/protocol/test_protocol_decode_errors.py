@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     AlterUserScramCredentialsRequest,
@@ -21,6 +22,7 @@ from kafka.protocol.admin import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
+    DescribeClientQuotasRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
@@ -315,6 +317,19 @@ def _offset_delete(v):
         name="t", partitions=[topic.OffsetDeleteRequestPartition(partition_index=0)])])
 
 
+def _describe_client_quotas(v):
+    component = DescribeClientQuotasRequest.ComponentData
+    return DescribeClientQuotasRequest[v](strict=True, components=[
+        component(entity_type="user", match_type=0, match="alice")])
+
+
+def _alter_client_quotas(v):
+    entry = AlterClientQuotasRequest.EntryData
+    return AlterClientQuotasRequest[v](validate_only=True, entries=[entry(
+        entity=[entry.EntityData(entity_type="client-id", entity_name=None)],
+        ops=[entry.OpData(key="producer_byte_rate", value=1024.0, remove=False)])])
+
+
 def _sasl_handshake(v):
     return SaslHandshakeRequest[v](mechanism="SCRAM-SHA-512")
 
@@ -520,6 +535,8 @@ CORPUS_BUILDERS = {
     "DescribeQuorum": (_describe_quorum, [0, 1]),
     "UpdateFeatures": (_update_features, [0, 1, 2]),
     "OffsetDelete": (_offset_delete, [0]),
+    "DescribeClientQuotas": (_describe_client_quotas, [0, 1]),
+    "AlterClientQuotas": (_alter_client_quotas, [0, 1]),
 }
 
 

@@ -14,6 +14,8 @@ import uuid
 
 import pytest
 from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     AlterPartitionReassignmentsRequest,
@@ -36,6 +38,8 @@ from kafka.protocol.admin import (
     DeleteTopicsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeConfigsRequest,
@@ -210,6 +214,8 @@ EXPECTED_RANGES = {
     55: (0, 1),   # DescribeQuorum (v2: KIP-853's directory ids and endpoints)
     57: (0, 2),   # UpdateFeatures (KIP-584)
     47: (0, 0),   # OffsetDelete (KIP-496)
+    48: (0, 1),   # DescribeClientQuotas (KIP-546)
+    49: (0, 1),   # AlterClientQuotas
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -220,7 +226,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
                   24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
                   45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1,
-                  57: 0, 47: 99}  # OffsetDelete is never flexible
+                  57: 0, 47: 99, 48: 1, 49: 1}  # OffsetDelete is never flexible
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -898,6 +904,8 @@ _REQUESTS = {
     57: lambda v: UpdateFeaturesRequest[v](timeout_ms=1, feature_updates=[],
                                            validate_only=True),
     47: lambda v: OffsetDeleteRequest[v](group_id="g", topics=[]),
+    48: lambda v: DescribeClientQuotasRequest[v](components=[], strict=False),
+    49: lambda v: AlterClientQuotasRequest[v](entries=[], validate_only=True),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -1085,6 +1093,13 @@ _RESPONSES = {
     47: (lambda v: OffsetDeleteResponse(error_code=69, throttle_time_ms=0, topics=[]),
          lambda resp, v: resp.error_code == 69 or pytest.fail("OffsetDelete"),
          OffsetDeleteResponse),
+    48: (lambda v: DescribeClientQuotasResponse(throttle_time_ms=0, error_code=31,
+                                                error_message="no", entries=None),
+         lambda resp, v: (resp.error_code, resp.entries) == (31, None)
+         or pytest.fail("DescribeClientQuotas"), DescribeClientQuotasResponse),
+    49: (lambda v: AlterClientQuotasResponse(throttle_time_ms=0, entries=[]),
+         lambda resp, v: resp.entries == [] or pytest.fail("AlterClientQuotas"),
+         AlterClientQuotasResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
