@@ -28,6 +28,7 @@ from .controller.controller import Controller
 from .controller.lifecycle import BrokerLifecycle
 from .controller.metadata_client import MetadataClient, MetadataUnavailable
 from .controller.store import open_store
+from .coordinator.context import CoordinatorContext
 from .dynamic_config import DynamicBrokerConfig
 from .groups import GroupCoordinator
 from .metrics import BrokerMetrics, MetricSources
@@ -75,12 +76,15 @@ class Broker:
         self.replica_manager.incarnation = self.lifecycle.incarnation
         # Before the store starts: it listens for leadership of __consumer_offsets partitions
         # (and creates the topic on first use through the metadata client).
+        # What the coordinators get instead of this Broker (broker/coordinator/context.py).
+        coordinator_context = CoordinatorContext(config, self.replica_manager, self.metadata)
         self.groups = GroupCoordinator(
-            self, create_topic=self.metadata.create_topic_on_live_brokers)
+            coordinator_context, create_topic=self.metadata.create_topic_on_live_brokers)
         self.producer_ids = ProducerIdManager(self.metadata)
         # Before the store starts too: it listens for leadership of __transaction_state.
         self.transactions = TransactionCoordinator(
-            self, self.producer_ids, create_topic=self.metadata.create_topic_on_live_brokers)
+            coordinator_context, self.producer_ids,
+            create_topic=self.metadata.create_topic_on_live_brokers)
         self.sasl = SaslMechanisms(config, scram_lookup(lambda: self.metadata.image))
         # What request handlers get instead of this Broker (broker/api/context.py).
         self.api_context = ApiContext(
