@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -27,7 +27,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from broker.cli.main import build_parser
 from broker.testing import BrokerProcess, KafkaConnection, free_port
+from protocol.share_group_messages import ShareGroupDescribeRequest
 from tests.conftest import create_topic
 from tests.security_certs import with_listeners
 
@@ -157,6 +159,57 @@ def test_a_consumer_without_group_read_cannot_join(authorized):
     unreadable = create_topic(broker.bootstrap, "acl-unreadable")
     assert commit_error(port, "alice", "acl-reading-2", topic) is None
     assert commit_error(port, "alice", "acl-reading-2", unreadable) == TOPIC_AUTHORIZATION_FAILED
+
+
+def share_heartbeat_error(broker, port: int, user: str, topic: str,
+                          group: str) -> KafkaError | None:
+    """A ShareConsumer joins ``group``: the error its poll reports (None once it is a
+    member, seen through ShareGroupDescribe by the super user)."""
+    consumer = ShareConsumer({**settings(port, user), "group.id": group})
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                for message in consumer.poll(0.5):
+                    if message.error() is not None:
+                        return message.error()
+            except KafkaException as exc:
+                return exc.args[0]
+            if _share_members(broker, group):
+                return None
+        pytest.fail("neither an error nor a membership")
+    finally:
+        consumer.close()
+
+
+def _share_members(broker, group: str) -> list[str]:
+    with KafkaConnection(broker.bootstrap) as conn:  # PLAINTEXT: ANONYMOUS, a super user
+        [described] = conn.request(ShareGroupDescribeRequest[1](
+            group_ids=[group], include_authorized_operations=False)).groups
+    return [m.member_id for m in described.members] if described.error_code == 0 else []
+
+
+def acls_here(broker, *args: str) -> None:
+    """``raftwood acls ARGS`` in this process (no interpreter start per call)."""
+    parsed = build_parser().parse_args(["acls", *args, "--bootstrap-server",
+                                        broker.bootstrap])
+    assert parsed.func(parsed) == 0
+
+
+def test_a_share_consumer_without_group_read_cannot_join_a_share_group(authorized):
+    broker, port = authorized
+    topic = create_topic(broker.bootstrap, "acl-share-topic")
+    # Describe on the topic and the groups (FindCoordinator answers); joining needs Read.
+    acls_here(broker, "add", "--allow-principal", "User:alice", "--operation", "describe",
+              "--topic", "acl-share-", "--group", "acl-share-", "--resource-pattern-type",
+              "prefixed")
+    error = share_heartbeat_error(broker, port, "alice", topic, "acl-share-denied")
+    assert error is not None and error.code() == GROUP_AUTHORIZATION_FAILED
+    acls_here(broker, "add", "--allow-principal", "User:alice", "--operation", "read",
+              "--group", "acl-share-allowed")
+    assert share_heartbeat_error(broker, port, "alice", topic, "acl-share-allowed") is None, \
+        "with Read on the group the same share consumer joins"
 
 
 def commit_error(port: int, user: str, group: str, topic: str):
