@@ -148,6 +148,18 @@ from protocol.raft_voter_messages import (
     RemoveRaftVoterResponse,
     VoterListener,
 )
+from protocol.share_fetch_messages import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
+from protocol.share_state_messages import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
 
 # What we serve, written out independently of protocol/messages.py (Produce and Fetch capped
 # at v12, below the topic-id versions; Produce advertised from v0 for old librdkafka).
@@ -206,6 +218,11 @@ EXPECTED_RANGES = {
     # KIP-932 share groups, group side: v1 only (v0 was Kafka 4.0's early access).
     76: (1, 1),   # ShareGroupHeartbeat
     77: (1, 1),   # ShareGroupDescribe
+    # KIP-932 share groups, partition side: Kafka 4.2's v1-2; the inter-broker state calls.
+    78: (1, 2),   # ShareFetch
+    79: (1, 2),   # ShareAcknowledge
+    84: (0, 0),   # ReadShareGroupState
+    85: (0, 0),   # WriteShareGroupState
     61: (0, 0),   # DescribeProducers
     45: (0, 1),   # AlterPartitionReassignments
     46: (0, 0),   # ListPartitionReassignments
@@ -226,7 +243,8 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
                   24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
                   45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1,
-                  57: 0, 47: 99, 48: 1, 49: 1}  # OffsetDelete is never flexible
+                  57: 0, 47: 99, 48: 1, 49: 1,  # OffsetDelete is never flexible
+                  78: 0, 79: 0, 84: 0, 85: 0}
 
 CLIENT_ID = "raftwood-unit"
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
@@ -828,6 +846,28 @@ def _check_describe_quorum(resp, v):
         assert partition.current_voters[1].last_fetch_timestamp == -1
 
 
+def _share_fetch_response(v):
+    data = ShareFetchResponse.ShareFetchableTopicResponse.PartitionData
+    return ShareFetchResponse[v](
+        throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=1000,
+        responses=[ShareFetchResponse.ShareFetchableTopicResponse(topic_id=TOPIC_ID, partitions=[
+            data(partition_index=0, error_code=0, error_message=None, acknowledge_error_code=121,
+                 acknowledge_error_message=None,
+                 current_leader=data.LeaderIdAndEpoch(leader_id=1, leader_epoch=4),
+                 records=record_batch(), acquired_records=[data.AcquiredRecords(
+                     first_offset=0, last_offset=2, delivery_count=1)])])],
+        node_endpoints=[])
+
+
+def _check_share_fetch(resp, v):
+    partition = resp.responses[0].partitions[0]
+    assert resp.acquisition_lock_timeout_ms == 1000
+    assert (partition.acknowledge_error_code, partition.current_leader.leader_epoch) == (121, 4)
+    assert [(r.first_offset, r.last_offset, r.delivery_count)
+            for r in partition.acquired_records] == [(0, 2, 1)]
+    assert bytes(partition.records) == record_batch()
+
+
 _REQUESTS = {
     0: lambda v: ProduceRequest[v](transactional_id=None, acks=1, timeout_ms=1, topic_data=[]),
     1: lambda v: FetchRequest[v](replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1, topics=[],
@@ -906,6 +946,15 @@ _REQUESTS = {
     47: lambda v: OffsetDeleteRequest[v](group_id="g", topics=[]),
     48: lambda v: DescribeClientQuotasRequest[v](components=[], strict=False),
     49: lambda v: AlterClientQuotasRequest[v](entries=[], validate_only=True),
+    78: lambda v: ShareFetchRequest[v](
+        group_id="g", member_id="m", share_session_epoch=0, max_wait_ms=0, min_bytes=1,
+        max_bytes=1, max_records=1, batch_size=1, share_acquire_mode=0, topics=[],
+        forgotten_topics_data=[]),
+    79: lambda v: ShareAcknowledgeRequest[v](group_id="g", member_id="m",
+                                             share_session_epoch=1, is_renew_ack=False,
+                                             topics=[]),
+    84: lambda v: ReadShareGroupStateRequest[v](group_id="g", topics=[]),
+    85: lambda v: WriteShareGroupStateRequest[v](group_id="g", topics=[]),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -1100,6 +1149,23 @@ _RESPONSES = {
     49: (lambda v: AlterClientQuotasResponse(throttle_time_ms=0, entries=[]),
          lambda resp, v: resp.entries == [] or pytest.fail("AlterClientQuotas"),
          AlterClientQuotasResponse),
+    78: (_share_fetch_response, _check_share_fetch, ShareFetchResponse),
+    79: (lambda v: ShareAcknowledgeResponse[v](
+            throttle_time_ms=0, error_code=122, error_message=None,
+            acquisition_lock_timeout_ms=30_000, responses=[], node_endpoints=[]),
+         lambda resp, v: resp.error_code == 122 and (
+             v < 2 or resp.acquisition_lock_timeout_ms == 30_000)
+         or pytest.fail("ShareAcknowledge"), ShareAcknowledgeResponse),
+    84: (lambda v: ReadShareGroupStateResponse[v](results=[
+            ReadShareGroupStateResponse.ReadStateResult(topic_id=TOPIC_ID, partitions=[
+                ReadShareGroupStateResponse.ReadStateResult.PartitionResult(
+                    partition=1, error_code=16, error_message=None, state_epoch=0,
+                    start_offset=-1, state_batches=[])])]),
+         lambda resp, v: resp.results[0].partitions[0].error_code == 16
+         or pytest.fail("ReadShareGroupState"), ReadShareGroupStateResponse),
+    85: (lambda v: WriteShareGroupStateResponse[v](results=[]),
+         lambda resp, v: resp.results == [] or pytest.fail("WriteShareGroupState"),
+         WriteShareGroupStateResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
