@@ -54,11 +54,21 @@ SETTINGS = {"replica.lag.time.max.ms": 4000, "offsets.commit.timeout.ms": 20_000
             "transaction.state.log.num.partitions": 3, "offsets.topic.num.partitions": 3}
 
 
-@pytest.fixture
-def cluster(raftwood_cluster_factory) -> ClusterProcess:
-    cluster = raftwood_cluster_factory(3, **SETTINGS)
+@pytest.fixture(scope="module")
+def shared_cluster(module_cluster_factory) -> ClusterProcess:
+    """One cluster for the module's tests on SETTINGS, with TOPIC: each test uses a
+    transactional id or group of its own."""
+    cluster = module_cluster_factory(3, **SETTINGS)
     cluster.create_topic(TOPIC, 1, replication_factor=3)
     return cluster
+
+
+@pytest.fixture
+def cluster(shared_cluster, heal_cluster) -> ClusterProcess:
+    """The module's cluster, every broker running and unfenced and the preferred leaders
+    back after each test (the tests pause a follower past its session)."""
+    yield shared_cluster
+    heal_cluster(shared_cluster)
 
 
 def retried(send, error_of):
