@@ -72,10 +72,16 @@ def consume(bootstrap: str, topic: str, rack: str | None, expected: set[bytes],
     return seen, fetched_from
 
 
-def test_a_consumer_reads_from_the_follower_in_its_rack(raftwood_cluster_factory):
-    cluster = raftwood_cluster_factory(
+@pytest.fixture(scope="module")
+def cluster(module_cluster_factory):
+    """Brokers 1, 2, 3 in racks r1, r2, r3 with the rack-aware selector, shared by the
+    module's tests (each has a topic of its own; none stops a broker)."""
+    return module_cluster_factory(
         3, broker_settings={n: {"broker.rack": f"r{n}"} for n in (1, 2, 3)},
         **{"replica.selector.class": SELECTOR})
+
+
+def test_a_consumer_reads_from_the_follower_in_its_rack(cluster):
     bootstrap = cluster.bootstrap
     cluster.create_topic("racked", 1, replication_factor=3)
     leader = leader_of(bootstrap, "racked")
@@ -108,13 +114,10 @@ def follower_disconnects(text: str, follower: int) -> int:
     return sum(b.get("disconnects", 0) for b in brokers if b.get("nodeid") == follower)
 
 
-def test_a_follower_serves_a_fetch_that_waits_for_more_bytes(raftwood_cluster_factory):
+def test_a_follower_serves_a_fetch_that_waits_for_more_bytes(cluster):
     """KIP-392 with fetch.min.bytes > 1: a follower answers a consumer's Fetch that waits
     for more bytes than there are (its wait ends with what is there) and keeps the
     connection; a rack-aware consumer with that setting reads everything from it."""
-    cluster = raftwood_cluster_factory(
-        3, broker_settings={n: {"broker.rack": f"r{n}"} for n in (1, 2, 3)},
-        **{"replica.selector.class": SELECTOR})
     bootstrap = cluster.bootstrap
     cluster.create_topic("fz-t", 1, replication_factor=3)
     leader = leader_of(bootstrap, "fz-t")
