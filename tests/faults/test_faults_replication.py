@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from confluent_kafka import Producer
 
 from broker.testing import FAST_CLUSTER_SETTINGS, build_batch
@@ -29,6 +30,21 @@ NONE = 0
 SESSION_S = int(FAST_CLUSTER_SETTINGS["broker.session.timeout.ms"]) / 1000.0
 FAILOVER_BOUND_S = SESSION_S + 12.0
 TOTAL_RECORDS = 20_000
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(module_cluster_factory):
+    """One cluster for the whole module (FAST_CLUSTER_SETTINGS): each test works on
+    topics of its own."""
+    return module_cluster_factory()
+
+
+@pytest.fixture
+def cluster(shared_cluster, heal_cluster):
+    """The module's cluster; a test that stops, kills or pauses a broker gets it back with
+    every broker running and unfenced afterwards."""
+    yield shared_cluster
+    heal_cluster(shared_cluster)
 
 
 class PacedProducer:
@@ -79,13 +95,12 @@ class PacedProducer:
         assert not self.thread.is_alive(), "the producer did not finish in time"
 
 
-def test_every_acknowledged_record_survives_leader_kill_9_and_restart(raftwood_cluster):
+def test_every_acknowledged_record_survives_leader_kill_9_and_restart(cluster):
     """RF=3, min.insync.replicas=2, acks=all: 20k records while the leader is killed -9
     (a new leader from the ISR takes over) and later restarted (it catches up, rejoins
     and becomes leader again).  Every acknowledged record is at its acknowledged offset,
     nothing else is in the log, the replicas are identical below the HW, and the watch
     saw no offset go backwards and no read above the HW."""
-    cluster = raftwood_cluster
     topic = cluster.create_topic("acked-20k", assignments=[[1, 2, 3]],
                                  configs={"min.insync.replicas": "2"})
     cluster.wait_for_isr(topic, 0, [1, 2, 3])
@@ -123,14 +138,13 @@ def test_every_acknowledged_record_survives_leader_kill_9_and_restart(raftwood_c
 
 
 def test_leader_change_a_b_a_truncates_the_uncommitted_tail_and_replicas_agree(
-        raftwood_cluster):
+        cluster):
     """A (broker 1) leads; B and C are paused while A appends records with acks=1, so A
     alone holds them (uncommitted: the HW cannot pass the paused followers).  A is
     killed -9, B and C resumed: B leads (epoch+1) and takes new writes at the same
     offsets.  A restarts, truncates its tail (KIP-101/279), catches up, rejoins the ISR
     and leads again (preferred replica).  The replicas then store identical bytes below
     the HW; A's records beyond B's log are gone, every acks=all record is there."""
-    cluster = raftwood_cluster
     topic = cluster.create_topic("a-b-a", assignments=[[1, 2, 3]])
     committed: list[bytes] = []
     with cluster.connect(1) as conn:
