@@ -46,6 +46,8 @@ from ..controller.metadata_client import (
     UPGRADE,
     ApplyError,
     MetadataUnavailable,
+    feature_update_problem,
+    finalized_feature_levels,
 )
 from ..security.acls import AclOperation
 
@@ -92,15 +94,15 @@ def default_levels(supported: dict[str, list[int]]) -> dict[str, int]:
     return {name: high for name, (_low, high) in supported.items()}
 
 
-def finalized_levels(metadata) -> dict[str, int]:
-    """Feature name → finalized level now (stored, else default; capped at the supported
-    maximum)."""
+def finalized_levels(image) -> dict[str, int]:
+    """Feature name → finalized level in ``image`` (stored, else default; capped at the
+    supported maximum)."""
     supported = supported_ranges()
-    levels = metadata.finalized_feature_levels(default_levels(supported))
+    levels = finalized_feature_levels(image, default_levels(supported))
     return {name: min(levels[name], high) for name, (_low, high) in supported.items()}
 
 
-def add_features(body, metadata, version: int):
+def add_features(body, image, version: int):
     """Fill ApiVersions v3+'s supported and finalized features into ``body``."""
     if version < 3:
         return body
@@ -110,8 +112,8 @@ def add_features(body, metadata, version: int):
         for name, (low, high) in sorted(supported.items()) if version >= 4 or low > 0]
     body.finalized_features = [
         Finalized(name=name, max_version_level=level, min_version_level=level)
-        for name, level in sorted(finalized_levels(metadata).items()) if level > 0]
-    body.finalized_features_epoch = metadata.image.version
+        for name, level in sorted(finalized_levels(image).items()) if level > 0]
+    body.finalized_features_epoch = image.version
     return body
 
 
@@ -139,7 +141,7 @@ async def handle_update_features(ctx, request):
         except MetadataUnavailable as exc:
             return _answer(request, ErrorCode.REQUEST_TIMED_OUT, str(exc))
         return _answer(request, ErrorCode.NONE, None)
-    problem = ctx.metadata.feature_update_problem(updates, supported, defaults)
+    problem = feature_update_problem(ctx.image, updates, supported, defaults)
     if problem:
         return _answer(request, ErrorCode.INVALID_UPDATE_VERSION, problem)
     return _answer(request, ErrorCode.NONE, None)

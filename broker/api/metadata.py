@@ -30,7 +30,7 @@ PartitionMeta = Topic.MetadataResponsePartition
 
 async def handle_api_versions(ctx, request):
     body = api_versions_body(version=request.api_version)
-    return features.add_features(body, ctx.metadata, request.api_version)
+    return features.add_features(body, ctx.image, request.api_version)
 
 
 async def handle_metadata(ctx, request):

@@ -61,9 +61,24 @@ from .store import MetadataUnavailable
 # What request handlers (broker/api/, which reach the metadata only through this module)
 # need besides the client: its errors, the image's "no leader" mark, replica assignment.
 __all__ = ["ApplyError", "ClusterState", "MetadataClient", "MetadataUnavailable", "NO_LEADER",
-           "assign_replicas", "MINIMUM_METADATA_VERSION", "SAFE_DOWNGRADE", "UPGRADE"]
+           "assign_replicas", "MINIMUM_METADATA_VERSION", "SAFE_DOWNGRADE", "UPGRADE",
+           "feature_update_problem", "finalized_feature_levels"]
 
 DEFAULT_TIMEOUT_S = 10.0
+
+
+def finalized_feature_levels(image: ClusterState, defaults: dict[str, int]) -> dict[str, int]:
+    """Each feature of ``defaults`` at its finalized level in ``image`` (the level
+    UpdateFeatures set, else the default)."""
+    return {name: current_level(image.finalized_features, name, defaults) for name in defaults}
+
+
+def feature_update_problem(image: ClusterState, updates: list[list],
+                           supported: dict[str, list[int]],
+                           defaults: dict[str, int]) -> str | None:
+    """Why ``image`` refuses these updates (UpdateFeatures' validate_only), or None; the
+    apply checks the same again."""
+    return first_problem(image.finalized_features, updates, supported, defaults)
 
 
 class MetadataClient:
@@ -297,19 +312,6 @@ class MetadataClient:
     async def delete_acls(self, bindings: list[list]) -> list[list]:
         """Remove exactly these bindings; returns those that were present."""
         return await self.submit(DeleteAcls(bindings))
-
-    def finalized_feature_levels(self, defaults: dict[str, int]) -> dict[str, int]:
-        """Each feature of ``defaults`` at its finalized level in the current image (the
-        level UpdateFeatures set, else the default)."""
-        image = self.image
-        return {name: current_level(image.finalized_features, name, defaults)
-                for name in defaults}
-
-    def feature_update_problem(self, updates: list[list], supported: dict[str, list[int]],
-                               defaults: dict[str, int]) -> str | None:
-        """Why the current image refuses these updates (UpdateFeatures' validate_only),
-        or None; the apply checks the same again."""
-        return first_problem(self.image.finalized_features, updates, supported, defaults)
 
     async def update_features(self, updates: list[list], supported: dict[str, list[int]],
                               defaults: dict[str, int]) -> dict[str, int]:
