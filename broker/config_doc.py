@@ -16,6 +16,7 @@ from typing import Any
 
 from . import config as config_module
 from .config import LISTENER_SETTINGS, SETTINGS, TOPIC_DEFAULTS, Setting
+from .dynamic_config import LISTENER_DYNAMIC, is_dynamic
 from .topics import SPECS, TOPIC_CONFIG_KEYS
 
 REGENERATE = "python -m broker.config_doc > docs/configuration.md"
@@ -169,6 +170,12 @@ setting of that name and meaning ("yes"; with Kafka's default when it is not
 Raftwood's) or the setting is Raftwood's own ("no").  TLS and SASL settings may also be
 given per listener with Kafka's prefix, `listener.name.<listener in lower case>.<setting>`
 (`listener.name.external.ssl.client.auth=required`).
+
+Settings marked **Dynamic** change at run time, as Kafka's dynamic broker configs:
+`raftwood configs --entity-type brokers --entity-name ID --alter --add-config k=v` for
+one broker, `--entity-default` for every broker (any Kafka admin client's
+IncrementalAlterConfigs on a BROKER resource does the same).  The value is kept in the
+cluster metadata and wins over the value the broker started with.
 """
 
 
@@ -185,7 +192,8 @@ def markdown() -> str:
         for s in settings:
             listener = " Per listener too." if s.name in LISTENER_SETTINGS else ""
             lines.append(f"| `{s.name}` | {_default_cell(format_default(s.default))} | "
-                         f"{type_of(s)} | {_kafka_cell(s)} | {_cell(s.doc)}.{listener} |")
+                         f"{type_of(s)} | {_kafka_cell(s)} | {_cell(s.doc)}.{listener}"
+                         f"{_dynamic_note(s.name)} |")
         lines.append("")
     lines.append(TOPIC_INTRO)
     lines.append("| Topic config | Default | Default set by | What it does |")
@@ -208,6 +216,15 @@ removed) is refused with INVALID_CONFIG.  A topic without an override takes the 
 setting named in "Default set by", else Kafka's default.  The few Raftwood accepts but
 does not act on, or refuses a value of, say so and why.
 """
+
+
+def _dynamic_note(name: str) -> str:
+    """Whether a setting changes at run time (broker/dynamic_config.py), as Kafka's."""
+    if is_dynamic(name):
+        return " **Dynamic** (per broker or cluster-wide)."
+    if name in LISTENER_DYNAMIC:
+        return " **Dynamic** per listener and broker (`listener.name.<l>.` prefix)."
+    return ""
 
 
 def _anchor(title: str) -> str:
