@@ -27,6 +27,9 @@ ReadResult = ReadShareGroupStateResponse.ReadStateResult
 ReadPartition = ReadResult.PartitionResult
 WriteResult = WriteShareGroupStateResponse.WriteStateResult
 WritePartition = WriteResult.PartitionResult
+#: the widest in-flight window a write may describe (a leader's is at most
+#: group.share.partition.max.record.locks wide, plus finished records it has not passed)
+MAX_WINDOW = 1_000_000
 
 
 async def handle_read_share_group_state(ctx, request):
@@ -94,6 +97,12 @@ def _snapshot(p) -> ShareSnapshot | None:
                                    b.delivery_count) for b in p.state_batches)
     except ValueError:
         return None
-    if p.start_offset < 0 or any(b.first_offset > b.last_offset for b in batches):
+    previous = p.start_offset - 1
+    for b in batches:  # ordered, disjoint, at or past the start, a bounded window
+        if b.first_offset <= previous or b.first_offset > b.last_offset \
+                or b.last_offset - p.start_offset >= MAX_WINDOW:
+            return None
+        previous = b.last_offset
+    if p.start_offset < 0:
         return None
     return ShareSnapshot(p.leader_epoch, p.state_epoch, p.start_offset, batches)
