@@ -263,3 +263,14 @@ class ShareState:
         persister = SharePersister(coordinator, remote)
         manager = SharePartitionManager(replica_manager, settings_of, persister=persister)
         return cls(ShareSessionCache(), manager, coordinator)
+
+    async def start_offset(self, group_id: str, topic_id: str, partition: int
+                           ) -> tuple[ErrorCode, int]:
+        """The persisted share-partition start offset of (group, topic id, partition):
+        -1 when the group never fetched it (DescribeShareGroupOffsets' answer), or the
+        error reading it."""
+        persister = self.partitions.persister
+        if persister is None:
+            return ErrorCode.NONE, -1
+        error, snapshot = await persister.read(share_key(group_id, topic_id, partition))
+        return error, (snapshot.start_offset if snapshot is not None else -1)
