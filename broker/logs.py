@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from typing import TextIO
 
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
@@ -24,7 +25,7 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"m
                                                                              "asctime"}
 
 
-def state_change(**fields) -> dict:
+def state_change(**fields: object) -> dict[str, object]:
     """``extra=`` for a state-change log line: the fields under their own names."""
     return fields
 
@@ -46,7 +47,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure(level: str, log_format: str = "text", stream=None) -> None:
+def configure(level: str, log_format: str = "text", stream: TextIO | None = None) -> None:
     """Install the root handler (replacing any): ``log_format`` one of FORMATS."""
     if log_format not in FORMATS:
         raise ValueError(f"log.format must be one of {', '.join(FORMATS)}, not {log_format!r}")

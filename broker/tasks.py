@@ -27,8 +27,8 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +54,15 @@ class TaskSupervisor:
     loop); ``fatal`` from anywhere on the loop, including inside a task of this one.
     """
 
-    def __init__(self, name: str, on_fatal: StopCallback | None = None):
+    def __init__(self, name: str, on_fatal: StopCallback | None = None) -> None:
         self.name = name
         self.on_fatal = on_fatal
-        self.tasks: set[asyncio.Task] = set()
-        self.work: set[asyncio.Task] = set()  # the tasks of ``outlive``, also in ``tasks``
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.work: set[asyncio.Task[Any]] = set()  # the tasks of ``outlive``, also in ``tasks``
         self.fatal_reason: str | None = None
 
-    def spawn(self, name: str, coro: Awaitable, *, fatal: bool = False) -> asyncio.Task:
+    def spawn(self, name: str, coro: Coroutine[Any, Any, T], *, fatal: bool = False
+              ) -> asyncio.Task[T]:
         """Run ``coro`` as a task named ``name``; with ``fatal`` an exception it ends
         with stops the broker (``fatal``), otherwise it is logged."""
         task = asyncio.get_running_loop().create_task(coro, name=f"{self.name} {name}")
@@ -69,7 +70,7 @@ class TaskSupervisor:
         task.add_done_callback(lambda t: self._on_done(name, t, fatal))
         return task
 
-    async def outlive(self, name: str, work: Awaitable[T]) -> T:
+    async def outlive(self, name: str, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` as a task named ``name`` and return its result (or raise its
         exception).  If the caller is cancelled meanwhile, the task is not: it runs to
         its end, and an exception it ends with is logged at ERROR (nobody else hears of
@@ -85,11 +86,11 @@ class TaskSupervisor:
                 task.add_done_callback(lambda t: self._on_done(name, t, False))
             raise
 
-    def _on_work_done(self, task: asyncio.Task) -> None:
+    def _on_work_done(self, task: asyncio.Task[Any]) -> None:
         self.tasks.discard(task)
         self.work.discard(task)
 
-    def _on_done(self, name: str, task: asyncio.Task, fatal: bool) -> None:
+    def _on_done(self, name: str, task: asyncio.Task[Any], fatal: bool) -> None:
         self.tasks.discard(task)
         if task.cancelled():
             return
@@ -102,7 +103,7 @@ class TaskSupervisor:
             log.error("%s task %r failed", self.name, name, exc_info=exc)
 
     def periodic(self, name: str, interval_s: float, fn: Callable[[], object], *,
-                 fatal_on: tuple[type[BaseException], ...] = ()) -> asyncio.Task:
+                 fatal_on: tuple[type[BaseException], ...] = ()) -> asyncio.Task[None]:
         """Call ``fn`` (plain or async) every ``interval_s`` seconds, forever.
 
         The loop reacts to its timer only; it exits on cancellation (``shutdown``), or
@@ -111,7 +112,8 @@ class TaskSupervisor:
         """
         return self.spawn(name, self._run_periodic(name, interval_s, fn, fatal_on))
 
-    async def _run_periodic(self, name: str, interval_s: float, fn, fatal_on) -> None:
+    async def _run_periodic(self, name: str, interval_s: float, fn: Callable[[], object],
+                            fatal_on: tuple[type[BaseException], ...]) -> None:
         noise = _FailureLog(f"{self.name} loop {name!r}")
         while True:
             await asyncio.sleep(interval_s)
@@ -162,7 +164,7 @@ class TaskSupervisor:
 class _FailureLog:
     """Bounded logging of a loop's consecutive failures (one loop's, event-loop only)."""
 
-    def __init__(self, what: str):
+    def __init__(self, what: str) -> None:
         self.what = what
         self.consecutive = 0
         self.last_logged = 0.0

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from kafka import codec as _codec
 
@@ -96,7 +97,8 @@ class TopicConfigSpec:
         return CONFIG_TYPES[self.kind]
 
 
-def _spec(name, kind, default, doc, broker="", **extra) -> TopicConfigSpec:
+def _spec(name: str, kind: str, default: object, doc: str, broker: str = "",
+          **extra: Any) -> TopicConfigSpec:
     return TopicConfigSpec(name, kind, str(default), doc, broker, **extra)
 
 
@@ -208,8 +210,8 @@ def _number_problem(spec: TopicConfigSpec, value: str) -> str | None:
         number: float = float(text) if spec.kind == "DOUBLE" else int(text)
     except ValueError:
         return _invalid(spec.name, value, f"Not a number of type {spec.kind}")
-    low, high = _BOUNDS.get(spec.kind, (None, None))
-    if low is not None and not low <= number <= high:
+    bounds = _BOUNDS.get(spec.kind)
+    if bounds is not None and not bounds[0] <= number <= bounds[1]:
         return _invalid(spec.name, value, f"Not a number of type {spec.kind}")
     if spec.name == "compression.gzip.level" and not (1 <= number <= 9 or number == -1):
         return _invalid(spec.name, value, "Value must be between 1 and 9 or equal to -1")
