@@ -32,6 +32,7 @@ nothing.  v0's ``allow_downgrade`` is a SAFE_DOWNGRADE.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import UpdateFeaturesResponse
 from kafka.protocol.api_key import ApiKey
@@ -50,6 +51,12 @@ from ..controller.metadata_client import (
     finalized_feature_levels,
 )
 from ..security.acls import AclOperation
+
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from ..controller.metadata_client import ClusterState
+    from .context import ApiContext
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +101,7 @@ def default_levels(supported: dict[str, list[int]]) -> dict[str, int]:
     return {name: high for name, (_low, high) in supported.items()}
 
 
-def finalized_levels(image) -> dict[str, int]:
+def finalized_levels(image: ClusterState) -> dict[str, int]:
     """Feature name → finalized level in ``image`` (stored, else default; capped at the
     supported maximum)."""
     supported = supported_ranges()
@@ -102,7 +109,8 @@ def finalized_levels(image) -> dict[str, int]:
     return {name: min(levels[name], high) for name, (_low, high) in supported.items()}
 
 
-def add_features(body, image, version: int):
+def add_features(body: ApiVersionsResponse, image: ClusterState,
+                 version: int) -> ApiVersionsResponse:
     """Fill ApiVersions v3+'s supported and finalized features into ``body``."""
     if version < 3:
         return body
@@ -117,7 +125,7 @@ def add_features(body, image, version: int):
     return body
 
 
-async def handle_update_features(ctx, request):
+async def handle_update_features(ctx: ApiContext, request: Request) -> UpdateFeaturesResponse:
     body = request.body
     updates = [[u.feature, int(u.max_version_level), _upgrade_type(request.api_version, u)]
                for u in body.feature_updates]
@@ -147,13 +155,13 @@ async def handle_update_features(ctx, request):
     return _answer(request, ErrorCode.NONE, None)
 
 
-def _upgrade_type(api_version: int, update) -> int:
+def _upgrade_type(api_version: int, update: Any) -> int:
     if api_version == 0:
         return SAFE_DOWNGRADE if update.allow_downgrade else UPGRADE
     return int(update.upgrade_type)
 
 
-def _answer(request, code: ErrorCode, message: str | None):
+def _answer(request: Request, code: ErrorCode, message: str | None) -> UpdateFeaturesResponse:
     """Kafka 4's answer: one error for the request; v0-v1 repeat it per feature."""
     results = [] if request.api_version >= 2 else [
         Result(feature=u.feature, error_code=code, error_message=message)

@@ -9,8 +9,9 @@ topic, else TOPIC_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING, Any
 
-from kafka.protocol.metadata import MetadataResponse
+from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
 
 from protocol.errors import ErrorCode
 from protocol.messages import api_versions_body
@@ -21,6 +22,12 @@ from ..topics import is_internal, topic_name_problem
 from . import features
 from .admin import create_topic_now
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from ..controller.metadata_client import ClusterState
+    from .context import ApiContext
+
 # Metadata v8+ asks whether to include authorized operations; we have no ACLs.
 AUTHORIZED_OPERATIONS_OMITTED = None  # kafka-python encodes None as INT32_MIN ("not requested")
 
@@ -28,12 +35,12 @@ Topic = MetadataResponse.MetadataResponseTopic
 PartitionMeta = Topic.MetadataResponsePartition
 
 
-async def handle_api_versions(ctx, request):
+async def handle_api_versions(ctx: ApiContext, request: Request) -> ApiVersionsResponse:
     body = api_versions_body(version=request.api_version)
     return features.add_features(body, ctx.image, request.api_version)
 
 
-async def handle_metadata(ctx, request):
+async def handle_metadata(ctx: ApiContext, request: Request) -> MetadataResponse:
     body = request.body
     requested = body.topics
     if requested is None or (request.api_version == 0 and not requested):
@@ -60,7 +67,8 @@ async def handle_metadata(ctx, request):
         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-async def _requested_topic(ctx, request, requested, allow_create: bool):
+async def _requested_topic(ctx: ApiContext, request: Request, requested: Any,
+                           allow_create: bool) -> Topic:
     name = requested.name
     authorizer = ctx.authorizer
     if name is None and requested.topic_id is not None:
@@ -98,12 +106,12 @@ async def _requested_topic(ctx, request, requested, allow_create: bool):
     return _describe_topic(ctx.image, name)
 
 
-def _error_topic(name, code: ErrorCode):
+def _error_topic(name: str | None, code: ErrorCode) -> Topic:
     return Topic(error_code=code, name=name, topic_id=None, is_internal=False,
                  partitions=[], authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)
 
 
-def _describe_topic(image, name: str):
+def _describe_topic(image: ClusterState, name: str) -> Topic:
     record = image.topics[name]
     partitions = []
     for index, p in sorted(record.partitions.items()):

@@ -18,6 +18,8 @@ Each function returns (error code, message, entries) or (error code, message).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from kafka.protocol.admin import DescribeConfigsResponse
 
 from protocol.errors import ErrorCode
@@ -36,6 +38,13 @@ from ..groups import group_configs
 from ..security.acls import AclOperation, ResourceType
 from . import broker_loggers
 
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
+
+log = logging.getLogger(__name__)
+
 BROKER, BROKER_LOGGER, GROUP = 4, 8, 32
 DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 2, 3, 4, 5
 DYNAMIC_BROKER_LOGGER, GROUP_CONFIG = 6, 8
@@ -49,17 +58,19 @@ Synonym = Entry.DescribeConfigsSynonym
 
 
 class Refused(Exception):
-    def __init__(self, code: ErrorCode | str, message: str):
+    def __init__(self, code: ErrorCode | str, message: str) -> None:
         super().__init__(message)
         self.code = ErrorCode[code] if isinstance(code, str) else code
 
 
-def describe(ctx, request, resource) -> tuple[ErrorCode, str | None, list]:
+def describe(ctx: ApiContext, request: Request,
+             resource: Any) -> tuple[ErrorCode, str | None, list]:
     """The entries of one BROKER, BROKER_LOGGER or GROUP resource of a DescribeConfigs."""
     body = request.body
     synonyms = bool(getattr(body, "include_synonyms", False))
     docs = bool(getattr(body, "include_documentation", False))
     kind, name = resource.resource_type, resource.resource_name
+    log.debug("DescribeConfigs of resource type %d %r", kind, name)
     try:
         _authorize(ctx, request, AclOperation.DESCRIBE_CONFIGS, kind, name)
         if kind == BROKER:
@@ -78,7 +89,8 @@ def describe(ctx, request, resource) -> tuple[ErrorCode, str | None, list]:
     return ErrorCode.NONE, None, [e for e in entries if keys is None or e.name in keys]
 
 
-async def alter(ctx, request, resource, changes: list[tuple[str, int, str | None]],
+async def alter(ctx: ApiContext, request: Request, resource: Any,
+                changes: list[tuple[str, int, str | None]],
                 validate_only: bool, replace: bool) -> tuple[ErrorCode, str | None]:
     """Alter one BROKER, BROKER_LOGGER or GROUP resource: ``changes`` are (key, SET or
     DELETE, value); ``replace`` (the legacy AlterConfigs) removes every key not given."""
@@ -105,7 +117,7 @@ async def alter(ctx, request, resource, changes: list[tuple[str, int, str | None
 # -- BROKER ----------------------------------------------------------------------------
 
 
-def _describe_broker(ctx, name: str, synonyms: bool, docs: bool) -> list:
+def _describe_broker(ctx: ApiContext, name: str, synonyms: bool, docs: bool) -> list:
     default, own = layers(ctx.image, ctx.node_id)
     if name == CLUSTER_DEFAULT:
         return [_broker_entry(ctx, key, [(DYNAMIC_DEFAULT, value)], synonyms, docs)
@@ -127,7 +139,8 @@ def _describe_broker(ctx, name: str, synonyms: bool, docs: bool) -> list:
     return entries
 
 
-def _broker_entry(ctx, key: str, found: list[tuple[int, str]], synonyms: bool, docs: bool):
+def _broker_entry(ctx: ApiContext, key: str, found: list[tuple[int, str]], synonyms: bool,
+                  docs: bool) -> Entry:
     setting = setting_of(key)
     listed = [Synonym(name=key, value=None if _sensitive(key) else value, source=source)
               for source, value in found] if synonyms else []
@@ -136,7 +149,7 @@ def _broker_entry(ctx, key: str, found: list[tuple[int, str]], synonyms: bool, d
                   setting.doc if docs and setting is not None else None, not is_dynamic(key))
 
 
-async def _alter_stored(ctx, kind: int, name: str, values: dict, validate_only: bool,
+async def _alter_stored(ctx: ApiContext, kind: int, name: str, values: dict, validate_only: bool,
                         replace: bool) -> None:
     """Validate and store a BROKER or GROUP change in the metadata."""
     current = getattr(ctx.image, "resource_configs", {}).get(kind, {}).get(name, {})
@@ -171,7 +184,8 @@ async def _alter_stored(ctx, kind: int, name: str, values: dict, validate_only: 
 # -- BROKER_LOGGER and GROUP -------------------------------------------------------------
 
 
-def _alter_loggers(ctx, name: str, changes, validate_only: bool, replace: bool) -> None:
+def _alter_loggers(ctx: ApiContext, name: str, changes: list[tuple[str, int, str | None]],
+                   validate_only: bool, replace: bool) -> None:
     _this_broker(ctx, name)
     if replace:
         raise Refused(ErrorCode.INVALID_REQUEST,
@@ -184,7 +198,7 @@ def _alter_loggers(ctx, name: str, changes, validate_only: bool, replace: bool) 
         broker_loggers.apply(changes)
 
 
-def _describe_group(ctx, name: str, synonyms: bool) -> list:
+def _describe_group(ctx: ApiContext, name: str, synonyms: bool) -> list:
     if not name:
         raise Refused(ErrorCode.INVALID_REQUEST, "a GROUP resource needs a group id")
     own = group_configs.overrides(ctx.image, name)
@@ -207,7 +221,8 @@ def _describe_group(ctx, name: str, synonyms: bool) -> list:
 # -- shared ---------------------------------------------------------------------------
 
 
-def _authorize(ctx, request, operation: AclOperation, kind: int, name: str) -> None:
+def _authorize(ctx: ApiContext, request: Request, operation: AclOperation, kind: int,
+               name: str) -> None:
     if kind == GROUP:
         if not ctx.authorizer.allows(request, operation, ResourceType.GROUP, name):
             raise Refused(ErrorCode.GROUP_AUTHORIZATION_FAILED,
@@ -217,14 +232,14 @@ def _authorize(ctx, request, operation: AclOperation, kind: int, name: str) -> N
                       f"{operation.name} on the cluster is required")
 
 
-def _this_broker(ctx, name: str) -> None:
+def _this_broker(ctx: ApiContext, name: str) -> None:
     if name != str(ctx.node_id):
         raise Refused(ErrorCode.INVALID_REQUEST,
                       f"Unexpected broker id, expected {ctx.node_id}, but received {name!r}")
 
 
-def _entry(name: str, value, source: int, synonyms: list, config_type: int, doc,
-           read_only: bool):
+def _entry(name: str, value: object, source: int, synonyms: list, config_type: int,
+           doc: str | None, read_only: bool) -> Entry:
     sensitive = _sensitive(name)
     return Entry(name=name, value=None if sensitive else value, read_only=read_only,
                  config_source=source, is_default=source == DEFAULT, is_sensitive=sensitive,
@@ -249,5 +264,5 @@ def _config_type(key: str) -> int:
     return STRING
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)

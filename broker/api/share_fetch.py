@@ -28,7 +28,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode
 from protocol.share_fetch_messages import ShareAcknowledgeResponse, ShareFetchResponse
@@ -39,6 +39,11 @@ from ..replication.partition import READ_COMMITTED, READ_UNCOMMITTED
 from ..security.acls import AclOperation, ResourceType
 from ..share.partition import AcknowledgementBatch
 from ..share.spans import batch_spans
+
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
 
 Key = tuple[uuid.UUID, int]
 DEFAULT_MAX_RECORDS = 500
@@ -69,7 +74,7 @@ class Target:
 
 # -- ShareFetch ------------------------------------------------------------------------------
 
-async def handle_share_fetch(ctx, request):
+async def handle_share_fetch(ctx: ApiContext, request: Request) -> ShareFetchResponse:
     body = request.body
     group_id, member_id, epoch = body.group_id, body.member_id, body.share_session_epoch
     error = _check_request(ctx, request, group_id, member_id)
@@ -93,7 +98,8 @@ async def handle_share_fetch(ctx, request):
     return _fetch_answer(ctx, request, ErrorCode.NONE, outcomes)
 
 
-def _check_request(ctx, request, group_id: str | None, member_id: str | None) -> ErrorCode:
+def _check_request(ctx: ApiContext, request: Request, group_id: str | None,
+                   member_id: str | None) -> ErrorCode:
     """The checks before the session: ids present, Read on the group."""
     if not group_id or not member_id:
         return ErrorCode.INVALID_REQUEST
@@ -102,12 +108,12 @@ def _check_request(ctx, request, group_id: str | None, member_id: str | None) ->
     return ErrorCode.NONE
 
 
-def _batches(batches) -> list[AcknowledgementBatch]:
+def _batches(batches: list) -> list[AcknowledgementBatch]:
     return [AcknowledgementBatch(b.first_offset, b.last_offset, list(b.acknowledge_types))
             for b in batches]
 
 
-def _resolve(ctx, request, key: Key) -> Target:
+def _resolve(ctx: ApiContext, request: Request, key: Key) -> Target:
     """The session partition ``key`` on this broker, or the error the answer gives."""
     info = ctx.image.topic_by_id(str(key[0]))
     if info is None:
@@ -126,7 +132,7 @@ def _resolve(ctx, request, key: Key) -> Target:
     return target
 
 
-async def _acknowledge(ctx, request, group_id: str, member_id: str,
+async def _acknowledge(ctx: ApiContext, request: Request, group_id: str, member_id: str,
                        acks: dict[Key, list[AcknowledgementBatch]]
                        ) -> dict[Key, PartitionOutcome]:
     """Apply ``acks`` partition by partition, then persist the partitions they changed;
@@ -170,7 +176,7 @@ def _persist_error(error: ErrorCode) -> ErrorCode:
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-def _close(ctx, group_id: str, member_id: str) -> None:
+def _close(ctx: ApiContext, group_id: str, member_id: str) -> None:
     """Close the member's session and release the locks it still holds."""
     session = ctx.share.sessions.close(group_id, member_id)
     if session is None:
@@ -183,7 +189,7 @@ def _close(ctx, group_id: str, member_id: str) -> None:
     ctx.share.partitions.release_member(group_id, member_id, names)
 
 
-def _leader_outcome(ctx, target: Target) -> PartitionOutcome:
+def _leader_outcome(ctx: ApiContext, target: Target) -> PartitionOutcome:
     """An outcome carrying ``target``'s error and the partition's current leader."""
     outcome = PartitionOutcome(target.error)
     info = ctx.image.topics.get(target.topic) if target.topic else None
@@ -193,7 +199,7 @@ def _leader_outcome(ctx, target: Target) -> PartitionOutcome:
     return outcome
 
 
-async def _fetch(ctx, request, targets: list[Target],
+async def _fetch(ctx: ApiContext, request: Request, targets: list[Target],
                  outcomes: dict[Key, PartitionOutcome]) -> None:
     """Read the session's partitions led here and acquire what they hold for the
     member; errors of the others into ``outcomes``."""
@@ -232,7 +238,7 @@ async def _fetch(ctx, request, targets: list[Target],
     _acquire(ctx, body, reads, results, outcomes)
 
 
-async def _read(ctx, statuses: list, max_wait_ms: int, min_bytes: int, max_bytes: int,
+async def _read(ctx: ApiContext, statuses: list, max_wait_ms: int, min_bytes: int, max_bytes: int,
                 isolation: int) -> list:
     """The replica manager's read of ``statuses``, after its long poll; with nothing
     to read, the wait alone (a full window must not make the consumer spin)."""
@@ -258,7 +264,7 @@ async def _read(ctx, statuses: list, max_wait_ms: int, min_bytes: int, max_bytes
     return read()
 
 
-def _acquire(ctx, body, reads: list, results: list,
+def _acquire(ctx: ApiContext, body: Any, reads: list, results: list,
              outcomes: dict[Key, PartitionOutcome]) -> None:
     """Acquire for the member the records each read returned, at most max_records."""
     manager = ctx.share.partitions
@@ -282,7 +288,8 @@ def _acquire(ctx, body, reads: list, results: list,
             outcome.acquired = acquired
 
 
-def _fetch_answer(ctx, request, error: ErrorCode, outcomes: dict[Key, PartitionOutcome]):
+def _fetch_answer(ctx: ApiContext, request: Request, error: ErrorCode,
+                  outcomes: dict[Key, PartitionOutcome]) -> ShareFetchResponse:
     """The ShareFetch response: the partitions with something to say."""
     by_topic: dict[uuid.UUID, list] = {}
     leaders: set[int] = set()
@@ -310,7 +317,8 @@ def _fetch_answer(ctx, request, error: ErrorCode, outcomes: dict[Key, PartitionO
         node_endpoints=_endpoints(ctx, request, leaders, ShareFetchResponse))
 
 
-def _endpoints(ctx, request, leaders: set[int], response_class) -> list:
+def _endpoints(ctx: ApiContext, request: Request, leaders: set[int],
+               response_class: type) -> list:
     """NodeEndpoints for the current leaders named in NOT_LEADER_OR_FOLLOWER answers,
     on the listener the request came in on (as Metadata answers)."""
     listener = request.session.listener.name if request.session is not None else None
@@ -328,7 +336,8 @@ def _endpoints(ctx, request, leaders: set[int], response_class) -> list:
 
 # -- ShareAcknowledge ------------------------------------------------------------------------
 
-async def handle_share_acknowledge(ctx, request):
+async def handle_share_acknowledge(ctx: ApiContext,
+                                   request: Request) -> ShareAcknowledgeResponse:
     body = request.body
     group_id, member_id, epoch = body.group_id, body.member_id, body.share_session_epoch
     error = _check_request(ctx, request, group_id, member_id)
@@ -345,8 +354,8 @@ async def handle_share_acknowledge(ctx, request):
     return _acknowledge_answer(ctx, request, ErrorCode.NONE, outcomes)
 
 
-def _acknowledge_answer(ctx, request, error: ErrorCode,
-                        outcomes: dict[Key, PartitionOutcome]):
+def _acknowledge_answer(ctx: ApiContext, request: Request, error: ErrorCode,
+                        outcomes: dict[Key, PartitionOutcome]) -> ShareAcknowledgeResponse:
     by_topic: dict[uuid.UUID, list] = {}
     leaders: set[int] = set()
     for (topic_id, index), o in outcomes.items():
