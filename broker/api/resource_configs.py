@@ -18,6 +18,7 @@ Each function returns (error code, message, entries) or (error code, message).
 """
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import DescribeConfigsResponse
