@@ -15,6 +15,7 @@ partition answers CLUSTER_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode
 from protocol.share_state_messages import ReadShareGroupStateResponse, WriteShareGroupStateResponse
@@ -22,6 +23,11 @@ from protocol.share_state_messages import ReadShareGroupStateResponse, WriteShar
 from ..security.acls import AclOperation
 from ..share.partition import RecordState, StateBatch
 from ..share.records import ShareSnapshot, share_key
+
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
 
 ReadResult = ReadShareGroupStateResponse.ReadStateResult
 ReadPartition = ReadResult.PartitionResult
@@ -32,7 +38,8 @@ WritePartition = WriteResult.PartitionResult
 MAX_WINDOW = 1_000_000
 
 
-async def handle_read_share_group_state(ctx, request):
+async def handle_read_share_group_state(
+        ctx: ApiContext, request: Request) -> ReadShareGroupStateResponse:
     body = request.body
     allowed = ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION)
     coordinator = ctx.share.coordinator
@@ -47,7 +54,8 @@ async def handle_read_share_group_state(ctx, request):
     return ReadShareGroupStateResponse(results=results)
 
 
-def _read_partition(index: int, error: ErrorCode, snapshot: ShareSnapshot | None):
+def _read_partition(index: int, error: ErrorCode,
+                    snapshot: ShareSnapshot | None) -> ReadPartition:
     batches = snapshot.batches if snapshot is not None else ()
     return ReadPartition(
         partition=index, error_code=error, error_message=None,
@@ -58,11 +66,12 @@ def _read_partition(index: int, error: ErrorCode, snapshot: ShareSnapshot | None
             delivery_state=int(b.state), delivery_count=b.delivery_count) for b in batches])
 
 
-async def handle_write_share_group_state(ctx, request):
+async def handle_write_share_group_state(
+        ctx: ApiContext, request: Request) -> WriteShareGroupStateResponse:
     return await asyncio.shield(_write(ctx, request))
 
 
-async def _write(ctx, request):
+async def _write(ctx: ApiContext, request: Request) -> WriteShareGroupStateResponse:
     body = request.body
     allowed = ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION)
     coordinator = ctx.share.coordinator
@@ -90,7 +99,7 @@ async def _write(ctx, request):
         for topic_id, partitions in by_topic.items()])
 
 
-def _snapshot(p) -> ShareSnapshot | None:
+def _snapshot(p: Any) -> ShareSnapshot | None:
     """The snapshot a write carries; None when its states or offsets are not valid."""
     try:
         batches = tuple(StateBatch(b.first_offset, b.last_offset, RecordState(b.delivery_state),

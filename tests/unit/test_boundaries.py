@@ -29,7 +29,6 @@ UNANNOTATED_ALLOWED: dict[str, str] = {
     "configs.py": _OTHER_HELPER,
     "produce.py": _OTHER_HELPER,
     "share_groups.py": _OTHER_HELPER,
-    "share_state.py": _OTHER_HELPER,
     "topic_config_view.py": _OTHER_HELPER,
 }
 # (module path under broker/, class name) still taking ``broker`` -> why.
