@@ -29,6 +29,7 @@ WAIT_S = 15.0
 # carry ``@pytest.mark.slow`` (or a module ``pytestmark``) themselves.
 SLOW_FIXTURES = frozenset({
     "raftwood_cluster", "raftwood_cluster_factory", "module_cluster_factory",
+    "cluster_factory",  # the groups modules' getfixturevalue("raftwood_cluster_factory")
     "java_harness", "spark",
 })
 
