@@ -20,11 +20,11 @@ from kafka.protocol.admin import (
 )
 
 from protocol.errors import ErrorCode
-from storage.config import LogConfig
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..security.acls import AclOperation, ResourceType
-from ..topics import THROTTLED_REPLICAS_CONFIGS
+from ..topics import SPECS, THROTTLED_REPLICAS_CONFIGS
+from .topic_config_view import topic_entries
 
 TOPIC = 2
 BROKER = 4
@@ -33,7 +33,6 @@ SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
-TOPIC_DEFAULTS_EXTRA = {"cleanup.policy": "delete"}
 # Kafka's LIST-type topic configs: IncrementalAlterConfigs may APPEND to and SUBTRACT from them.
 LIST_CONFIGS = frozenset({"cleanup.policy", *THROTTLED_REPLICAS_CONFIGS})
 
@@ -50,10 +49,9 @@ class ConfigRefused(Exception):
 
 
 def topic_defaults(ctx) -> dict[str, str]:
-    defaults = dict(TOPIC_DEFAULTS_EXTRA)
-    defaults.update(LogConfig().to_properties())
-    defaults.update(ctx.config.topic_defaults())
-    return defaults
+    """Every topic config's value for a topic without overrides."""
+    return {**{name: spec.default for name, spec in SPECS.items()},
+            **ctx.config.topic_defaults()}
 
 
 async def handle_describe_configs(ctx, request):
@@ -62,10 +60,13 @@ async def handle_describe_configs(ctx, request):
         keys = resource.configuration_keys
         try:
             _authorize(ctx, request, AclOperation.DESCRIBE_CONFIGS, resource)
-            values = _describe(ctx, resource.resource_type, resource.resource_name)
-            configs = [_entry(name, value, source, request.api_version)
-                       for name, (value, source) in sorted(values.items())
-                       if keys is None or name in keys]
+            if resource.resource_type == TOPIC:
+                configs = _describe_topic(ctx, request, resource.resource_name, keys)
+            else:
+                values = _describe(ctx, resource.resource_type, resource.resource_name)
+                configs = [_entry(name, value, source, request.api_version)
+                           for name, (value, source) in sorted(values.items())
+                           if keys is None or name in keys]
             results.append(Result(error_code=ErrorCode.NONE, error_message=None,
                                   resource_type=resource.resource_type,
                                   resource_name=resource.resource_name, configs=configs))
@@ -76,14 +77,18 @@ async def handle_describe_configs(ctx, request):
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
+def _describe_topic(ctx, request, name: str, keys) -> list:
+    """Every topic config with its value and source (topic_config_view.py)."""
+    topic = ctx.image.topics.get(name)
+    if topic is None:
+        raise ConfigRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
+    body = request.body
+    return topic_entries(ctx.config, ctx.image, ctx.node_id, topic.configs, keys,
+                         bool(getattr(body, "include_synonyms", False)),
+                         bool(getattr(body, "include_documentation", False)))
+
+
 def _describe(ctx, resource_type: int, name: str) -> dict[str, tuple[str, int]]:
-    if resource_type == TOPIC:
-        topic = ctx.image.topics.get(name)
-        if topic is None:
-            raise ConfigRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")
-        values = {k: (v, SOURCE_DEFAULT) for k, v in topic_defaults(ctx).items()}
-        values.update({k: (v, SOURCE_TOPIC) for k, v in topic.configs.items()})
-        return values
     if resource_type == BROKER:
         if name not in ("", str(ctx.node_id)):
             raise ConfigRefused(ErrorCode.INVALID_REQUEST, f"this is broker {ctx.node_id}")
