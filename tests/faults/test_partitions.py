@@ -60,6 +60,7 @@ def namespaced(tmp_path):
         vc.close()
 
 
+@pytest.mark.slow
 def test_acks_all_waiting_through_an_isr_shrink_is_not_acknowledged_on_one_copy(proxied):
     cluster = proxied.cluster
     topic = cluster.create_topic("shrink", assignments=[[1, 2, 3]], configs=TOPIC_CONFIGS)
@@ -104,6 +105,7 @@ def _assert_all_acked_and_converged(vc, topic, producer, watch):
             f"broker {node}'s Raft node applied entries that were not committed"
 
 
+@pytest.mark.slow
 @needs_netns
 def test_a_cut_off_controller_leaves_no_trace_after_the_heal(namespaced):
     vc, cluster = namespaced, namespaced.cluster
@@ -133,6 +135,7 @@ def test_a_cut_off_controller_leaves_no_trace_after_the_heal(namespaced):
     assert not producer.errors, producer.errors[:5]
 
 
+@pytest.mark.slow
 @needs_netns
 def test_a_zombie_leader_acknowledges_nothing_and_its_lone_writes_are_cut(namespaced):
     vc, cluster = namespaced, namespaced.cluster

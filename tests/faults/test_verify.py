@@ -15,6 +15,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from broker.verify import VerifyOptions, VerifyRun
 from broker.verify.report import Progress, parse_summary_line
 
@@ -24,6 +26,7 @@ PASS_LINE = re.compile(r"^verify: PASS faults=(\d+) acked=(\d+) lost=0 duplicate
                        r"hw_regressions=0 divergent=0$")
 
 
+@pytest.mark.slow
 def test_a_short_fault_schedule_keeps_every_invariant(tmp_path):
     """~6 faults in 40 s (every kind once, as far as they fit): kill -9 of a leader, a
     follower and the controller, SIGSTOP, clean and hard restarts, a network cut, a
@@ -41,6 +44,7 @@ def test_a_short_fault_schedule_keeps_every_invariant(tmp_path):
     assert f"seed {SEED}" in text and "schedule (" in text
 
 
+@pytest.mark.slow
 def test_the_command_prints_the_schedule_progress_and_the_summary_last(tmp_path):
     """The command line: exit code 0 with PASS as the very last line; the seed and the
     schedule come first so a failure can be replayed."""
@@ -66,6 +70,7 @@ def test_usage_errors_exit_2_without_starting_anything():
     assert "unknown fault 'explode'" in completed.stderr
 
 
+@pytest.mark.slow
 def test_voters_leaving_and_rejoining_the_metadata_quorum_keep_every_invariant(tmp_path):
     """The opt-in ``voter`` fault, with controller kills between: the quorum leader and
     followers leave the voters and come back while the load runs; every fault converges

@@ -35,6 +35,7 @@ def run_names() -> str:
                              text=True).stdout)
 
 
+@pytest.mark.slow
 def test_a_short_netns_schedule_keeps_every_invariant(tmp_path):
     out = io.StringIO()
     run = VerifyRun(VerifyOptions(duration_s=60, seed=SEED, faults=KINDS, network="netns",

@@ -260,12 +260,14 @@ def advertised(bootstrap: str) -> dict[int, str]:
         return {b.node_id: f"{b.host}:{b.port}" for b in conn.metadata([]).brokers}
 
 
+@pytest.mark.slow
 def test_a_host_client_is_told_only_the_published_localhost_addresses(compose_cluster):
     expected = {1: "localhost:19092", 2: "localhost:19093", 3: "localhost:19094"}
     for host_port in (19092, 19093, 19094):
         assert advertised(f"localhost:{host_port}") == expected
 
 
+@pytest.mark.slow
 def test_a_client_on_the_compose_network_is_told_the_internal_addresses(compose_cluster):
     expected = {1: "127.0.1.1:9092", 2: "127.0.1.2:9092", 3: "127.0.1.3:9092"}
     for broker in compose_cluster.brokers.values():
@@ -286,6 +288,7 @@ def find_coordinator(bootstrap: str, key: str, key_type: int) -> str:
     raise AssertionError(f"FindCoordinator {key!r} through {bootstrap}: {answer}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key_type", [0, 1], ids=["group", "transaction"])
 def test_coordinators_are_found_on_the_listener_asked(compose_cluster, key_type):
     """FindCoordinator, like Metadata, answers with the listener the request came in on."""
@@ -324,6 +327,7 @@ def expected_records() -> dict[int, list[bytes]]:
     return {p: [f"{p}-{i}".encode() for i in range(RECORDS_PER_PARTITION)] for p in range(3)}
 
 
+@pytest.mark.slow
 def test_kafka_python_from_the_host_produces_and_consumes_through_every_broker(
         compose_cluster, topic_name):
     name = topic_name("compose")
@@ -368,6 +372,7 @@ def kafka_python_consume(name: str) -> dict[int, list[bytes]]:
     return got
 
 
+@pytest.mark.slow
 def test_confluent_kafka_from_the_host_produces_and_consumes_through_every_broker(
         compose_cluster, topic_name):
     confluent_kafka = pytest.importorskip("confluent_kafka")

@@ -41,6 +41,7 @@ def report(tmp_path_factory):
     return result
 
 
+@pytest.mark.slow
 def test_no_violation_and_exit_zero(report):
     """Every answer was a well-formed response with Kafka's error codes or a close; no
     valid request was closed on; the sentinels were always answered."""
@@ -49,6 +50,7 @@ def test_no_violation_and_exit_zero(report):
     assert report["_exit"] == 0, report["_output"]
 
 
+@pytest.mark.slow
 def test_enough_requests_of_every_served_version(report):
     """The run judged its requests (bounded by time on a slow machine) and sent every
     served API version unmutated at least once."""
@@ -59,12 +61,14 @@ def test_enough_requests_of_every_served_version(report):
     assert {"truncate", "wrong_api_key", "wrong_version", "size_absurd"} <= mutated
 
 
+@pytest.mark.slow
 def test_acknowledged_records_read_back_intact(report):
     load = report["load"]
     assert load["acked"] > 0 and load["checked"] == load["acked"]
     assert (load["lost_count"], load["changed_count"]) == (0, 0), load
 
 
+@pytest.mark.slow
 def test_brokers_alive_serving_and_quiet(report):
     """Each broker runs and answers; a fresh client round-trips; no traceback, CRITICAL or
     fatal line in any broker log; each exits 0 on SIGTERM."""

@@ -118,6 +118,7 @@ def running_quickstart_cluster(tmp_path):
         shutil.rmtree(DATA, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_readme_quickstart_produces_and_consumes_as_written(running_quickstart_cluster,
                                                             tmp_path):
     proc, log = running_quickstart_cluster

@@ -118,6 +118,7 @@ def installed(tmp_path_factory) -> Installed:
     return Installed(wheels[0], venv, workdir)
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_every_module_the_page_the_command_and_the_plugin(installed):
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     tracked = _run(["git", "ls-files", "--", *PACKAGES], timeout_s=60, cwd=ROOT).stdout
@@ -131,6 +132,7 @@ def test_the_wheel_holds_every_module_the_page_the_command_and_the_plugin(instal
     assert re.search(r"\[pytest11\]\s*raftwood = broker\.testing", entry_points)
 
 
+@pytest.mark.slow
 def test_the_installed_broker_is_the_venvs_and_reads_its_page(installed):
     shown = installed.run("python", "-c", (
         "import sys, broker, broker.ui\n"
@@ -143,6 +145,7 @@ def test_the_installed_broker_is_the_venvs_and_reads_its_page(installed):
     assert not [p for p in path if p and Path(p).resolve().is_relative_to(ROOT)], path
 
 
+@pytest.mark.slow
 def test_raftwood_dev_from_the_wheel_serves_the_installed_cli(installed, tmp_path):
     dev = DevRun(tmp_path, 3, command=[str(installed.exe("raftwood"))], env=installed.env,
                  cwd=installed.workdir)
@@ -168,6 +171,7 @@ def test_raftwood_dev_from_the_wheel_serves_the_installed_cli(installed, tmp_pat
         dev.kill_all()
 
 
+@pytest.mark.slow
 def test_a_users_project_gets_the_fixtures_from_the_installed_plugin(installed, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
