@@ -188,11 +188,9 @@ SPECS: dict[str, TopicConfigSpec] = {s.name: s for s in (
           "log.segment.bytes", low=14),
     _spec("segment.index.bytes", "INT", 10 * 1024 * 1024, "Size of a segment's offset and "
           "time index files", "log.index.size.max.bytes", low=4),
-    _spec("segment.jitter.ms", "LONG", 0, "Kafka subtracts a random jitter up to this from "
-          "segment.ms per segment", "log.roll.jitter.ms", handling="ignored",
-          reason="Raftwood rolls on segment.ms exactly; the jitter spreads Kafka's "
-                 "thundering roll of many partitions, which a broker of Raftwood's size "
-                 "does not see", low=0),
+    _spec("segment.jitter.ms", "LONG", 0, "Each segment rolls up to this much before "
+          "segment.ms, by its own share, so partitions do not all roll at once",
+          "log.roll.jitter.ms", low=0),
     _spec("segment.ms", "LONG", 7 * DAY_MS, "Roll a segment at this age", "log.roll.ms",
           low=1),
     _spec("unclean.leader.election.enable", "BOOLEAN", "false", "Allow out-of-sync leaders",

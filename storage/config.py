@@ -24,6 +24,7 @@ DAY_MS = 24 * 60 * 60 * 1000
 PROPERTY_NAMES: dict[str, str] = {
     "segment_bytes": "segment.bytes",
     "segment_ms": "segment.ms",
+    "segment_jitter_ms": "segment.jitter.ms",
     "retention_ms": "retention.ms",
     "retention_bytes": "retention.bytes",
     "flush_messages": "flush.messages",
@@ -41,6 +42,7 @@ PROPERTY_NAMES: dict[str, str] = {
 _RANGES: dict[str, tuple[int, int]] = {
     "segment_bytes": (14, INT_MAX),          # positions in the offset index are int32
     "segment_ms": (1, LONG_MAX),
+    "segment_jitter_ms": (0, LONG_MAX),
     "retention_ms": (-1, LONG_MAX),          # -1 = unlimited
     "retention_bytes": (-1, LONG_MAX),       # -1 = unlimited
     "flush_messages": (1, LONG_MAX),         # LONG_MAX = never (rely on replication)
@@ -69,6 +71,7 @@ class LogConfig:
 
     segment_bytes: int = 1024 * MIB
     segment_ms: int = 7 * DAY_MS
+    segment_jitter_ms: int = 0
     retention_ms: int = 7 * DAY_MS
     retention_bytes: int = -1
     flush_messages: int = LONG_MAX
@@ -139,6 +142,14 @@ class LogConfig:
     def to_properties(self) -> dict[str, str]:
         """The Kafka topic-config names with string values (DescribeConfigs-ready)."""
         return {key: str(getattr(self, field)) for field, key in PROPERTY_NAMES.items()}
+
+    def roll_jitter_ms(self, seed: int) -> int:
+        """Kafka's per-segment roll jitter: 0 without ``segment.jitter.ms``, else a value
+        in [0, min(segment.jitter.ms, segment.ms)) drawn from ``seed`` (the segment's,
+        so a segment keeps its jitter across restarts)."""
+        if not self.segment_jitter_ms:
+            return 0
+        return seed % min(self.segment_jitter_ms, self.segment_ms)
 
     @property
     def max_index_entries_offset(self) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import logging
 import shutil
+import zlib
 from collections.abc import Callable
 
 from protocol.records import BatchHeader, first_offset_at_or_after
@@ -104,14 +105,20 @@ class LocalLog:
         config = self._config
         if active.size_bytes + batch_size > config.segment_bytes:
             return f"segment.bytes {config.segment_bytes} reached"
-        if active.rolling_base_ms is not None \
-                and now_ms - active.rolling_base_ms > config.segment_ms:
-            return f"segment.ms {config.segment_ms} elapsed"
+        if active.rolling_base_ms is not None and now_ms - active.rolling_base_ms \
+                > config.segment_ms - (config.segment_jitter_ms and self._roll_jitter_ms(active)):
+            return f"segment.ms {config.segment_ms} elapsed (less segment.jitter.ms' share)"
         if active.index_full(config.max_index_entries_offset, config.max_index_entries_time):
             return "index full"
         if last_offset - active.base_offset > INT32_MAX:  # LogSegment.can_hold, inline
             return "relative offsets would overflow int32"
         return None
+
+    def _roll_jitter_ms(self, segment: LogSegment) -> int:
+        """``segment``'s share of segment.jitter.ms, drawn from a number fixed per segment
+        and spread across partitions (its directory and base offset)."""
+        seed = zlib.crc32(f"{self.directory}:{segment.base_offset}".encode())
+        return self._config.roll_jitter_ms(seed)
 
     def roll(self, reason: str) -> LogSegment:
         """Seal the active segment and start a new, empty one at log_end_offset."""

@@ -269,6 +269,30 @@ def test_roll_by_segment_ms_since_first_append(open_log, clock):
     assert [s.base_offset for s in log.segments] == [0, 9, 12]
 
 
+def test_segment_jitter_ms_rolls_each_partition_a_little_before_segment_ms(tmp_path, clock):
+    """segment.jitter.ms (Kafka's): each partition's segment rolls within
+    (segment.ms - jitter, segment.ms], at its own point; without a jitter at segment.ms."""
+    config = LogConfig(segment_ms=1_000, segment_jitter_ms=1_000)
+    logs = [PartitionLog.open(tmp_path / f"t-{i}", config, clock_ms=clock) for i in range(8)]
+    rolled_at: dict[int, int] = {}
+    try:
+        for log in logs:
+            fill(log, 1)
+        start = clock.now_ms
+        for step in range(1, 12):  # 100 ms steps up to 1.1 s
+            clock.now_ms = start + 100 * step
+            for i, log in enumerate(logs):
+                fill(log, 1)
+                if len(log.segments) > 1:
+                    rolled_at.setdefault(i, 100 * step)
+    finally:
+        for log in logs:
+            log.close()
+    assert sorted(rolled_at) == list(range(8))
+    assert all(100 <= at <= 1_100 for at in rolled_at.values())
+    assert len(set(rolled_at.values())) > 1, rolled_at
+
+
 def test_roll_when_the_index_is_full(open_log):
     log = open_log(index_interval_bytes=0, segment_index_bytes=24)  # 3 offset / 2 time entries
     fill(log, 8, timestamp=1_000)
