@@ -28,13 +28,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storage.config import LogConfig
 
 from .config import SETTINGS, TOPIC_DEFAULTS, BrokerConfig, Setting
-from .network.limits import limits_of, parse_overrides
+from .network.limits import ConnectionLimits, parse_overrides
 from .security import tls
+
+if TYPE_CHECKING:
+    from .replication.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -160,9 +163,14 @@ class DynamicBrokerConfig:
     newest image's values for this broker (its own over the cluster default), and every
     component that keeps a copy of a dynamic setting was told of its last change."""
 
-    def __init__(self, broker, tls_contexts: Callable[[], dict] = dict):
-        self.broker = broker
-        self.config: BrokerConfig = broker.config
+    def __init__(self, config: BrokerConfig, replica_manager: ReplicaManager,
+                 limits: ConnectionLimits, tls_contexts: Callable[[], dict] = dict):
+        """What it reconfigures: ``config``'s dynamic layer, the replica manager's
+        throttles, cleaner and hosted partitions, the listeners' connection ``limits``
+        and their live TLS contexts (``tls_contexts()``); never the whole Broker."""
+        self.config = config
+        self.replica_manager = replica_manager
+        self.limits = limits
         self._tls_contexts = tls_contexts
         self._applied: dict[str, str] = {}
 
@@ -180,12 +188,12 @@ class DynamicBrokerConfig:
         self._reconfigure(changed, image)
 
     def _reconfigure(self, changed: set[str], image) -> None:
-        config, manager = self.config, self.broker.replica_manager
+        config, manager = self.config, self.replica_manager
         if changed & THROTTLES:
             manager.throttle.rate = config["leader.replication.throttled.rate"]
             manager.fetchers.throttle.rate = config["follower.replication.throttled.rate"]
         if changed & CONNECTIONS:
-            limits = limits_of(self.broker)
+            limits = self.limits
             limits.max_connections = config["max.connections"]
             limits.max_per_host = config["max.connections.per.ip"]
             limits.overrides = parse_overrides(config["max.connections.per.ip.overrides"])
@@ -199,7 +207,7 @@ class DynamicBrokerConfig:
 
     def _refollow_topic_configs(self, image) -> None:
         """Every hosted partition takes its topic's configs over the new defaults."""
-        manager = self.broker.replica_manager
+        manager = self.replica_manager
         for (name, _), partition in list(manager.partitions.items()):
             topic = image.topics.get(name)
             if topic is None or partition.offline:

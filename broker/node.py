@@ -68,7 +68,8 @@ class Broker:
                                               on_fatal=self._stop_after_fatal)
         # Dynamic broker configs first: partitions opened for an image take its defaults.
         self.tls_contexts: dict = {}  # listener name → live SSLContext (dynamic reload)
-        self.dynamic_config = DynamicBrokerConfig(self, lambda: self.tls_contexts)
+        self.dynamic_config = DynamicBrokerConfig(config, self.replica_manager, limits_of(self),
+                                                  lambda: self.tls_contexts)
         self.metadata.add_listener(self.dynamic_config.apply_image)
         self.metadata.add_listener(self.replica_manager.apply_image)
         self.controller = Controller(self.metadata, config)
