@@ -15,6 +15,8 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import Producer
+from kafka.protocol.admin import IncrementalAlterConfigsRequest
 
 from broker.harness.wire import read_records
 from broker.testing import BrokerProcess, KafkaConnection, build_batch
@@ -244,6 +246,44 @@ def test_session_and_request_errors(broker):
         versions = {k.api_key: (k.min_version, k.max_version)
                     for k in conn.api_versions(3).api_keys}
         assert versions[78] == (1, 2) and versions[79] == (1, 2)
+
+
+def set_group_configs(conn: KafkaConnection, group: str, configs: dict[str, str]) -> None:
+    """IncrementalAlterConfigs SET on the GROUP resource (type 32)."""
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    answer = conn.request(IncrementalAlterConfigsRequest[1](validate_only=False, resources=[
+        resource(resource_type=32, resource_name=group, configs=[
+            resource.AlterableConfig(name=k, config_operation=0, value=v)
+            for k, v in configs.items()])]))
+    assert [r.error_code for r in answer.responses] == [NONE], answer
+
+
+def test_read_committed_share_groups_skip_aborted_transactions(broker):
+    """share.isolation.level=read_committed (a group config): the records of an aborted
+    transaction and the transaction markers are never acquired; committed ones are.
+    share.auto.offset.reset=earliest starts the group at the log start."""
+    with KafkaConnection(broker.bootstrap) as conn:
+        topic_id = new_topic(conn, "txns")
+        set_group_configs(conn, "g-txn", {"share.isolation.level": "read_committed",
+                                          "share.auto.offset.reset": "earliest"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "share-t"})
+    producer.init_transactions(30)
+    for values, commit in (([b"c0", b"c1"], True), ([b"a0", b"a1"], False), ([b"c2"], True)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce("txns", value, partition=0)
+        assert producer.flush(30) == 0, "written before the abort (else never sent)"
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    with KafkaConnection(broker.bootstrap) as conn:
+        member = Member(conn, "g-txn", topic_id)
+        # c0 c1 marker a0 a1 marker c2 marker: offsets 0-1 and 6 only.
+        answer = fetch_until(member, lambda a: acquired(a) and acquired(a)[-1][1] >= 6)
+        assert acquired(answer) == [(0, 1, 1), (6, 6, 1)]
+        values = {r[0]: r[2] for r in read_records(partition_of(answer).records)}
+        assert [values[o] for o in (0, 1, 6)] == [b"c0", b"c1", b"c2"]
 
 
 def test_acknowledgements_survive_a_kill_9_and_only_unacknowledged_records_return(broker):
