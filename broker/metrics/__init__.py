@@ -28,11 +28,10 @@ from prometheus_client.registry import CollectorRegistry
 from .collector import METRIC_NAMES, BrokerCollector, MetricSources
 from .endpoint import MetricsEndpoint
 from .loop import LoopProbe
-from .stats import ReplicaStats, RequestStats, request_stats_of
+from .stats import ReplicaStats, RequestStats
 
 __all__ = ["BrokerMetrics", "BrokerCollector", "LoopProbe", "METRIC_NAMES",
-           "MetricSources", "MetricsEndpoint", "ReplicaStats", "RequestStats",
-           "request_stats_of"]
+           "MetricSources", "MetricsEndpoint", "ReplicaStats", "RequestStats"]
 
 
 class BrokerMetrics:

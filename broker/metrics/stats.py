@@ -101,13 +101,7 @@ class ReplicaStats:
             self.isr_expands += 1
 
 
-# What a broker without metrics (a test's stand-in) hands its connections.
+# What a connection without metrics (a ConnectionContext's default, a test's stand-in)
+# records into: nothing is kept.
 DISCARD_REQUESTS = RequestStats()
 DISCARD_REQUESTS.record = lambda api_name, api_version, seconds: None  # type: ignore[method-assign]
-
-
-def request_stats_of(broker) -> RequestStats:
-    """The RequestStats a Connection records into: the broker's, or a discarding one for
-    the stand-in brokers of tests, which have no ``metrics``."""
-    metrics = getattr(broker, "metrics", None)
-    return metrics.requests if metrics is not None else DISCARD_REQUESTS

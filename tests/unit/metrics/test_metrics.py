@@ -34,8 +34,8 @@ from broker.metrics.stats import (
     TIME_BUCKETS_MS,
     ReplicaStats,
     RequestStats,
-    request_stats_of,
 )
+from broker.network.connection import ConnectionContext
 from broker.replication.delayed import FetchPartitionStatus
 from broker.replication.fetch_sessions import CachedPartition, FetchSessionCache, PartitionParams
 from broker.replication.origin import AppendOrigin
@@ -85,12 +85,10 @@ def test_request_times_land_in_inclusive_buckets():
     assert stats.timings[("Fetch", 12)].count == 1
 
 
-def test_a_broker_without_metrics_gets_a_request_recorder_that_keeps_nothing():
-    assert request_stats_of(SimpleNamespace()) is DISCARD_REQUESTS
+def test_a_connection_without_metrics_gets_a_request_recorder_that_keeps_nothing():
+    assert ConnectionContext.__dataclass_fields__["request_stats"].default is DISCARD_REQUESTS
     DISCARD_REQUESTS.record("Produce", 9, 1.0)
     assert DISCARD_REQUESTS.timings == {}
-    own = RequestStats()
-    assert request_stats_of(SimpleNamespace(metrics=SimpleNamespace(requests=own))) is own
 
 
 # -- the collector over a real replica manager --------------------------------------------------
