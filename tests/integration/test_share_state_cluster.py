@@ -6,7 +6,8 @@ brokers, so every state read and write crosses the network (ReadShareGroupState 
 WriteShareGroupState).  A member acquires six records and acknowledges four of them; the
 leader is killed with SIGKILL; the new leader loads the share partition from the
 coordinator and hands out exactly the two records left in flight (delivery count 2) and
-the two never fetched (count 1).
+the two never fetched (count 1).  A follower asked for the partition answers
+NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from tests.integration.test_share_fetch_wire import (
 )
 
 STATE_TOPIC = "__share_group_state"
+NOT_LEADER_OR_FOLLOWER = 6
 SETTINGS = {"share.coordinator.state.topic.num.partitions": 1,
             "offsets.topic.num.partitions": 1, "group.share.record.lock.duration.ms": 15_000}
 
@@ -76,3 +78,15 @@ def test_a_leader_kill_9_loses_no_acknowledgement(cluster):
         assert partition_of(done).error_code == NONE
         assert acquired(b.fetch()) == []
     cluster.start(leader)
+
+
+def test_a_follower_answers_not_leader_with_the_leader_and_its_endpoint(cluster):
+    first, second, third = cluster.node_ids
+    cluster.create_topic("elsewhere", assignments=[[first, second, third]])
+    with cluster.connect(second) as conn:
+        answer = Member(conn, "g-elsewhere", topic_id_of(conn, "elsewhere")).fetch()
+    partition = partition_of(answer)
+    assert answer.error_code == NONE and partition.error_code == NOT_LEADER_OR_FOLLOWER
+    assert partition.current_leader.leader_id == first
+    endpoints = {e.node_id: e.port for e in answer.node_endpoints}
+    assert endpoints == {first: cluster.broker(first).port}
