@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
 from broker.testing import build_batch
@@ -40,6 +41,20 @@ BACKLOG_BYTES = 2 << 20
 RECORD = b"r" * 1000
 
 
+@pytest.fixture(scope="module")
+def shared_cluster(module_cluster_factory):
+    """Three brokers at a follower rate of 500 B/s, shared by the module's two tests (a
+    topic of their own each)."""
+    return module_cluster_factory(3, **{FOLLOWER_RATE: "500"})
+
+
+@pytest.fixture
+def cluster(shared_cluster, heal_cluster):
+    """The module's cluster, every broker running and unfenced after each test."""
+    yield shared_cluster
+    heal_cluster(shared_cluster)
+
+
 def describe(cluster, node: int, resource_type: int, name: str) -> dict:
     """{config name: (value, config_source)} from DescribeConfigs sent to ``node``."""
     resource = DescribeConfigsRequest.DescribeConfigsResource(
@@ -52,11 +67,11 @@ def describe(cluster, node: int, resource_type: int, name: str) -> dict:
     return {c.name: (c.value, c.config_source) for c in result.configs}
 
 
-def alter(cluster, node: int, changes: dict, operation: int = SET) -> int:
+def alter(cluster, node: int, changes: dict, operation: int = SET, topic: str = TOPIC) -> int:
     """IncrementalAlterConfigs on the topic (value None: DELETE); its error code."""
     resource_class = IncrementalAlterConfigsRequest.AlterConfigsResource
     resource = resource_class(
-        resource_type=TOPIC_RESOURCE, resource_name=TOPIC, configs=[
+        resource_type=TOPIC_RESOURCE, resource_name=topic, configs=[
             resource_class.AlterableConfig(name=name, config_operation=DELETE
                                            if value is None else operation, value=value)
             for name, value in changes.items()])
@@ -71,9 +86,7 @@ def log_end_offset(cluster, node: int) -> int:
     return cluster.hosted(node, TOPIC, 0)["log_end_offset"]
 
 
-def test_a_follower_throttle_holds_a_catching_up_replica_back_until_removed(
-        raftwood_cluster_factory):
-    cluster = raftwood_cluster_factory(3, **{FOLLOWER_RATE: "500"})
+def test_a_follower_throttle_holds_a_catching_up_replica_back_until_removed(cluster):
     try:
         cluster.create_topic("malformed", configs={FOLLOWER_LIST: "0-2"})
         raise AssertionError("a malformed list was accepted")
@@ -130,59 +143,59 @@ def raftwood(cluster, *args) -> subprocess.CompletedProcess:
                           timeout=60)
 
 
-def fill(cluster, batches: int = 64, per_batch: int = 16) -> int:
+def fill(cluster, topic: str, batches: int = 64, per_batch: int = 16) -> int:
     """About 1 MB written to the leader (acks=1); the log end offset."""
-    with cluster.connect(cluster.leader_of(TOPIC, 0)) as conn:
+    with cluster.connect(cluster.leader_of(topic, 0)) as conn:
         for _ in range(batches):
-            answer = conn.produce(TOPIC, 0, build_batch([(None, RECORD, 0, [])] * per_batch),
+            answer = conn.produce(topic, 0, build_batch([(None, RECORD, 0, [])] * per_batch),
                                   acks=1)
             assert answer.error_code == 0, answer
     return batches * per_batch
 
 
-def replicas_become(cluster, expected: list[int]) -> None:
+def replicas_become(cluster, topic: str, expected: list[int]) -> None:
     def done(statuses):
-        state = cluster.find_partition(cluster.freshest(statuses), TOPIC, 0)
+        state = cluster.find_partition(cluster.freshest(statuses), topic, 0)
         return sorted(state["replicas"]) == expected and not state["adding_replicas"] \
             and sorted(state["isr"]) == expected
-    cluster.wait_for(done, 60, f"{TOPIC}-0 on {expected}")
+    cluster.wait_for(done, 60, f"{topic}-0 on {expected}")
 
 
-def lists_of(cluster, node: int) -> tuple[str, str]:
-    described = describe(cluster, node, TOPIC_RESOURCE, TOPIC)
+def lists_of(cluster, node: int, topic: str) -> tuple[str, str]:
+    described = describe(cluster, node, TOPIC_RESOURCE, topic)
     return described[LEADER_LIST][0], described[FOLLOWER_LIST][0]
 
 
-def test_reassign_throttle_writes_the_lists_and_cancel_or_status_removes_them(
-        raftwood_cluster_factory):
-    cluster = raftwood_cluster_factory(3, **{FOLLOWER_RATE: "500"})
-    cluster.create_topic(TOPIC, assignments=[[1, 2]])
-    end = fill(cluster)
-    replicas_become(cluster, [1, 2])
-    args = ("reassign", "--topics", TOPIC, "--brokers", "1,3")
+def test_reassign_throttle_writes_the_lists_and_cancel_or_status_removes_them(cluster):
+    topic = "throttled-move"
+    cluster.create_topic(topic, assignments=[[1, 2]])
+    end = fill(cluster, topic)
+    replicas_become(cluster, topic, [1, 2])
+    args = ("reassign", "--topics", topic, "--brokers", "1,3")
 
     started = raftwood(cluster, *args, "--execute", "--throttle")
     assert started.returncode == 0, started.stdout + started.stderr
     assert "throttled" in started.stdout, started.stdout
-    assert lists_of(cluster, 1) == ("0:1,0:2", "0:3"), "Kafka's: current replicas / added"
+    assert lists_of(cluster, 1, topic) == ("0:1,0:2", "0:3"), "Kafka's: current replicas / added"
     time.sleep(5)
     status = raftwood(cluster, *args[:3], "--status")
     assert status.returncode == 0 and "0/1" in status.stdout, status.stdout
-    assert cluster.hosted(3, TOPIC, 0)["log_end_offset"] < end // 4, "held back at 500 B/s"
+    assert cluster.hosted(3, topic, 0)["log_end_offset"] < end // 4, "held back at 500 B/s"
 
     cancelled = raftwood(cluster, *args[:3], "--cancel")
     assert cancelled.returncode == 0 and "removed the throttled-replica lists" in \
         cancelled.stdout, cancelled.stdout + cancelled.stderr
-    assert lists_of(cluster, 1) == ("", "")
-    replicas_become(cluster, [1, 2])
+    assert lists_of(cluster, 1, topic) == ("", "")
+    replicas_become(cluster, topic, [1, 2])
 
     started = raftwood(cluster, *args, "--execute", "--throttle")
     assert started.returncode == 0, started.stdout + started.stderr
-    assert lists_of(cluster, 1) == ("0:1,0:2", "0:3")
-    assert alter(cluster, 1, {FOLLOWER_LIST: None}) == 0  # the operator lifts the throttle
-    replicas_become(cluster, [1, 3])
+    assert lists_of(cluster, 1, topic) == ("0:1,0:2", "0:3")
+    # the operator lifts the throttle
+    assert alter(cluster, 1, {FOLLOWER_LIST: None}, topic=topic) == 0
+    replicas_become(cluster, topic, [1, 3])
     done = raftwood(cluster, *args[:3], "--status")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no partition of these topics is moving" in done.stdout
     assert "removed the throttled-replica lists" in done.stdout, done.stdout
-    assert lists_of(cluster, 1) == ("", "")
+    assert lists_of(cluster, 1, topic) == ("", "")
