@@ -383,3 +383,40 @@ def test_kafkajs_describe_and_alter_configs(broker):
             [("compact", False)]
     finally:
         driver.close()
+
+
+def test_aiokafka_describe_and_alter_configs(broker):
+    """aiokafka's admin describe-config tests: a topic's and the broker's resources answer
+    without error, and alter_configs' cleanup.policy is what a keyed describe returns."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    assert create(broker, "aiokafka-configs")[0] == 0
+
+    async def scenario():
+        admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap,
+                                    request_timeout_ms=10_000)
+        await admin.start()
+        try:
+            topic = ConfigResource(ConfigResourceType.TOPIC, "aiokafka-configs")
+            node = ConfigResource(ConfigResourceType.BROKER, str(broker.node_id))
+            described = await admin.describe_configs([topic, node])
+            await admin.alter_configs([ConfigResource(
+                ConfigResourceType.TOPIC, "aiokafka-configs", {"cleanup.policy": "compact"})])
+            keyed = await admin.describe_configs([ConfigResource(
+                ConfigResourceType.TOPIC, "aiokafka-configs", {"cleanup.policy": None})])
+        finally:
+            await admin.close()
+        return described, keyed
+
+    described, keyed = asyncio.run(scenario())
+    resources = [r for response in described for r in response.resources]
+    assert sorted((r[0], r[2], r[3]) for r in resources) == [
+        (0, 2, "aiokafka-configs"), (0, 4, str(broker.node_id))]
+    topic_entries = next(r for r in resources if r[2] == 2)[4]
+    assert {e[0] for e in topic_entries} == KAFKA4_TOPIC_CONFIGS
+    [[error, _, _, name, entries]] = [r for response in keyed for r in response.resources]
+    assert (error, name) == (0, "aiokafka-configs")
+    assert [(e[0], e[1]) for e in entries] == [("cleanup.policy", "compact")]
