@@ -33,7 +33,7 @@ from .dynamic_config import DynamicBrokerConfig
 from .groups import GroupCoordinator
 from .metrics import BrokerMetrics, MetricSources
 from .network.connection import Connection, ConnectionContext
-from .network.limits import limits_of
+from .network.limits import ConnectionLimits
 from .replication.fetch_sessions import FetchSessionCache
 from .replication.producer_ids import ProducerIdManager
 from .replication.replica_manager import ReplicaManager
@@ -68,7 +68,11 @@ class Broker:
                                               on_fatal=self._stop_after_fatal)
         # Dynamic broker configs first: partitions opened for an image take its defaults.
         self.tls_contexts: dict = {}  # listener name → live SSLContext (dynamic reload)
-        self.dynamic_config = DynamicBrokerConfig(config, self.replica_manager, limits_of(self),
+        # max.connections and its kin, counted by every connection, changed at run time.
+        self.connection_limits = ConnectionLimits(
+            config, config.listener_plan.inter_broker_name)
+        self.dynamic_config = DynamicBrokerConfig(config, self.replica_manager,
+                                                  self.connection_limits,
                                                   lambda: self.tls_contexts)
         self.metadata.add_listener(self.dynamic_config.apply_image)
         self.metadata.add_listener(self.replica_manager.apply_image)
@@ -105,7 +109,8 @@ class Broker:
         self.connections: set[Connection] = set()
         # What each connection gets instead of this Broker (broker/network/connection.py).
         self.connection_context = ConnectionContext(
-            config, self.api_context, self.connections, limits_of(self), self.metrics.requests)
+            config, self.api_context, self.connections, self.connection_limits,
+            self.metrics.requests)
         self._servers: list[asyncio.base_events.Server] = []
         self._stopped = asyncio.Event()
 

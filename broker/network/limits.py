@@ -13,8 +13,8 @@
 * ``sasl.server.max.receive.size``: the largest frame a SASL listener reads before
   the connection has authenticated (see ``Connection``).
 
-The count is the broker's, kept here and attached to the broker object on first use,
-so the stand-in brokers of unit tests need no change.
+The count is the broker's: ``broker/node.py`` makes one ConnectionLimits, which every
+connection counts in (through its ConnectionContext) and dynamic configs change.
 """
 from __future__ import annotations
 
@@ -95,13 +95,3 @@ class ConnectionLimits:
         if listener_name != self.protected_listener:
             self.total -= 1
 
-
-def limits_of(broker) -> ConnectionLimits:
-    """The broker's ConnectionLimits, made on first use."""
-    limits = getattr(broker, "_connection_limits", None)
-    if limits is None:
-        plan = getattr(broker.config, "listener_plan", None)
-        protected = getattr(plan, "inter_broker_name", "") if plan is not None else ""
-        limits = ConnectionLimits(broker.config, protected)
-        broker._connection_limits = limits
-    return limits
