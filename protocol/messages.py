@@ -151,6 +151,8 @@ from .share_fetch_messages import (
     ShareFetchResponse,
 )
 from .share_group_messages import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
     ShareGroupDescribeRequest,
     ShareGroupDescribeResponse,
     ShareGroupHeartbeatRequest,
@@ -240,6 +242,7 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     # (v0 was 4.0's early access).
     _spec(ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 1, 1),
     _spec(ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1),
+    _spec(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 0),
     # KIP-932's share groups, partition side (share_fetch_messages.py): Kafka 4.2's v1-2
     # (v2: ShareAcquireMode and the RENEW acknowledgement, KIP-1206 / KIP-1222).
     _spec(ShareFetchRequest, ShareFetchResponse, 1, 2),

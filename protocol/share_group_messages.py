@@ -1,9 +1,10 @@
-"""ShareGroupHeartbeat (API 76) and ShareGroupDescribe (API 77), KIP-932's group side (pure).
+"""ShareGroupHeartbeat (API 76), ShareGroupDescribe (API 77) and DescribeShareGroupOffsets
+(API 90), KIP-932's group side (pure).
 
 kafka-python 3.0.12 ships no share-group classes; these are built by its own JSON-schema
-metaclass from the layouts in ``protocol/schemas/`` (Kafka 4.2's field lists, version 1
-only: version 0 was Kafka 4.0's early access, removed in 4.1).  Both are flexible in
-every version.  The heartbeat's ``Assignment`` is a nullable struct (int8 -1 for null).
+metaclass from the layouts in ``protocol/schemas/`` (Kafka 4.2's field lists: version 1
+of 76 and 77, version 0 having been Kafka 4.0's early access; version 0 of 90).  All are
+flexible in every version.  The heartbeat's ``Assignment`` is a nullable struct (int8 -1 for null).
 kafka-python has no type stubs, so mypy sees ``ApiMessage`` as Any and the metaclass
 keyword as unknown: each class line says so.
 """
@@ -30,5 +31,14 @@ class ShareGroupDescribeResponse(ApiMessage, load_json=schemas):  # type: ignore
     pass
 
 
-__all__ = ["ShareGroupDescribeRequest", "ShareGroupDescribeResponse",
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=schemas):  # type: ignore[misc, call-arg]
+    pass
+
+
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=schemas):  # type: ignore[misc, call-arg]
+    pass
+
+
+__all__ = ["DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse",
+           "ShareGroupDescribeRequest", "ShareGroupDescribeResponse",
            "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse"]

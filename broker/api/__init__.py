@@ -90,6 +90,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ConsumerGroupDescribe: group_acls.handle_consumer_group_describe,
     ApiKey.ShareGroupHeartbeat: share_groups.handle_share_group_heartbeat,
     ApiKey.ShareGroupDescribe: share_groups.handle_share_group_describe,
+    ApiKey.DescribeShareGroupOffsets: share_groups.handle_describe_share_group_offsets,
     ApiKey.ShareFetch: share_fetch.handle_share_fetch,
     ApiKey.ShareAcknowledge: share_fetch.handle_share_acknowledge,
     ApiKey.ReadShareGroupState: share_state.handle_read_share_group_state,

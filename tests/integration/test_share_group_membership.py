@@ -39,6 +39,7 @@ from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatResponse,
 )
 from protocol.share_group_messages import (
+    DescribeShareGroupOffsetsRequest,
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
 )
@@ -51,6 +52,7 @@ TOPIC = "share-queue"
 PARTITIONS = 3
 HEARTBEAT_MS = 500
 SESSION_MS = 4000
+UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_MEMBER_ID = 25
 INCONSISTENT_GROUP_PROTOCOL = 23
 INVALID_GROUP_ID = 24
@@ -369,6 +371,40 @@ def test_three_share_consumers_on_one_partition_each_get_distinct_records(broker
     finally:
         for member in members:
             member.close()
+    # Every record accepted (on the next poll, the last ones on close): the share-partition
+    # start offset reaches the log end.
+    with KafkaConnection(broker.bootstrap) as conn:
+        log_end = conn.list_offsets(topic, 0, -1).offset
+        wait_until(lambda: start_offsets(conn, "sg-e2e") == {(topic, 0): log_end},
+                   f"the start offset of {topic}-0 at the log end {log_end}")
+
+
+def start_offsets(conn: KafkaConnection, group: str, topics=None) -> dict:
+    """DescribeShareGroupOffsets v0 of one group: {(topic, partition): start offset}, or
+    the group's error code."""
+    request_group = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+    [answer] = conn.request(DescribeShareGroupOffsetsRequest[0](groups=[
+        request_group(group_id=group, topics=topics)])).groups
+    if answer.error_code != 0:
+        return answer.error_code
+    return {(t.topic_name, p.partition_index): p.start_offset if p.error_code == 0
+            else -p.error_code for t in answer.topics for p in t.partitions}
+
+
+def test_describe_share_group_offsets_errors_and_named_partitions(broker):
+    request_topic = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup \
+        .DescribeShareGroupOffsetsRequestTopic
+    with KafkaConnection(broker.bootstrap) as conn:
+        assert start_offsets(conn, "sg-offsets-none") == GROUP_ID_NOT_FOUND
+        consumer_heartbeat(conn, "cg-offsets", str(uuid.uuid4()))
+        assert start_offsets(conn, "cg-offsets") == GROUP_ID_NOT_FOUND, "not a share group"
+        join(conn, "sg-offsets")
+        named = start_offsets(conn, "sg-offsets", [
+            request_topic(topic_name=TOPIC, partitions=[0, 1]),
+            request_topic(topic_name="no-such-topic", partitions=[0])])
+        assert named == {(TOPIC, 0): -1, (TOPIC, 1): -1,
+                         ("no-such-topic", 0): -UNKNOWN_TOPIC_OR_PARTITION}
+        assert start_offsets(conn, "sg-offsets") == {}, "nothing fetched: no state listed"
 
 
 def raftwood(capsys, *args: str) -> tuple[int, str, str]:

@@ -74,7 +74,11 @@ from protocol.framing import FrameReader
 from protocol.messages import SERVED, Request, decode_request
 from protocol.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest, VoterListener
 from protocol.share_fetch_messages import ShareAcknowledgeRequest, ShareFetchRequest
-from protocol.share_group_messages import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
+from protocol.share_group_messages import (
+    DescribeShareGroupOffsetsRequest,
+    ShareGroupDescribeRequest,
+    ShareGroupHeartbeatRequest,
+)
 from protocol.share_state_messages import (
     ReadShareGroupStateRequest,
     WriteShareGroupStateRequest,
@@ -290,6 +294,14 @@ def _share_group_describe(v):
                                         include_authorized_operations=True)
 
 
+def _describe_share_group_offsets(v):
+    G = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+    T = G.DescribeShareGroupOffsetsRequestTopic
+    return DescribeShareGroupOffsetsRequest[v](groups=[
+        G(group_id="g", topics=[T(topic_name="orders", partitions=[0, 1])]),
+        G(group_id="h", topics=None)])
+
+
 def _add_raft_voter(v):
     return AddRaftVoterRequest[v](cluster_id="c", timeout_ms=5000, voter_id=4,
                                   listeners=[VoterListener("CONTROLLER", "h", 9196)])
@@ -503,6 +515,7 @@ CORPUS_BUILDERS = {
     "ConsumerGroupDescribe": (_consumer_group_describe, [0]),
     "ShareGroupHeartbeat": (_share_group_heartbeat, [1]),
     "ShareGroupDescribe": (_share_group_describe, [1]),
+    "DescribeShareGroupOffsets": (_describe_share_group_offsets, [0]),
     "ShareFetch": (_share_fetch, [1, 2]),
     "ShareAcknowledge": (_share_acknowledge, [1, 2]),
     "ReadShareGroupState": (_read_share_group_state, [0]),

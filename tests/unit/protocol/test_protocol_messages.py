@@ -154,6 +154,14 @@ from protocol.share_fetch_messages import (
     ShareFetchRequest,
     ShareFetchResponse,
 )
+from protocol.share_group_messages import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
 from protocol.share_state_messages import (
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
@@ -218,6 +226,7 @@ EXPECTED_RANGES = {
     # KIP-932 share groups, group side: v1 only (v0 was Kafka 4.0's early access).
     76: (1, 1),   # ShareGroupHeartbeat
     77: (1, 1),   # ShareGroupDescribe
+    90: (0, 0),   # DescribeShareGroupOffsets (v1 adds KIP-1226's lag, after Kafka 4.2)
     # KIP-932 share groups, partition side: Kafka 4.2's v1-2; the inter-broker state calls.
     78: (1, 2),   # ShareFetch
     79: (1, 2),   # ShareAcknowledge
@@ -242,11 +251,12 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
                   29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
                   24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
-                  45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1,
+                  45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1, 90: 0,
                   57: 0, 47: 99, 48: 1, 49: 1,  # OffsetDelete is never flexible
                   78: 0, 79: 0, 84: 0, 85: 0}
 
 CLIENT_ID = "raftwood-unit"
+_OffsetsGroup = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
 TOPIC_ID = uuid.UUID("6ba7b810-9dad-11d1-80b4-00c04fd430c8")
 
 
@@ -954,6 +964,13 @@ _REQUESTS = {
                                              share_session_epoch=1, is_renew_ack=False,
                                              topics=[]),
     84: lambda v: ReadShareGroupStateRequest[v](group_id="g", topics=[]),
+    76: lambda v: ShareGroupHeartbeatRequest[v](group_id="g", member_id="m", member_epoch=0,
+                                                rack_id=None, subscribed_topic_names=["t"]),
+    77: lambda v: ShareGroupDescribeRequest[v](group_ids=["g"],
+                                               include_authorized_operations=False),
+    90: lambda v: DescribeShareGroupOffsetsRequest[v](groups=[
+        DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
+            group_id="g", topics=None)]),
     85: lambda v: WriteShareGroupStateRequest[v](group_id="g", topics=[]),
 }
 _RESPONSES = {
@@ -1166,6 +1183,33 @@ _RESPONSES = {
     85: (lambda v: WriteShareGroupStateResponse[v](results=[]),
          lambda resp, v: resp.results == [] or pytest.fail("WriteShareGroupState"),
          WriteShareGroupStateResponse),
+    76: (lambda v: ShareGroupHeartbeatResponse[v](
+            throttle_time_ms=0, error_code=0, error_message=None, member_id="m",
+            member_epoch=3, heartbeat_interval_ms=5000,
+            assignment=ShareGroupHeartbeatResponse.Assignment(topic_partitions=[
+                ShareGroupHeartbeatResponse.Assignment.TopicPartitions(
+                    topic_id=TOPIC_ID, partitions=[0, 2])])),
+         lambda resp, v: (resp.member_epoch, [(t.topic_id, t.partitions) for t in
+                                              resp.assignment.topic_partitions])
+         == (3, [(TOPIC_ID, [0, 2])]) or pytest.fail("ShareGroupHeartbeat"),
+         ShareGroupHeartbeatResponse),
+    77: (lambda v: ShareGroupDescribeResponse[v](throttle_time_ms=0, groups=[
+            ShareGroupDescribeResponse.DescribedGroup(
+                error_code=69, error_message="Group g not found.", group_id="g",
+                group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                members=[], authorized_operations=-(1 << 31))]),
+         lambda resp, v: (resp.groups[0].error_code, resp.groups[0].group_id) == (69, "g")
+         or pytest.fail("ShareGroupDescribe"), ShareGroupDescribeResponse),
+    90: (lambda v: DescribeShareGroupOffsetsResponse[v](throttle_time_ms=0, groups=[
+            _OffsetsGroup(group_id="g", error_code=0, error_message=None, topics=[
+                _OffsetsGroup.DescribeShareGroupOffsetsResponseTopic(
+                    topic_name="t", topic_id=TOPIC_ID, partitions=[
+                        _OffsetsGroup.DescribeShareGroupOffsetsResponseTopic
+                        .DescribeShareGroupOffsetsResponsePartition(
+                            partition_index=1, start_offset=42, leader_epoch=3,
+                            error_code=0, error_message=None)])])]),
+         lambda resp, v: resp.groups[0].topics[0].partitions[0].start_offset == 42
+         or pytest.fail("DescribeShareGroupOffsets"), DescribeShareGroupOffsetsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
