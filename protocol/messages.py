@@ -308,6 +308,9 @@ class Request:
     # connection's security session (listener, principal; the broker's, opaque here).
     client_host: str = ""
     session: Any = None
+    # Set by a handler whose answer is throttled by a client quota (KIP-219): the
+    # connection stops reading for this long after answering.
+    throttle_ms: int = 0
 
     def expects_response(self) -> bool:
         return self.body.expect_response()

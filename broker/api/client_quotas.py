@@ -21,6 +21,7 @@ from protocol.errors import ErrorCode
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..quotas.entities import QuotaError, check_value, describe, entity_of
 from ..security.acls import AclOperation
+from ..security.tls import ANONYMOUS
 
 if TYPE_CHECKING:
     from protocol.messages import Request
@@ -34,6 +35,21 @@ EntityData = Entry.EntityData
 ValueData = Entry.ValueData
 Altered = AlterClientQuotasResponse.EntryData
 AlteredEntity = Altered.EntityData
+
+
+def throttle(ctx: ApiContext, request: Request, key: str, size_bytes: int) -> int:
+    """Record ``size_bytes`` against the client's ``key`` quota (producer_byte_rate,
+    consumer_byte_rate); the throttle time in ms, also set on ``request`` so the
+    connection stops reading for it after answering (KIP-219).  0 without quotas."""
+    quotas = ctx.image.client_quotas
+    if not quotas:
+        return 0
+    principal = request.session.principal if request.session is not None else ANONYMOUS
+    user = principal.partition(":")[2] or principal
+    throttle_ms = ctx.quotas.record(quotas, key, user, request.client_id or "", size_bytes)
+    if throttle_ms > request.throttle_ms:
+        request.throttle_ms = throttle_ms
+    return throttle_ms
 
 
 async def handle_describe_client_quotas(ctx: ApiContext,

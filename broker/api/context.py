@@ -10,9 +10,10 @@ Fields are set once; the objects they name are the broker's own (event-loop only
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..quotas.rates import ClientQuotas
 from ..security.authorizer import ALLOW_ALL, Authorizer
 from ..share.manager import ShareState
 
@@ -46,6 +47,9 @@ class ApiContext:
     # partitions led here.  Built from the replica manager and the group side when not
     # given (a frozen dataclass sets its derived field through object.__setattr__).
     share: ShareState | None = None
+    # Client quotas (KIP-546): this broker's byte rates per client, throttling Produce
+    # and Fetch answers (the quotas themselves are in the metadata image).
+    quotas: ClientQuotas = field(default_factory=ClientQuotas)
 
     def __post_init__(self) -> None:
         if self.share is None:

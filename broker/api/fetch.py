@@ -13,6 +13,12 @@ Incremental fetch sessions (KIP-227, v7+): ``ctx.fetch_sessions`` turns the requ
 into a FetchContext naming the partitions to read (for an incremental fetch, every
 partition of the session) and choosing which results the answer lists (see
 broker/replication/fetch_sessions.py).
+
+Client quotas (KIP-546): a consumer's answered bytes count against its
+consumer_byte_rate; over it, the answer carries throttle_time_ms and the connection
+stops reading for that time.  Kafka answers a throttled fetch with no records (and
+un-records them); Raftwood sends what was read, so an incremental fetch session never
+skips what it listed.
 """
 from __future__ import annotations
 
@@ -23,10 +29,12 @@ from protocol.fetch_response import AbortedTransaction, FetchPartitionResult, en
 from protocol.messages import Framed, FramedFiles, Request
 from storage import FileRecords
 
+from ..quotas.rates import CONSUMER_BYTE_RATE
 from ..replication.delayed import FetchPartitionStatus
 from ..replication.fetch_sessions import FetchContext, PartitionParams
 from ..replication.replica_manager import FetchedPartition
 from ..security.acls import AclOperation
+from .client_quotas import throttle
 from .outcome import Later
 
 if TYPE_CHECKING:
@@ -87,8 +95,10 @@ def _response(ctx: ApiContext, request: Request, context: FetchContext,
         [(key, DENIED if key[0] in denied else next(fetched)) for key in partitions])
     by_topic: dict[str, list[FetchPartitionResult]] = {}
     framed = Framed  # FramedFiles once a partition's records are file regions
+    size_bytes = 0
     for (topic, index), result in listed:
         if result.records:
+            size_bytes += len(result.records)
             stats.fetched(topic, len(result.records), replica_id >= 0)
             if result.records.__class__ is FileRecords:
                 framed = FramedFiles
@@ -97,8 +107,11 @@ def _response(ctx: ApiContext, request: Request, context: FetchContext,
             result.log_start_offset, result.records,
             [AbortedTransaction(t.producer_id, t.first_offset)
              for t in result.aborted_transactions], result.preferred_read_replica))
+    if replica_id < 0 and size_bytes:
+        throttle(ctx, request, CONSUMER_BYTE_RATE, size_bytes)
     # Encoded here rather than through kafka-python: the records are not copied.
     return framed(encode_fetch_response(request.api_version, request.correlation_id,
+                                        throttle_time_ms=request.throttle_ms,
                                         error_code=error, session_id=session_id,
                                         topics=list(by_topic.items())))
 

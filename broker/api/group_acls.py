@@ -17,7 +17,9 @@ Kafka's rules (KafkaApis), with the authorizer of ``ctx.authorizer``:
   TOPIC_AUTHORIZATION_FAILED, a listing of all of the group's offsets leaves it out;
 * DescribeGroups: Describe, DeleteGroups: Delete on each group (refused ones answer
   GROUP_AUTHORIZATION_FAILED, the others are served);
-* ConsumerGroupHeartbeat (KIP-848): Read on the group, else GROUP_AUTHORIZATION_FAILED;
+* ConsumerGroupHeartbeat (KIP-848): UNSUPPORTED_VERSION while ``group.version`` is
+  finalized below 1 (checked first, as Kafka does), then Read on the group, else
+  GROUP_AUTHORIZATION_FAILED;
   ConsumerGroupDescribe: Describe on each group, as DescribeGroups;
 * ListGroups: every group with Describe on the cluster, else the groups the principal
   may Describe.
@@ -50,7 +52,7 @@ from protocol.consumer_group_messages import DescribedGroup as DescribedConsumer
 from protocol.errors import ErrorCode
 
 from ..security.acls import AclOperation, ResourceType
-from . import groups
+from . import features, groups
 
 if TYPE_CHECKING:
     from kafka.protocol.admin import ListGroupsResponse
@@ -291,6 +293,10 @@ async def handle_delete_groups(ctx: ApiContext, request: Request) -> DeleteGroup
 
 async def handle_consumer_group_heartbeat(
         ctx: ApiContext, request: Request) -> ConsumerGroupHeartbeatResponse:
+    if features.finalized_levels(ctx.image)[features.GROUP_VERSION] < 1:
+        return ConsumerGroupHeartbeatResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION,
+            error_message="The consumer group protocol is off: group.version is 0")
     if _may(ctx, request, READ, request.body.group_id):
         return await groups.handle_consumer_group_heartbeat(ctx, request)
     return ConsumerGroupHeartbeatResponse(error_code=GROUP_DENIED,

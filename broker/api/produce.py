@@ -5,6 +5,10 @@ broker/replication/acks.py.
 Authorization (Kafka's): Write on each topic (TOPIC_AUTHORIZATION_FAILED per partition);
 a transactional produce (``transactional_id`` set) also needs Write on that
 TransactionalId, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+
+Client quotas (KIP-546): the request's bytes count against the client's
+producer_byte_rate; over it, the answer carries throttle_time_ms and the connection
+stops reading for that time (client_quotas.throttle).
 """
 from __future__ import annotations
 
@@ -17,10 +21,12 @@ from protocol.errors import ErrorCode
 from protocol.hot_requests import encode_produce_response
 from protocol.messages import Framed, Request
 
+from ..quotas.rates import PRODUCER_BYTE_RATE
 from ..replication import acks
 from ..replication.acks import ProducePartitionStatus
 from ..replication.origin import AppendOrigin
 from ..security.acls import AclOperation, ResourceType
+from .client_quotas import throttle
 from .outcome import CLOSE, Answer, Later
 
 if TYPE_CHECKING:
@@ -59,6 +65,7 @@ def handle_produce(ctx: ApiContext, request: Request) -> Answer:
             statuses[(topic.name, data.index)] = ctx.replica_manager.append_one(
                 topic.name, data.index, data.records, required_acks, max_batch,
                 origin=AppendOrigin.CLIENT)
+    throttle(ctx, request, PRODUCER_BYTE_RATE, request.size_bytes)
     if required_acks == acks.ACKS_NONE:
         if acks.closes_connection(s.error for s in statuses.values()):
             return CLOSE
@@ -85,7 +92,7 @@ def _response(request, statuses) -> Framed:
             status.log_append_time_ms, status.log_start_offset,
             None if ok else status.error.name))
     return Framed([encode_produce_response(request.api_version, request.correlation_id,
-                                           list(by_topic.items()))])
+                                           list(by_topic.items()), request.throttle_ms)])
 
 
 def _uniform(body, code: ErrorCode):

@@ -149,6 +149,8 @@ class Connection(asyncio.Protocol):
         self._flush_soon: asyncio.Handle | None = None  # a _flush due this event-loop pass
         self._read_paused = False
         self._write_paused = False
+        # A client over its quota (KIP-219): nothing is read before this loop time.
+        self._muted_until = 0.0
         self._closing = False
         # A malformed or refused request queued the close: frames already buffered
         # behind it are never handled (their side effects would happen unanswered).
@@ -365,6 +367,8 @@ class Connection(asyncio.Protocol):
         self.request_stats.record(request.spec.name, request.api_version,
                                   time.perf_counter() - started)
         pending.result, pending.done = result, True
+        if request.throttle_ms > 0:
+            self._mute(request.throttle_ms)
         if pending.waiter is not None and not pending.waiter.done():
             pending.waiter.set_result(None)
         if flush_now or result.__class__ is FramedFiles:
@@ -504,12 +508,23 @@ class Connection(asyncio.Protocol):
         self._queue.clear()
         self.transport.close()
 
+    def _mute(self, throttle_ms: int) -> None:
+        """Read nothing more for ``throttle_ms`` (a throttled answer, KIP-219); reading
+        resumes by ``_update_reading`` when the time is up."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000.0
+        if until > self._muted_until:
+            self._muted_until = until
+            loop.call_at(until, self._update_reading)
+        self._update_reading()
+
     def _update_reading(self) -> None:
         if self._closing or self.transport is None or self.transport.is_closing():
             return
         if _CLOSE_MARK in self._queue:
             return
-        busy = len(self._queue) >= self.max_in_flight or self._write_paused
+        busy = len(self._queue) >= self.max_in_flight or self._write_paused or (
+            self._muted_until and self._loop.time() < self._muted_until)
         if busy and not self._read_paused:
             self.transport.pause_reading()
             self._read_paused = True

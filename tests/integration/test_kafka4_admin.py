@@ -53,6 +53,10 @@ from kafka.structs import OffsetAndMetadata
 
 from broker.cli.main import main as cli_main
 from broker.testing import ClusterProcess
+from protocol.consumer_group_messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from protocol.errors import ErrorCode
 from protocol.messages import SERVED
 
@@ -97,6 +101,15 @@ def _update(cluster, node_id, updates, *, validate_only=False, version=1):
     with cluster.connect(node_id) as conn:
         return conn.request(UpdateFeaturesRequest[version](
             timeout_ms=30000, feature_updates=keys, validate_only=validate_only))
+
+
+def _consumer_group_heartbeat(group):
+    request = ConsumerGroupHeartbeatRequest[0](
+        group_id=group, member_id="", member_epoch=0, instance_id=None, rack_id=None,
+        rebalance_timeout_ms=30_000, subscribed_topic_names=["t"], server_assignor=None,
+        topic_partitions=[])
+    request.response_type = ConsumerGroupHeartbeatResponse
+    return request
 
 
 def _wait_finalized(cluster, node_id, name, level):
@@ -156,6 +169,9 @@ def test_a_downgrade_is_finalized_cluster_wide_and_validate_only_changes_nothing
     assert done.error_code == ErrorCode.NONE, done
     for node_id in (1, 2, 3):
         _wait_finalized(cluster, node_id, "group.version", 0)
+    with cluster.connect(1) as conn:
+        refused = conn.request(_consumer_group_heartbeat("gv0"))
+    assert refused.error_code == ErrorCode.UNSUPPORTED_VERSION, "group.version 0: no KIP-848"
     back = _update(cluster, 3, [("group.version", 1, UPGRADE)])
     assert back.error_code == ErrorCode.NONE, back
     for node_id in (1, 2, 3):
@@ -347,6 +363,11 @@ def test_client_quotas_are_altered_and_described_with_kafkas_filters(cluster):
     assert _alter_quotas(cluster, 2, [(alice_app, {"request_percentage": None})]) == [
         ErrorCode.NONE]
     _wait_quotas(cluster, 1, [("client-id", 2, None)], {})
+    # Leave no quota behind for the module's other clients.
+    assert _alter_quotas(cluster, 1, [
+        (alice, {"producer_byte_rate": None, "consumer_byte_rate": None}),
+        (default_client, {"producer_byte_rate": None})]) == [ErrorCode.NONE] * 2
+    _wait_quotas(cluster, 3, [], {})
 
 
 ADMIN_PROBE = """
@@ -360,6 +381,9 @@ public class Kafka4AdminProbe {
         Properties props = new Properties();
         props.put("bootstrap.servers", args[0]);
         try (Admin admin = Admin.create(props)) {
+            System.out.println("client_version="
+                + org.apache.kafka.common.utils.AppInfoParser.getVersion());
+            System.out.println("nodes=" + admin.describeCluster().nodes().get().size());
             FeatureMetadata before = admin.describeFeatures().featureMetadata().get();
             before.finalizedFeatures().forEach((name, range) ->
                 System.out.println("finalized." + name + "=" + range.maxVersionLevel()));
@@ -412,6 +436,8 @@ def test_java_4_3_admin_features_offset_delete_and_quotas(cluster, probe, offset
                     timeout_s=PROBE_TIMEOUT_S)
     assert run.passed, run.report()
     facts = run.facts()
+    assert facts["client_version"] == "4.3.0", "the probe runs the newest client"
+    assert facts["nodes"] == "3"
     assert facts["finalized.group.version"] == "1", run.report()
     assert facts["finalized.kraft.version"] == "1"
     assert facts["supported.group.version"] == "0-1"
@@ -455,3 +481,56 @@ def test_raftwood_quotas_cli_alters_and_describes(cluster, capsys):
                           "--client-id-default", "--delete-config",
                           "producer_byte_rate,request_percentage")
     assert code == 0, out
+
+
+QUOTA_BYTES_PER_S = 100 * 1024
+QUOTA_RUN_S = 12.0
+RECORD = b"q" * 1024
+
+
+def test_a_producer_over_its_byte_rate_quota_is_throttled(cluster):
+    """confluent-kafka with producer_byte_rate 100 KB/s on its client id: the broker
+    answers with throttle_time_ms > 0 (librdkafka reports it through throttle_cb) and
+    what gets through in a bounded run stays far below the unthrottled rate.  A loose,
+    functional check of enforcement (speeds belong in benchmarks/)."""
+    from confluent_kafka import Producer
+
+    cluster.create_topic("quota-t", partitions=1, replication_factor=1)
+    client = (("client-id", "quota-test"),)
+    assert _alter_quotas(cluster, 1, [(client, {"producer_byte_rate": QUOTA_BYTES_PER_S})]) \
+        == [ErrorCode.NONE]
+    for node_id in (1, 2, 3):
+        _wait_quotas(cluster, node_id, [("client-id", 0, "quota-test")],
+                     {client: {"producer_byte_rate": float(QUOTA_BYTES_PER_S)}})
+    throttles: list[float] = []  # seconds, as librdkafka reports throttle_time_ms
+    delivered = [0]
+
+    def on_delivery(err, msg):
+        if err is None:
+            delivered[0] += len(msg.value())
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "client.id": "quota-test",
+                         "acks": "1", "linger.ms": 5, "queue.buffering.max.kbytes": 1024,
+                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    try:
+        start = time.monotonic()
+        deadline = start + QUOTA_RUN_S
+        while time.monotonic() < deadline:
+            try:
+                producer.produce("quota-t", RECORD, on_delivery=on_delivery)
+            except BufferError:
+                producer.poll(0.05)
+            producer.poll(0)
+        through = delivered[0]
+        elapsed = time.monotonic() - start
+    finally:
+        producer.purge()  # what is still queued would wait out the throttle
+        producer.flush(10)
+        _alter_quotas(cluster, 1, [(client, {"producer_byte_rate": None})])
+    achieved = through / elapsed
+    print(f"quota {QUOTA_BYTES_PER_S} B/s: {through} bytes in {elapsed:.1f} s "
+          f"({achieved:.0f} B/s), throttles (s) {throttles[:10]}")
+    assert throttles and max(throttles) > 0, "no answer carried throttle_time_ms"
+    assert through > 0
+    # The window lets a first burst of ~10 s of quota through; after that the rate holds.
+    assert achieved < 4 * QUOTA_BYTES_PER_S

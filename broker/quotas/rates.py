@@ -1,0 +1,96 @@
+"""Client quota enforcement: byte rates over a sliding window (Kafka's ClientQuotaManager).
+
+Each Produce's record bytes and each Fetch's answered bytes are recorded against the
+quota that applies to the client (``quota_for``: Kafka's precedence, from
+``user + client-id`` down to the default client id), per broker.  A quota set on a
+default entity applies to each user / client id on its own: the rate is kept per
+(user, client id) as far as the matched entity names them, as Kafka's metric tags do.
+
+The rate is Kafka's ``Rate`` over ``SAMPLES`` windows of ``SAMPLE_MS``: bytes in the
+live samples divided by their span, the span counted as at least ``SAMPLES - 1`` full
+windows (so a first burst is not measured over a few milliseconds).  Over the quota,
+the answer carries ``throttle_time_ms = (rate - quota) / quota * span`` (Kafka's
+QuotaUtils.throttleTime), at most ``MAX_THROTTLE_MS``, and the connection stops reading
+for that time after answering (KIP-219); the client backs off too.
+
+Event-loop only: ``record`` reads the quotas of the image it is given and changes
+only this object's windows.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+
+from .entities import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, USER
+
+SAMPLES = 11          # quota.window.num
+SAMPLE_MS = 1000      # quota.window.size.seconds
+MAX_THROTTLE_MS = SAMPLES * SAMPLE_MS
+MAX_TRACKED = 10_000  # rate windows kept; the least recently used go first
+
+__all__ = ["ClientQuotas", "CONSUMER_BYTE_RATE", "PRODUCER_BYTE_RATE", "quota_for"]
+
+
+def quota_for(quotas: Mapping[tuple, Mapping[str, float]], user: str, client_id: str,
+              key: str) -> tuple[tuple, float] | None:
+    """(matched entity, quota) for ``user`` and ``client_id``, in Kafka's order:
+    user+client, user+default client, user, default user+client, default user+default
+    client, default user, client, default client.  None: no quota applies."""
+    for entity in (((CLIENT_ID, client_id), (USER, user)), ((CLIENT_ID, None), (USER, user)),
+                   ((USER, user),), ((CLIENT_ID, client_id), (USER, None)),
+                   ((CLIENT_ID, None), (USER, None)), ((USER, None),),
+                   ((CLIENT_ID, client_id),), ((CLIENT_ID, None),)):
+        values = quotas.get(entity)
+        if values and key in values:
+            return entity, float(values[key])
+    return None
+
+
+class _Window:
+    """Bytes per sample window, oldest first: [(window start ms, bytes)]."""
+
+    __slots__ = ("samples",)
+
+    def __init__(self) -> None:
+        self.samples: deque[list[float]] = deque()
+
+    def record(self, now_ms: float, value: float) -> float:
+        """Add ``value`` and return the rate (per second) over the live samples."""
+        samples = self.samples
+        if not samples or now_ms - samples[-1][0] >= SAMPLE_MS:
+            samples.append([now_ms, 0.0])
+        samples[-1][1] += value
+        while samples and now_ms - samples[0][0] >= SAMPLES * SAMPLE_MS:
+            samples.popleft()
+        span_ms = max(now_ms - samples[0][0], (SAMPLES - 1) * SAMPLE_MS)
+        return sum(s[1] for s in samples) * 1000.0 / span_ms
+
+
+class ClientQuotas:
+    """The byte rates of this broker's clients; ``record`` answers the throttle time."""
+
+    def __init__(self, clock_ms: Callable[[], float] | None = None):
+        self._clock_ms = clock_ms or (lambda: time.monotonic() * 1000.0)
+        self._windows: dict[tuple, _Window] = {}
+
+    def record(self, quotas: Mapping[tuple, Mapping[str, float]], key: str, user: str,
+               client_id: str, size_bytes: int) -> int:
+        """Record ``size_bytes`` for the client; the throttle time in ms (0: within)."""
+        if not quotas:
+            return 0
+        found = quota_for(quotas, user, client_id, key)
+        if found is None:
+            return 0
+        entity, quota = found
+        types = {t for t, _ in entity}
+        rate_key = (key, user if USER in types else "", client_id if CLIENT_ID in types else "")
+        window = self._windows.pop(rate_key, None) or _Window()
+        self._windows[rate_key] = window  # most recently used last
+        if len(self._windows) > MAX_TRACKED:
+            del self._windows[next(iter(self._windows))]
+        rate = window.record(self._clock_ms(), size_bytes)
+        if rate <= quota:
+            return 0
+        span_ms = max(self._clock_ms() - window.samples[0][0], (SAMPLES - 1) * SAMPLE_MS)
+        return min(int((rate - quota) / quota * span_ms), MAX_THROTTLE_MS)
