@@ -21,7 +21,7 @@ from storage.config import LogConfig
 from .network import limits as connection_limits
 from .security import authorizer, sasl, tls
 from .security import listeners as listener_settings
-from .topics import THROTTLED_REPLICAS_CONFIGS
+from .topics import THROTTLED_REPLICAS_CONFIGS, configs_problem
 
 DAY_MS = 24 * 60 * 60 * 1000
 
@@ -157,6 +157,22 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             kafka=False),
     Setting("socket.request.max.bytes", int, 100 * 1024 * 1024, "Largest request frame"),
     Setting("message.max.bytes", int, 1024 * 1024 + 12, "Largest record batch"),
+    # Defaults of topic configs (broker/topics.py SPECS), Kafka's names and defaults.
+    Setting("compression.type", _str, "producer",
+            "Codec topics store batches in: producer (as sent), or one the broker recompresses to"),
+    Setting("compression.gzip.level", int, -1, "gzip level of compression.type=gzip"),
+    Setting("compression.lz4.level", int, 9, "lz4 level of compression.type=lz4"),
+    Setting("compression.zstd.level", int, 3, "zstd level of compression.type=zstd"),
+    Setting("log.message.timestamp.type", _str, "CreateTime",
+            "CreateTime, or LogAppendTime: the broker stamps batches on append"),
+    Setting("log.message.timestamp.before.max.ms", int, 2 ** 63 - 1,
+            "Refuse CreateTime records older than this (INVALID_TIMESTAMP)"),
+    Setting("log.message.timestamp.after.max.ms", int, 3_600_000,
+            "Refuse CreateTime records further ahead than this (INVALID_TIMESTAMP)"),
+    Setting("log.roll.jitter.ms", int, 0, "Largest share of log.roll.ms a segment rolls early"),
+    Setting("log.index.interval.bytes", int, 4096, "Bytes between two offset index entries"),
+    Setting("log.index.size.max.bytes", int, 10 * 1024 * 1024,
+            "Size of a segment's offset and time index files"),
     # Raftwood's own: Kafka has no such setting (it always sends fetched records with
     # FileChannel.transferTo, i.e. sendfile, on plaintext listeners).
     Setting("socket.sendfile.enable", _bool, True,
@@ -307,6 +323,16 @@ TOPIC_DEFAULTS = {
     "min.insync.replicas": "min.insync.replicas",
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "message.max.bytes": "max.message.bytes",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
 }
 
 
@@ -371,11 +397,16 @@ class BrokerConfig:
 
     def topic_defaults(self) -> dict[str, str]:
         """Topic-level config values implied by the broker's log.* settings."""
-        defaults = {topic_name: str(self[broker_name]).lower()
+        defaults = {topic_name: _topic_text(self[broker_name])
                     for broker_name, topic_name in TOPIC_DEFAULTS.items()}
         # Topic-only configs (no broker setting behind them): Kafka's empty default.
         defaults.update(dict.fromkeys(THROTTLED_REPLICAS_CONFIGS, ""))
         return defaults
+
+
+def _topic_text(value: Any) -> str:
+    """A broker setting as a topic config's text (booleans lower case, as Kafka)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _listener_setting(key: str) -> Setting | None:
@@ -547,6 +578,9 @@ def _check_log_defaults(config: BrokerConfig) -> None:
                           f"runs exactly one log cleaner thread (set 1)")
     if config["log.cleaner.backoff.ms"] < 0:
         raise ConfigError("log.cleaner.backoff.ms must be >= 0")
+    problem = configs_problem(config.topic_defaults())
+    if problem:
+        raise ConfigError(f"bad topic default: {problem}")
     try:
         LogConfig.from_properties(config.topic_defaults())
     except ValueError as exc:

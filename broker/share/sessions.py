@@ -15,13 +15,16 @@ n > 0      the session's expected epoch, else INVALID_SHARE_SESSION_EPOCH;
            fetches nothing then
 =========  =====================================================================
 
-At most ``max_sessions`` sessions are open (Kafka's group.share.max.share.sessions);
-one more is refused with SHARE_SESSION_LIMIT_REACHED.  Event-loop only.
+At most ``max_sessions`` sessions are open (Kafka's group.share.max.share.sessions).  A
+new session takes the place of the least recently used one idle for ``IDLE_EVICTION_MS``
+(a consumer that died without closing its session); with none that idle it is refused
+with SHARE_SESSION_LIMIT_REACHED.  Event-loop only.
 """
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from protocol.errors import ErrorCode
@@ -31,6 +34,13 @@ from ..replication.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH, next_epoch
 #: (topic id, partition index)
 SharePartitionKey = tuple[uuid.UUID, int]
 DEFAULT_MAX_SESSIONS = 2000
+#: idle this long, a session may make room for a new one (a member's session timeout is
+#: 45 s by default: by then the group has removed a silent member)
+IDLE_EVICTION_MS = 60_000
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 @dataclass(slots=True)
@@ -39,14 +49,17 @@ class ShareSession:
     member_id: str
     epoch: int = 1  # the epoch the next request must carry
     partitions: dict[SharePartitionKey, None] = field(default_factory=dict)  # ordered set
+    last_used_ms: int = 0
 
 
 class ShareSessionCache:
     """Open share sessions by (group id, member id)."""
 
-    def __init__(self, max_sessions: int = DEFAULT_MAX_SESSIONS) -> None:
+    def __init__(self, max_sessions: int = DEFAULT_MAX_SESSIONS,
+                 clock_ms: Callable[[], int] = _monotonic_ms) -> None:
         self.max_sessions = max_sessions
-        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.clock_ms = clock_ms
+        self.sessions: dict[tuple[str, str], ShareSession] = {}  # least recently used first
 
     def update(self, group_id: str, member_id: str, epoch: int,
                added: Iterable[SharePartitionKey], forgotten: Iterable[SharePartitionKey],
@@ -59,7 +72,8 @@ class ShareSessionCache:
         if epoch == INITIAL_EPOCH:
             if has_acknowledgements:
                 return ErrorCode.INVALID_REQUEST, None
-            if key not in self.sessions and len(self.sessions) >= self.max_sessions:
+            self.sessions.pop(key, None)
+            if len(self.sessions) >= self.max_sessions and not self._evict_idle():
                 return ErrorCode.SHARE_SESSION_LIMIT_REACHED, None
             session = self.sessions[key] = ShareSession(group_id, member_id)
         else:
@@ -67,15 +81,28 @@ class ShareSessionCache:
             if found is None:
                 return ErrorCode.SHARE_SESSION_NOT_FOUND, None
             session = found
+            del self.sessions[key]  # re-inserted last: the most recently used
+            self.sessions[key] = session
             if epoch != FINAL_EPOCH:
                 if epoch != session.epoch:
                     return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
                 session.epoch = next_epoch(epoch)
+        session.last_used_ms = self.clock_ms()
         for partition in added:
             session.partitions[partition] = None
         for partition in forgotten:
             session.partitions.pop(partition, None)
         return ErrorCode.NONE, session
+
+    def _evict_idle(self) -> bool:
+        """Drop the least recently used session if it has been idle long enough."""
+        oldest_key = next(iter(self.sessions), None)
+        if oldest_key is None:
+            return False
+        if self.clock_ms() - self.sessions[oldest_key].last_used_ms < IDLE_EVICTION_MS:
+            return False
+        del self.sessions[oldest_key]
+        return True
 
     def check(self, group_id: str, member_id: str, epoch: int
               ) -> tuple[ErrorCode, ShareSession | None]:

@@ -2,10 +2,12 @@
 described with its source, and acted on (broker/topics.py SPECS,
 broker/api/topic_config_view.py, broker/replication/append_policy.py).
 
-One broker for the module, started with ``log.retention.ms`` and ``message.max.bytes``
-set explicitly, so a topic inheriting them must describe them as STATIC_BROKER_CONFIG
-(Kafka's answer) and not DEFAULT_CONFIG.  Records go in over the raw wire (exact
-batches) and through kafka-python and confluent-kafka, and are read back with both.
+One broker for the module, started with ``log.retention.ms``, ``message.max.bytes`` and
+``log.message.timestamp.after.max.ms`` set explicitly, so a topic inheriting them must
+describe them as STATIC_BROKER_CONFIG (Kafka's answer) and not DEFAULT_CONFIG.  Records
+go in over the raw wire (exact batches) and through kafka-python and confluent-kafka, and
+are read back with both; the admin clients of kafka-python, confluent-kafka, aiokafka and
+KafkaJS describe the configs.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from broker.testing import BrokerProcess, KafkaConnection, build_batch, read_rec
 
 RETENTION_MS = "3600000"
 BROKER_MAX_BYTES = 200_000
+AFTER_MAX_MS = 90 * 60 * 1000  # the broker's log.message.timestamp.after.max.ms
 INVALID_CONFIG, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP = 40, 10, 32
 TOPIC_CONFIG, STATIC_BROKER, DEFAULT = 1, 4, 5
 TOPIC_RESOURCE, SET = 2, 0
@@ -47,7 +50,7 @@ def broker(tmp_path_factory):
     home = tmp_path_factory.mktemp("topic-configs")
     broker = BrokerProcess(home / "data", log_path=home / "broker.log", extra_settings={
         "log.retention.ms": RETENTION_MS, "message.max.bytes": BROKER_MAX_BYTES,
-        "auto.create.topics.enable": False})
+        "log.message.timestamp.after.max.ms": AFTER_MAX_MS, "auto.create.topics.enable": False})
     broker.start()
     yield broker
     code = broker.stop()
@@ -124,6 +127,9 @@ def test_an_inherited_broker_setting_is_described_as_static_broker_config(broker
     assert (configs["max.message.bytes"].value,
             configs["max.message.bytes"].config_source) == (str(BROKER_MAX_BYTES), STATIC_BROKER)
     assert configs["segment.bytes"].config_source == DEFAULT
+    after = configs["message.timestamp.after.max.ms"]
+    assert (after.value, after.config_source, after.synonyms[0].name) == \
+        (str(AFTER_MAX_MS), STATIC_BROKER, "log.message.timestamp.after.max.ms")
     segment_ms = configs["segment.ms"]
     assert (segment_ms.value, segment_ms.config_source) == ("600000", TOPIC_CONFIG)
     assert segment_ms.synonyms[0].source == TOPIC_CONFIG
@@ -148,7 +154,7 @@ def test_every_kafka_topic_config_is_described_with_type_and_documentation(broke
         "compression.type", "message.timestamp.type", "message.timestamp.after.max.ms",
         "message.downconversion.enable", "local.retention.ms", "remote.storage.enable")}
     assert defaults == {"compression.type": "producer", "message.timestamp.type": "CreateTime",
-                        "message.timestamp.after.max.ms": "3600000",
+                        "message.timestamp.after.max.ms": str(AFTER_MAX_MS),
                         "message.downconversion.enable": "true", "local.retention.ms": "-2",
                         "remote.storage.enable": "false"}
     plain = describe(broker, "described", version=1, synonyms=False)
@@ -216,9 +222,10 @@ def test_max_message_bytes_bounds_a_batch_as_sent_and_the_broker_setting_stands_
 
 
 def test_create_time_bounds_refuse_records_too_far_ahead_or_behind(broker):
-    """Kafka 4's message.timestamp.after.max.ms default (1 hour) refuses a record two
-    hours ahead; a topic's before.max.ms refuses an old one (INVALID_TIMESTAMP), and a
-    batch within both bounds is stored."""
+    """The broker's log.message.timestamp.after.max.ms (90 minutes here) refuses a record
+    two hours ahead and lets one 75 minutes ahead in (Kafka 4's default, an hour, would
+    not); a topic's before.max.ms refuses an old one (INVALID_TIMESTAMP); a batch within
+    both bounds is stored."""
     assert create(broker, "clocked", {"message.timestamp.before.max.ms": "60000"})[0] == 0
     stamp = now_ms()
     assert produce(broker, "clocked", [(None, b"ahead", stamp + 2 * HOUR_MS, [])]) \
@@ -227,7 +234,8 @@ def test_create_time_bounds_refuse_records_too_far_ahead_or_behind(broker):
                                        (None, b"old", stamp - HOUR_MS, [])], compression=1) \
         == INVALID_TIMESTAMP
     assert produce(broker, "clocked", [(None, b"ok", stamp, [])]) == 0
-    assert [r[2] for r in read_records(fetch_raw(broker, "clocked"))] == [b"ok"]
+    assert produce(broker, "clocked", [(None, b"soon", stamp + 75 * 60 * 1000, [])]) == 0
+    assert [r[2] for r in read_records(fetch_raw(broker, "clocked"))] == [b"ok", b"soon"]
 
 
 def test_log_append_time_stamps_batches_and_clients_read_the_append_time(broker):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import uuid
 
-from broker.share.sessions import ShareSessionCache
+from broker.share.sessions import IDLE_EVICTION_MS, ShareSessionCache
 from protocol.errors import ErrorCode
 
 T = uuid.uuid4()
@@ -38,3 +38,17 @@ def test_epoch_zero_replaces_the_members_session_and_the_cache_is_bounded():
     assert session.epoch == 1
     assert cache.update("g", "other", 0, [], [], False)[0] == \
         ErrorCode.SHARE_SESSION_LIMIT_REACHED
+
+
+def test_a_full_cache_evicts_the_least_recently_used_session_once_idle():
+    now = [0]
+    cache = ShareSessionCache(max_sessions=2, clock_ms=lambda: now[0])
+    cache.update("g", "a", 0, [], [], False)
+    cache.update("g", "b", 0, [], [], False)
+    now[0] = IDLE_EVICTION_MS - 1
+    cache.update("g", "a", 1, [], [], False)  # a is used again: b is the oldest now
+    assert cache.update("g", "c", 0, [], [], False)[0] == \
+        ErrorCode.SHARE_SESSION_LIMIT_REACHED, "b has not been idle long enough"
+    now[0] = IDLE_EVICTION_MS
+    assert cache.update("g", "c", 0, [], [], False)[0] == ErrorCode.NONE
+    assert set(cache.sessions) == {("g", "a"), ("g", "c")}, "b, the idle one, made room"
