@@ -4,8 +4,8 @@ Topic configs are overrides kept in the cluster metadata (``alter_topic_configs`
 through the broker's MetadataClient); every broker follows them (the replica manager
 re-reads them from each new image).  IncrementalAlterConfigs' APPEND and SUBTRACT work
 on Kafka's list-type topic configs (``LIST_CONFIGS``), as in Kafka.
-Broker configs are static here: they can be described, not altered (INVALID_REQUEST
-says so), where Kafka would also accept dynamic broker configs.
+BROKER, BROKER_LOGGER and GROUP resources are resource_configs.py's (dynamic broker
+configs, logger levels, KIP-848 group configs): routed there before anything else.
 
 Authorization (Kafka's): DescribeConfigs on the topic or the cluster (for a broker
 resource) to describe, AlterConfigs to alter; refused: TOPIC_AUTHORIZATION_FAILED or
@@ -24,6 +24,7 @@ from protocol.errors import ErrorCode
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..security.acls import AclOperation, ResourceType
 from ..topics import SPECS, THROTTLED_REPLICAS_CONFIGS
+from . import resource_configs
 from .topic_config_view import topic_entries
 
 TOPIC = 2
@@ -58,15 +59,18 @@ async def handle_describe_configs(ctx, request):
     results = []
     for resource in request.body.resources:
         keys = resource.configuration_keys
+        if resource.resource_type in resource_configs.SERVED:
+            code, message, configs = resource_configs.describe(ctx, request, resource)
+            results.append(Result(error_code=code, error_message=message, configs=configs,
+                                  resource_type=resource.resource_type,
+                                  resource_name=resource.resource_name))
+            continue
         try:
             _authorize(ctx, request, AclOperation.DESCRIBE_CONFIGS, resource)
-            if resource.resource_type == TOPIC:
-                configs = _describe_topic(ctx, request, resource.resource_name, keys)
-            else:
-                values = _describe(ctx, resource.resource_type, resource.resource_name)
-                configs = [_entry(name, value, source, request.api_version)
-                           for name, (value, source) in sorted(values.items())
-                           if keys is None or name in keys]
+            if resource.resource_type != TOPIC:
+                raise ConfigRefused(ErrorCode.INVALID_REQUEST,
+                                    f"resource type {resource.resource_type} not served")
+            configs = _describe_topic(ctx, request, resource.resource_name, keys)
             results.append(Result(error_code=ErrorCode.NONE, error_message=None,
                                   resource_type=resource.resource_type,
                                   resource_name=resource.resource_name, configs=configs))
@@ -88,14 +92,6 @@ def _describe_topic(ctx, request, name: str, keys) -> list:
                          bool(getattr(body, "include_documentation", False)))
 
 
-def _describe(ctx, resource_type: int, name: str) -> dict[str, tuple[str, int]]:
-    if resource_type == BROKER:
-        if name not in ("", str(ctx.node_id)):
-            raise ConfigRefused(ErrorCode.INVALID_REQUEST, f"this is broker {ctx.node_id}")
-        return {k: (_text(v), SOURCE_STATIC_BROKER) for k, v in ctx.config.as_dict().items()}
-    raise ConfigRefused(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} not served")
-
-
 def _authorize(ctx, request, operation: AclOperation, resource) -> None:
     """ConfigRefused unless the request may ``operation`` the topic or (broker) cluster."""
     if resource.resource_type == TOPIC:
@@ -106,23 +102,6 @@ def _authorize(ctx, request, operation: AclOperation, resource) -> None:
     elif not ctx.authorizer.allows_cluster(request, operation):
         raise ConfigRefused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                             f"{operation.name} on the cluster is required")
-
-
-def _text(value) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def is_sensitive(name: str) -> bool:
-    """Kafka's PASSWORD-type settings: passwords, JAAS configs (they hold passwords),
-    inline private keys, and Raftwood's Raft secret.  Described with a null value."""
-    return name.endswith((".password", "sasl.jaas.config", "ssl.keystore.key"))
-
-
-def _entry(name: str, value: str, source: int, version: int):
-    sensitive = is_sensitive(name)
-    return Entry(name=name, value=None if sensitive else value, read_only=False,
-                 config_source=source, is_default=source == SOURCE_DEFAULT,
-                 is_sensitive=sensitive, synonyms=[], config_type=0, documentation=None)
 
 
 async def handle_incremental_alter_configs(ctx, request):
@@ -136,6 +115,15 @@ async def _incremental_alter_configs(ctx, request):
     body = request.body
     responses = []
     for resource in body.resources:
+        if resource.resource_type in resource_configs.SERVED:
+            code, message = await resource_configs.alter(
+                ctx, request, resource, [(c.name, c.config_operation, c.value)
+                                         for c in resource.configs],
+                body.validate_only, replace=False)
+            responses.append(AlterResult(error_code=code, error_message=message,
+                                         resource_type=resource.resource_type,
+                                         resource_name=resource.resource_name))
+            continue
         try:
             _authorize(ctx, request, AclOperation.ALTER_CONFIGS, resource)
             changes = {}
@@ -193,6 +181,14 @@ async def _alter_configs(ctx, request):
     body = request.body
     responses = []
     for resource in body.resources:
+        if resource.resource_type in resource_configs.SERVED:
+            code, message = await resource_configs.alter(
+                ctx, request, resource, [(c.name, SET, c.value) for c in resource.configs],
+                body.validate_only, replace=True)
+            responses.append(PlainAlterResult(error_code=code, error_message=message,
+                                              resource_type=resource.resource_type,
+                                              resource_name=resource.resource_name))
+            continue
         try:
             _authorize(ctx, request, AclOperation.ALTER_CONFIGS, resource)
             changes = {c.name: c.value for c in resource.configs}
@@ -210,7 +206,7 @@ async def _alter_configs(ctx, request):
 async def _alter_topic(ctx, resource_type: int, name: str, changes: dict, validate_only: bool,
                        replace: bool) -> None:
     if resource_type != TOPIC:
-        raise ConfigRefused(ErrorCode.INVALID_REQUEST, "broker configs are static in Raftwood")
+        raise ConfigRefused(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} not served")
     topic = ctx.image.topics.get(name)
     if topic is None:
         raise ConfigRefused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}")

@@ -143,7 +143,7 @@ def _describe_broker(ctx: ApiContext, name: str, synonyms: bool, docs: bool) -> 
 def _broker_entry(ctx: ApiContext, key: str, found: list[tuple[int, str]], synonyms: bool,
                   docs: bool) -> Entry:
     setting = setting_of(key)
-    listed = [Synonym(name=key, value=None if _sensitive(key) else value, source=source)
+    listed = [Synonym(name=key, value=None if is_sensitive(key) else value, source=source)
               for source, value in found] if synonyms else []
     source, value = found[0]
     return _entry(key, value, source, listed, _config_type(key),
@@ -241,15 +241,16 @@ def _this_broker(ctx: ApiContext, name: str) -> None:
 
 def _entry(name: str, value: object, source: int, synonyms: list, config_type: int,
            doc: str | None, read_only: bool) -> Entry:
-    sensitive = _sensitive(name)
+    sensitive = is_sensitive(name)
     return Entry(name=name, value=None if sensitive else value, read_only=read_only,
                  config_source=source, is_default=source == DEFAULT, is_sensitive=sensitive,
                  synonyms=synonyms, config_type=PASSWORD if sensitive else config_type,
                  documentation=doc)
 
 
-def _sensitive(name: str) -> bool:
-    """Kafka's PASSWORD-type settings (as configs.is_sensitive): null value."""
+def is_sensitive(name: str) -> bool:
+    """Kafka's PASSWORD-type settings: passwords, JAAS configs (they hold passwords),
+    inline private keys, and Raftwood's Raft secret.  Described with a null value."""
     return name.endswith((".password", "sasl.jaas.config", "ssl.keystore.key"))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker import config as config_module
-from broker.api.configs import _entry, is_sensitive
+from broker.api.resource_configs import STATIC, STRING, _entry, is_sensitive
 from broker.config import ConfigError, quorum_password
 from broker.controller.raft import raft_conf
 
@@ -55,13 +55,13 @@ def test_both_the_secret_and_its_file_is_refused(tmp_path):
                                   "ssl.keystore.key"])
 def test_describe_configs_shows_no_secret(name):
     assert is_sensitive(name)
-    entry = _entry(name, "the-secret", 4, 1)
+    entry = _entry(name, "the-secret", STATIC, [], STRING, None, True)
     assert entry.value is None and entry.is_sensitive
 
 
 def test_describe_configs_shows_ordinary_settings():
     assert not is_sensitive("controller.quorum.password.file")
-    assert _entry("num.partitions", "3", 4, 1).value == "3"
+    assert _entry("num.partitions", "3", STATIC, [], STRING, None, True).value == "3"
 
 
 # -- every quorum needs the secret, loopback or not ----------------------------------------
