@@ -51,6 +51,7 @@ from protocol.consumer_group_messages import (
 from protocol.errors import ErrorCode
 
 from ..coordinator import CoordinatorAnswer
+from .share_groups import delete_share_state
 
 if TYPE_CHECKING:
     from protocol.messages import Request
@@ -310,7 +311,12 @@ async def handle_describe_groups(ctx: ApiContext, request: Request) -> DescribeG
 
 
 async def handle_delete_groups(ctx: ApiContext, request: Request) -> DeleteGroupsResponse:
-    results = await ctx.groups.delete_groups(list(request.body.groups_names))
+    names = list(request.body.groups_names)
+    shares = [g for g in names if ctx.groups.describe_share_group(g).error == ErrorCode.NONE]
+    results = await ctx.groups.delete_groups(names)
+    for group_id in shares:  # KIP-932: a deleted share group's partition state goes too
+        if results.get(group_id) == ErrorCode.NONE:
+            await delete_share_state(ctx, group_id)
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error)
         for group_id, error in results.items()])

@@ -218,3 +218,24 @@ def _start_offset(ctx: ApiContext, group_id: str, topic: str, topic_id: str,
     if live is not None:
         return live.start_offset, -1, ErrorCode.NONE
     return -1, -1, ErrorCode.NONE if reachable else ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+# -- DeleteGroups of a share group --------------------------------------------------------
+
+async def delete_share_state(ctx: ApiContext, group_id: str) -> None:
+    """A share group was deleted: forget its share partitions led here and delete its
+    snapshots on ``__share_group_state`` served here (tombstones), so a group created
+    again under the same id starts afresh (Kafka's share-group deletion).  A failed
+    tombstone is logged; the group itself is gone either way."""
+    share = ctx.share
+    if share is None:
+        return
+    share.partitions.delete_state(group_id)
+    if share.coordinator is None:
+        return
+    prefix = f"{group_id}:"
+    for key in [k for k in share.coordinator.snapshots if k.startswith(prefix)]:
+        error = await share.coordinator.write(key, None)
+        if error != ErrorCode.NONE:
+            log.warning("[Share group %s] deleting the state of %s failed: %s", group_id,
+                        key, error.name)

@@ -377,6 +377,14 @@ def test_three_share_consumers_on_one_partition_each_get_distinct_records(broker
         log_end = conn.list_offsets(topic, 0, -1).offset
         wait_until(lambda: start_offsets(conn, "sg-e2e") == {(topic, 0): log_end},
                    f"the start offset of {topic}-0 at the log end {log_end}")
+        # Deleting the (now empty) group deletes its share-partition state: the same id
+        # joined again has no start offset.
+        wait_until(lambda: describe(conn, "sg-e2e")[0].group_state == "Empty",
+                   "the closed consumers left")
+        delete = DeleteGroupsRequest[2](groups_names=["sg-e2e"])
+        assert conn.request(delete).results[0].error_code == 0
+        join(conn, "sg-e2e")
+        assert start_offsets(conn, "sg-e2e") == {}
 
 
 def start_offsets(conn: KafkaConnection, group: str, topics=None) -> dict:
