@@ -1,4 +1,5 @@
-"""The Fetch handler in direct form over a real ReplicaManager, through a Connection.
+"""The Fetch handler (a plain def answering with a Later: no task) over a real ReplicaManager,
+through a Connection.
 
 A long-polling fetch runs without a task: it waits in the fetch purgatory, is answered
 in the event-loop pass after the append that completes it (never inside the producer's
