@@ -13,6 +13,8 @@ CLUSTER_AUTHORIZATION_FAILED for that resource, before its existence is looked a
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from kafka.protocol.admin import (
     AlterConfigsResponse,
     DescribeConfigsResponse,
@@ -26,6 +28,11 @@ from ..security.acls import AclOperation, ResourceType
 from ..topics import SPECS, THROTTLED_REPLICAS_CONFIGS
 from . import resource_configs
 from .topic_config_view import topic_entries
+
+if TYPE_CHECKING:
+    from protocol.messages import Request
+
+    from .context import ApiContext
 
 TOPIC = 2
 BROKER = 4
@@ -44,18 +51,18 @@ PlainAlterResult = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
 class ConfigRefused(Exception):
-    def __init__(self, code: ErrorCode, message: str):
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
 
 
-def topic_defaults(ctx) -> dict[str, str]:
+def topic_defaults(ctx: ApiContext) -> dict[str, str]:
     """Every topic config's value for a topic without overrides."""
     return {**{name: spec.default for name, spec in SPECS.items()},
             **ctx.config.topic_defaults()}
 
 
-async def handle_describe_configs(ctx, request):
+async def handle_describe_configs(ctx: ApiContext, request: Request) -> DescribeConfigsResponse:
     results = []
     for resource in request.body.resources:
         keys = resource.configuration_keys
@@ -81,7 +88,8 @@ async def handle_describe_configs(ctx, request):
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _describe_topic(ctx, request, name: str, keys) -> list:
+def _describe_topic(ctx: ApiContext, request: Request, name: str,
+                    keys: list[str] | None) -> list:
     """Every topic config with its value and source (topic_config_view.py)."""
     topic = ctx.image.topics.get(name)
     if topic is None:
@@ -92,7 +100,8 @@ def _describe_topic(ctx, request, name: str, keys) -> list:
                          bool(getattr(body, "include_documentation", False)))
 
 
-def _authorize(ctx, request, operation: AclOperation, resource) -> None:
+def _authorize(ctx: ApiContext, request: Request, operation: AclOperation,
+               resource: Any) -> None:
     """ConfigRefused unless the request may ``operation`` the topic or (broker) cluster."""
     if resource.resource_type == TOPIC:
         if not ctx.authorizer.allows(request, operation, ResourceType.TOPIC,
@@ -104,14 +113,16 @@ def _authorize(ctx, request, operation: AclOperation, resource) -> None:
                             f"{operation.name} on the cluster is required")
 
 
-async def handle_incremental_alter_configs(ctx, request):
+async def handle_incremental_alter_configs(
+        ctx: ApiContext, request: Request) -> IncrementalAlterConfigsResponse:
     """Every resource of the request is altered even if the client leaves meanwhile
     (its own task: a lost connection drops the answer, never the rest of the loop)."""
     return await ctx.replica_manager.tasks.outlive(
         "IncrementalAlterConfigs", _incremental_alter_configs(ctx, request))
 
 
-async def _incremental_alter_configs(ctx, request):
+async def _incremental_alter_configs(ctx: ApiContext,
+                                     request: Request) -> IncrementalAlterConfigsResponse:
     body = request.body
     responses = []
     for resource in body.resources:
@@ -149,7 +160,7 @@ async def _incremental_alter_configs(ctx, request):
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-def _list_change(ctx, resource, changes: dict, change) -> str:
+def _list_change(ctx: ApiContext, resource: Any, changes: dict, change: Any) -> str:
     """Kafka's APPEND (items not there yet, in order) or SUBTRACT (items removed) on a
     list config, over its value so far in this request, else the topic's, else the
     default."""
@@ -171,13 +182,13 @@ def _list_change(ctx, resource, changes: dict, change) -> str:
     return ",".join(items)
 
 
-async def handle_alter_configs(ctx, request):
+async def handle_alter_configs(ctx: ApiContext, request: Request) -> AlterConfigsResponse:
     """The legacy AlterConfigs: the given set replaces every topic override (its own
     task, as IncrementalAlterConfigs)."""
     return await ctx.replica_manager.tasks.outlive("AlterConfigs", _alter_configs(ctx, request))
 
 
-async def _alter_configs(ctx, request):
+async def _alter_configs(ctx: ApiContext, request: Request) -> AlterConfigsResponse:
     body = request.body
     responses = []
     for resource in body.resources:
@@ -203,8 +214,8 @@ async def _alter_configs(ctx, request):
     return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
 
 
-async def _alter_topic(ctx, resource_type: int, name: str, changes: dict, validate_only: bool,
-                       replace: bool) -> None:
+async def _alter_topic(ctx: ApiContext, resource_type: int, name: str, changes: dict,
+                       validate_only: bool, replace: bool) -> None:
     if resource_type != TOPIC:
         raise ConfigRefused(ErrorCode.INVALID_REQUEST, f"resource type {resource_type} not served")
     topic = ctx.image.topics.get(name)

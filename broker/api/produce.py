@@ -13,7 +13,7 @@ stops reading for that time (client_quotas.throttle).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer import ProduceResponse
 
@@ -82,7 +82,8 @@ def handle_produce(ctx: ApiContext, request: Request) -> Answer:
     return later
 
 
-def _response(request, statuses) -> Framed:
+def _response(request: Request,
+              statuses: dict[tuple[str, int], ProducePartitionStatus]) -> Framed:
     """Encoded by hand (protocol/hot_requests.py): one per produce request, the hot path."""
     by_topic: dict[str, list] = {}
     for (topic, index), status in statuses.items():
@@ -95,7 +96,7 @@ def _response(request, statuses) -> Framed:
                                            list(by_topic.items()), request.throttle_ms)])
 
 
-def _uniform(body, code: ErrorCode):
+def _uniform(body: Any, code: ErrorCode) -> ProduceResponse:
     return ProduceResponse(
         responses=[TopicResponse(name=topic.name, partition_responses=[
             PartitionResponse(index=data.index, error_code=code, base_offset=-1,

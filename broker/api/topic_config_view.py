@@ -14,10 +14,16 @@ configs are never read-only or sensitive.  Pure over the broker's config and ima
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from kafka.protocol.admin import DescribeConfigsResponse
 
 from ..config import SETTINGS, TOPIC_DEFAULTS
 from ..topics import SPECS, TopicConfigSpec
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
+    from ..controller.metadata_client import ClusterState
 
 TOPIC_CONFIG, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
 BROKER = 4
@@ -27,12 +33,13 @@ Synonym = Entry.DescribeConfigsSynonym
 _RAFTWOOD_SYNONYM = {topic: broker for broker, topic in TOPIC_DEFAULTS.items()}
 
 
-def text(value) -> str:
+def text(value: object) -> str:
     """A broker setting's value as Kafka writes it (booleans in lower case)."""
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def broker_synonyms(config, image, node_id: int, spec: TopicConfigSpec) -> list:
+def broker_synonyms(config: BrokerConfig, image: ClusterState, node_id: int,
+                    spec: TopicConfigSpec) -> list:
     """The broker-level synonyms of ``spec`` that have a value, highest first."""
     broker = _RAFTWOOD_SYNONYM.get(spec.name) or spec.broker
     setting = SETTINGS.get(broker)
@@ -51,14 +58,15 @@ def broker_synonyms(config, image, node_id: int, spec: TopicConfigSpec) -> list:
     return found
 
 
-def _value_of(spec: TopicConfigSpec, synonym) -> str:
+def _value_of(spec: TopicConfigSpec, synonym: Any) -> str:
     """A broker synonym's value in the topic config's spelling."""
     if spec.kind == "BOOLEAN" or spec.name == "cleanup.policy":
         return synonym.value.lower()
     return synonym.value
 
 
-def topic_entries(config, image, node_id: int, overrides: dict[str, str],
+def topic_entries(config: BrokerConfig, image: ClusterState, node_id: int,
+                  overrides: dict[str, str],
                   keys: list[str] | None, include_synonyms: bool,
                   include_documentation: bool) -> list:
     """The entries for a topic with ``overrides``: every config, or those in ``keys``."""
