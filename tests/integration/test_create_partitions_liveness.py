@@ -86,6 +86,16 @@ def _wait_all_open(cluster, topic: str, count: int) -> dict[int, float]:
     return done
 
 
+def _wait_answered_after(probes, since: float) -> None:
+    """Until every probe has an answer later than ``since`` (or has stopped, its error
+    then reported by the test), bounded by PROBE_TIMEOUT_S."""
+    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    while time.monotonic() < deadline and not all(
+            probe.errors or not probe.is_alive() or
+            (probe.answers and probe.answers[-1][0] > since) for probe in probes):
+        time.sleep(0.05)
+
+
 def test_brokers_keep_answering_and_stay_registered_while_3000_partitions_are_created(
         raftwood_cluster_factory, topic_name):
     cluster = raftwood_cluster_factory(3, fast=False)
@@ -105,7 +115,7 @@ def test_brokers_keep_answering_and_stay_registered_while_3000_partitions_are_cr
                 validate_only=False))
         assert answer.results[0].error_code in (NONE, REQUEST_TIMED_OUT), answer
         opened = _wait_all_open(cluster, grown, PARTITIONS)
-        time.sleep(1.0)  # a last answer after the creation from every probe
+        _wait_answered_after(probes.values(), max(opened.values()))
     finally:
         for probe in probes.values():
             probe.stop.set()
