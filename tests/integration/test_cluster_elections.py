@@ -11,6 +11,7 @@ election on request revives a partition whose only live replica is out of sync.
 """
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -20,6 +21,20 @@ NONE = 0
 SESSION_S = int(FAST_CLUSTER_SETTINGS["broker.session.timeout.ms"]) / 1000.0
 FAILOVER_BOUND_S = SESSION_S + 12.0
 CLIENT_TIMEOUT_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(module_cluster_factory):
+    """One cluster without auto.leader.rebalance.enable for both tests (a topic each):
+    only a request moves leadership back, and nothing moves an offline partition's."""
+    return module_cluster_factory(**{"auto.leader.rebalance.enable": "false"})
+
+
+@pytest.fixture
+def cluster(shared_cluster, heal_cluster):
+    """The module's cluster, every broker running and unfenced after each test."""
+    yield shared_cluster
+    heal_cluster(shared_cluster)
 
 
 def _produce(bootstrap: str, topic: str, tag: str, count: int) -> list[tuple[int, bytes]]:
@@ -46,8 +61,7 @@ def _elect(bootstrap: str, election_type, topic: str) -> KafkaError | None:
 
 
 def test_preferred_election_returns_leadership_to_a_restarted_preferred_leader_losing_nothing(
-        raftwood_cluster_factory):
-    cluster = raftwood_cluster_factory(**{"auto.leader.rebalance.enable": "false"})
+        cluster):
     controller = cluster.controller_id()
     preferred = next(n for n in cluster.node_ids if n != controller)
     others = [n for n in cluster.node_ids if n != preferred]
@@ -87,14 +101,13 @@ def test_preferred_election_returns_leadership_to_a_restarted_preferred_leader_l
 
 
 def test_unclean_election_on_request_revives_a_partition_whose_only_live_replica_is_out_of_sync(
-        raftwood_cluster):
+        cluster):
     """RF=2 on brokers 1 (leader) and 2, unclean election off (the default); broker 3
     keeps the Raft quorum.  Broker 2 is paused while broker 1 takes writes, so it drops
     out of the ISR; broker 1 is killed and broker 2 resumed: the partition stays offline
     and a PREFERRED election cannot help (its preferred replica is dead).  An UNCLEAN
     election on request elects broker 2, with the ISR reset to it and the epoch bumped,
     and the partition takes writes again."""
-    cluster = raftwood_cluster
     topic = cluster.create_topic("unclean-asked", assignments=[[1, 2]])
     with cluster.connect(1) as conn:
         assert conn.produce(topic, 0, build_batch([(None, b"in-sync", 0, [])]),
