@@ -31,7 +31,7 @@ from ..security.acls import AclOperation
 if TYPE_CHECKING:
     from protocol.messages import Request
 
-    from ..controller.metadata_client import ClusterState
+    from ..controller.metadata_client import MetadataClient
     from .context import ApiContext
 
 AlterTopic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
@@ -70,7 +70,7 @@ async def handle_alter_partition_reassignments(
     return _alter_response(ErrorCode.NONE, None, requests, results + refused)
 
 
-def _changes_factor(metadata: ClusterState, name: str, index: int, target: list[int]) -> bool:
+def _changes_factor(metadata: MetadataClient, name: str, index: int, target: list[int]) -> bool:
     before = metadata.replicas_before_reassignment(name, index)
     return before is not None and len(target) != len(before)
 
