@@ -318,7 +318,7 @@ def _fetch_answer(ctx: ApiContext, request: Request, error: ErrorCode,
 
 
 def _endpoints(ctx: ApiContext, request: Request, leaders: set[int],
-               response_class: type) -> list:
+               response_class: Any) -> list:
     """NodeEndpoints for the current leaders named in NOT_LEADER_OR_FOLLOWER answers,
     on the listener the request came in on (as Metadata answers)."""
     listener = request.session.listener.name if request.session is not None else None
