@@ -12,12 +12,30 @@ import os
 import time
 import urllib.request
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.testing import ClusterProcess, build_batch, free_ports
 
 SLACK_S = 20.0
 TOPIC = "metered"
+
+
+@pytest.fixture(scope="module")
+def metered_ports(module_cluster_factory):
+    """One cluster whose brokers serve metrics.port, shared by the module's two tests
+    (a topic each): (cluster, {node id: metrics port})."""
+    ports = dict(zip((1, 2, 3), free_ports(3)))
+    cluster = module_cluster_factory(
+        broker_settings={node: {"metrics.port": str(port)} for node, port in ports.items()})
+    return cluster, ports
+
+
+@pytest.fixture
+def metered_cluster(metered_ports, heal_cluster):
+    """The module's cluster and its metrics ports; every broker back after a kill."""
+    yield metered_ports
+    heal_cluster(metered_ports[0])
 
 
 def scrape(port: int) -> dict[tuple[str, tuple], float]:
@@ -53,10 +71,8 @@ def wait_for_samples(port: int, predicate, what: str, cluster: ClusterProcess,
 
 
 def test_metrics_follow_traffic_an_isr_shrink_and_expansion_and_the_controller(
-        raftwood_cluster_factory):
-    ports = dict(zip((1, 2, 3), free_ports(3)))
-    cluster = raftwood_cluster_factory(
-        broker_settings={node: {"metrics.port": str(port)} for node, port in ports.items()})
+        metered_cluster):
+    cluster, ports = metered_cluster
     topic = cluster.create_topic(TOPIC, assignments=[[1, 2, 3]])
     cluster.wait_for_isr(topic, 0, [1, 2, 3])
     leader = 1
@@ -145,16 +161,13 @@ def gc_collected(samples) -> float:
                if name == "python_gc_objects_collected_total")
 
 
-def test_produce_and_fetch_leave_no_reference_cycles_for_the_collector(
-        raftwood_cluster_factory):
+def test_produce_and_fetch_leave_no_reference_cycles_for_the_collector(metered_cluster):
     """Objects in a reference cycle are freed only by the cyclic collector, whose passes
     stop the event loop (milliseconds under load: a p99 matter).  A produce path that
     left one cycle per request (a waiting acks=all produce and its operation holding
     each other) showed as about 18 collected objects per request; here 1,200 acks=all
     and 300 acks=1 produces and 300 fetches must leave fewer than one per 4 requests."""
-    ports = dict(zip((1, 2, 3), free_ports(3)))
-    cluster = raftwood_cluster_factory(
-        broker_settings={node: {"metrics.port": str(port)} for node, port in ports.items()})
+    cluster, ports = metered_cluster
     topic = cluster.create_topic("cycles", assignments=[[1, 2, 3]])
     cluster.wait_for_isr(topic, 0, [1, 2, 3])
     requests = 0
