@@ -12,6 +12,10 @@ verify`` and the pytest plugin (``broker.testing``) share.
   ``quorum_voters``), start side by side and wait until every broker is registered
   with a controller elected, kill/stop/start/restart one, stop all (controller last),
   and the cluster's own view through the private status request.
+* ``chaos``: :class:`ChaosCluster`, a ClusterProcess whose brokers live in network
+  namespaces (``netns``: the bridge, veths and nftables cuts, shared with ``raftwood
+  verify --network netns``) so tests can ``isolate``, ``partition`` and ``heal`` them
+  and ``wait_healthy``; ``health_problem``, the health check verify shares.
 * ``wire``: :class:`KafkaConnection`, the blocking client of ``broker.client.
   kafka_client`` with one-partition conveniences, and record-batch helpers.
 
@@ -20,6 +24,13 @@ server never imports it (tests/unit/test_layering.py).  Lifecycle calls from one
 """
 from __future__ import annotations
 
+from .chaos import (  # noqa: F401
+    CHAOS_PORTS,
+    ChaosCluster,
+    ChaosUnavailable,
+    chaos_unavailable,
+    health_problem,
+)
 from .cluster import (  # noqa: F401
     DEFAULT_CLUSTER_START_TIMEOUT_S,
     DEFAULT_CLUSTER_STOP_TIMEOUT_S,

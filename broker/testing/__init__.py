@@ -27,6 +27,40 @@ A cluster whose metadata lives in a Raft quorum of its brokers::
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap)   # "h:p,h:p,h:p"
         cluster.start(leader)                          # back as follower, same data
 
+Network faults (a *chaos cluster*): ``raftwood_cluster_factory(chaos=True)`` (or
+``ChaosCluster(directory)`` outside pytest) starts every broker in a network namespace of
+its own, so a test can cut the network the way a real one fails::
+
+    def test_pipeline_survives_a_partition(raftwood_cluster_factory):
+        cluster = raftwood_cluster_factory(chaos=True)   # skipped where it cannot run
+        assert cluster.chaos_mode == "netns"
+        cluster.create_topic("in", partitions=1, replication_factor=3)
+        leader = cluster.leader_of("in", 0)
+        followers = [n for n in cluster.node_ids if n != leader]
+        cluster.partition([leader], followers + [cluster.CLIENTS])
+        cluster.wait_for_leader("in", 0, not_in=[leader])   # the majority elects another
+        cluster.heal()
+        cluster.wait_healthy(60)
+
+``isolate(id)`` cuts one broker from every other broker and from every client;
+``partition(side_a, side_b)`` cuts every member of one side from every member of the
+other (members are node ids or ``cluster.CLIENTS``, this test process; a broker in
+neither side reaches both); cuts add up until ``heal()`` removes them all; ``cuts()``
+lists them.  A cut drops every packet both ways on every port, Raft included: a broker
+cut from the majority loses the metadata quorum, is fenced after its session timeout and
+its partitions are led elsewhere; one cut from clients only keeps serving the others.
+A client connecting to a cut broker is not refused, it waits for its own timeout.
+``wait_healthy(timeout_s=60)`` waits until every broker is registered and unfenced, one
+controller is elected and every partition (internal topics included) has its full ISR;
+AssertionError naming the last problem otherwise.  ``chaos_mode`` says how cuts are
+made: ``"netns"`` (network namespaces and nftables rules; needs root with ``ip`` and
+``nft``, like ``raftwood verify --network netns``).  Brokers then listen on their
+namespace's bridge address (``bootstrap`` names them: ``10.213.R.N:9192``) instead of
+127.0.0.1.  Where namespaces cannot be built, ``chaos=True`` skips the test with the
+reason (``chaos_unavailable()`` gives it; ``ChaosCluster`` raises ``ChaosUnavailable``).
+At teardown, also after a failure, the cuts are healed, the brokers stopped and every
+namespace, veth and bridge removed (and at interpreter exit if teardown never ran).
+
 Fixtures:
 
 ``raftwood_broker``
@@ -39,9 +73,10 @@ Fixtures:
     A fresh, started :class:`ClusterProcess` of three brokers in ``tmp_path`` with
     ``FAST_CLUSTER_SETTINGS`` (3 s sessions, 0.5 s heartbeats, 3 s replica lag time).
 ``raftwood_cluster_factory``
-    ``factory(size=3, *, broker_settings=None, fast=True, start=True, **settings)
-    -> ClusterProcess``; ``broker_settings`` maps a node id to settings for that broker
-    alone.  At teardown every broker of every cluster gets SIGTERM (one by one, the
+    ``factory(size=3, *, broker_settings=None, fast=True, start=True, chaos=False,
+    **settings) -> ClusterProcess``; ``broker_settings`` maps a node id to settings for
+    that broker alone; ``chaos=True`` gives a :class:`ChaosCluster` (above).  At teardown
+    every broker of every cluster gets SIGTERM (one by one, the
     controller last, SIGKILL after a bound); one that needed SIGKILL or exited non-zero
     fails the teardown, one that was killed on purpose (not running) does not.
 
@@ -94,16 +129,20 @@ from broker.harness import (  # noqa: F401  (re-exported: the public names of th
     LOCALHOST,
     BrokerError,
     BrokerProcess,
+    ChaosCluster,
+    ChaosUnavailable,
     ClusterProcess,
     KafkaConnection,
     build_batch,
+    chaos_unavailable,
     free_port,
     free_ports,
     read_records,
     settings_from_kwargs,
 )
 
-__all__ = ["BrokerError", "BrokerProcess", "ClusterProcess", "ConnectionFailed",
+__all__ = ["BrokerError", "BrokerProcess", "ChaosCluster", "ChaosUnavailable",
+           "ClusterProcess", "ConnectionFailed", "chaos_unavailable",
            "FAST_CLUSTER_SETTINGS", "KafkaConnection", "free_port", "free_ports", "build_batch",
            "read_records", "settings_from_kwargs"]
 
@@ -158,8 +197,9 @@ if pytest is not None:
     @pytest.fixture
     def raftwood_cluster_factory(tmp_path):
         """``factory(size=3, *, broker_settings=None, fast=True, start=True, voters=None,
-        **settings) -> ClusterProcess``, started unless ``start=False`` (``voters``: only
-        the first brokers vote in the metadata quorum, the others are observers); its
+        chaos=False, **settings) -> ClusterProcess``, started unless ``start=False``
+        (``voters``: only the first brokers vote in the metadata quorum, the others are
+        observers; ``chaos``: a ChaosCluster, the test skipped where it cannot run); its
         quorum shares a generated secret file (``controller_quorum_allow_unauthenticated=True``
         runs one without); every broker of every cluster is stopped at teardown
         (SIGTERM at once, SIGKILL after a bound).  Teardown fails
@@ -169,11 +209,17 @@ if pytest is not None:
         counter = itertools.count(1)
 
         def factory(size: int = 3, *, broker_settings: dict | None = None, fast: bool = True,
-                    start: bool = True, voters: int | None = None,
+                    start: bool = True, voters: int | None = None, chaos: bool = False,
                     **settings) -> ClusterProcess:
-            cluster = ClusterProcess(tmp_path / f"cluster-{next(counter)}", size,
-                                     settings=settings, broker_settings=broker_settings,
-                                     fast=fast, voters=voters)
+            kind = ClusterProcess
+            if chaos:
+                why = chaos_unavailable()
+                if why is not None:
+                    pytest.skip(f"a chaos cluster needs network namespaces: {why}")
+                kind = ChaosCluster
+            cluster = kind(tmp_path / f"cluster-{next(counter)}", size,
+                           settings=settings, broker_settings=broker_settings,
+                           fast=fast, voters=voters)
             clusters.append(cluster)
             return cluster.start_all() if start else cluster
 

@@ -5,7 +5,7 @@ One concept per module:
     schedule   the seed -> fault schedule (pure; what a replay repeats)
     payload    numbered, checksummed record values (pure)
     netproxy   the inter-broker TCP proxy that makes network cuts (its own process)
-    netns      the test network of --network netns: a namespace per broker, nftables cuts
+    (netns, the namespaces and nftables cuts of --network netns, is broker.harness.netns)
     cluster    the cluster under test: ClusterProcess + proxy or namespaces, roles,
                health, stored logs
     faults     applying one step: kill -9, SIGSTOP, restarts, cuts, a damaged log tail

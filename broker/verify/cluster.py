@@ -13,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from broker.harness import ClusterProcess, free_ports
+from broker.harness.chaos import health_problem
+from broker.harness.netns import NamespaceNetwork
 
-from .netns import NamespaceNetwork
 from .netproxy import NetworkProxy
 
 TopicPartition = tuple[str, int]
@@ -175,37 +176,8 @@ class VerifyCluster:
     def health_problem(self, statuses: dict[int, dict]) -> str | None:
         """None when every broker runs unpaused and unfenced, a controller is elected,
         and every workload partition has a leader hosting it and a full ISR that the
-        leader also counts in sync; otherwise what is missing."""
-        cluster = self.cluster
-        running = cluster.running()
-        if sorted(running) != self.node_ids:
-            return f"brokers running: {running}"
-        if sorted(statuses) != self.node_ids:
-            return f"brokers answering status: {sorted(statuses)}"
-        image = cluster.freshest(statuses)
-        fenced = [b["id"] for b in image["brokers"] if b["fenced"]]
-        if fenced or len(image["brokers"]) < self.size:
-            return f"fenced brokers: {fenced}"
-        if image["controller_id"] not in running:
-            return "no controller"
-        for node_id, status in sorted(statuses.items()):
-            quorum = status.get("quorum")
-            voters = sorted(v["id"] for v in quorum["voters"]) if quorum else self.node_ids
-            if voters != self.node_ids:
-                return f"broker {node_id} sees the metadata quorum's voters as {voters}"
-        for tp in self.partitions:
-            state = cluster.find_partition(image, *tp)
-            if state is None or state["leader"] < 0:
-                return f"{tp[0]}-{tp[1]} has no leader"
-            if sorted(state["isr"]) != sorted(state["replicas"]):
-                return f"{tp[0]}-{tp[1]} ISR {state['isr']} of {state['replicas']}"
-            hosted = cluster.find_hosted(statuses[state["leader"]], *tp)
-            if not hosted or hosted["role"] != "leader" \
-                    or hosted["leader_epoch"] != state["leader_epoch"]:
-                return f"{tp[0]}-{tp[1]}: leader {state['leader']} has not taken over"
-            if not all(f["in_sync"] for f in hosted["followers"]):
-                return f"{tp[0]}-{tp[1]}: leader counts a follower out of sync"
-        return None
+        leader also counts in sync; otherwise what is missing (``harness.chaos``)."""
+        return health_problem(self.cluster, statuses, self.partitions)
 
     def wait_healthy(self, timeout_s: float) -> str | None:
         """Wait up to ``timeout_s`` for ``health_problem`` to clear; None when healthy,

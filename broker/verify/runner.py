@@ -62,11 +62,11 @@ import time
 from dataclasses import dataclass
 
 from broker.harness import read_records
+from broker.harness.netns import netns_available
 
 from .checker import FinalPartition, ViolationLog, check_final
 from .cluster import TOPIC_CONFIGS, VerifyCluster
 from .faults import FaultInjector
-from .netns import netns_available
 from .observer import Observer
 from .reassign import REASSIGN_KIND, Reassigner, ReassignLedger, default_brokers
 from .recovery import CONVERGENCE_BOUND_S, RecoveryStats, stalls, wait_converged

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import pytest
 
+from broker.harness.netns import netns_available
 from broker.testing import build_batch
 from broker.verify.cluster import VerifyCluster
-from broker.verify.netns import netns_available
 from protocol.errors import ErrorCode
 from tests.faults.checker import (
     OffsetWatch,

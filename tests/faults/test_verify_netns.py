@@ -18,8 +18,8 @@ import subprocess
 
 import pytest
 
+from broker.harness.netns import netns_available
 from broker.verify import VerifyOptions, VerifyRun
-from broker.verify.netns import netns_available
 from broker.verify.report import Progress
 
 USABLE, WHY = netns_available()

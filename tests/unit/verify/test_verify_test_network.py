@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from broker.verify.netns import (
+from broker.harness.netns import (
     CLIENTS,
     NamespaceNetwork,
     NetnsError,

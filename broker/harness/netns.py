@@ -1,5 +1,6 @@
-"""The test network of ``raftwood verify --network netns``: one network namespace per
-broker on a private bridge, and the cuts made inside those namespaces.
+"""The test network of ``raftwood verify --network netns`` and of the chaos clusters
+(``chaos.ChaosCluster``): one network namespace per broker on a private bridge, and the
+cuts made inside those namespaces.
 
 Layout (every name carries a per-run random prefix ``rw<6 hex>``, so runs never
 collide and cleanup removes only its own)::

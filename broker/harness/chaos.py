@@ -1,0 +1,196 @@
+"""A cluster whose network can be cut: :class:`ChaosCluster`, a ClusterProcess with
+``isolate``, ``partition``, ``heal`` and ``wait_healthy``; and ``health_problem``, the
+health check it shares with ``raftwood verify``.
+
+Mode ``netns`` (the one built): every broker runs in a network namespace of its own on
+a private bridge (``netns.NamespaceNetwork``), listening on its bridge address; clients
+in this process reach the brokers over the bridge (``bootstrap`` names those
+addresses).  A cut is an nftables drop rule on both ends, all ports: Kafka and Raft
+alike, so an isolated broker loses its metadata quorum too and is fenced, its
+partitions led elsewhere, exactly as across a real network.  Packets are dropped, not
+refused: a client connecting to a cut broker waits for its own timeout.  It needs root
+(CAP_NET_ADMIN) and ``ip``/``nft``; ``chaos_unavailable()`` says why it cannot run.
+
+Invariants: a cut lasts until ``heal()``; ``stop_all()`` heals, stops every broker and
+then removes every namespace, veth and the bridge (also when a stop fails), after which
+the cluster cannot start again; the network is also removed when the interpreter exits.
+Lifecycle and cuts from one thread; ``wait_healthy`` and the read-only helpers may run
+in others.
+"""
+from __future__ import annotations
+
+import logging
+
+from .cluster import DEFAULT_CLUSTER_STOP_TIMEOUT_S, ClusterProcess
+from .netns import CLIENTS, NamespaceNetwork, netns_available
+from .process import BrokerError
+
+log = logging.getLogger(__name__)
+
+CHAOS_PORTS = (9192, 9193)   # (Kafka, Raft) of every broker, each in its own namespace
+DEFAULT_HEALTHY_TIMEOUT_S = 60.0
+
+
+class ChaosUnavailable(BrokerError):
+    """This process cannot build a chaos cluster (the message says why)."""
+
+
+def chaos_unavailable() -> str | None:
+    """None when a ChaosCluster can run here, else why not."""
+    usable, why = netns_available()
+    return None if usable else why
+
+
+def health_problem(cluster: ClusterProcess, statuses: dict[int, dict],
+                   partitions=None) -> str | None:
+    """None when every broker runs unpaused, answers, is registered and unfenced in the
+    newest image, one controller is elected among them, every broker sees all of them
+    as the quorum's voters, and every partition (``partitions``: (topic, partition)
+    pairs; default every partition of the image) has a leader hosting it in its epoch
+    and a full ISR that the leader also counts in sync.  Otherwise what is missing."""
+    node_ids = cluster.node_ids
+    running = cluster.running()
+    if sorted(running) != node_ids:
+        return f"brokers running: {running}"
+    if sorted(statuses) != node_ids:
+        return f"brokers answering status: {sorted(statuses)}"
+    image = cluster.freshest(statuses)
+    fenced = [b["id"] for b in image["brokers"] if b["fenced"]]
+    if fenced or len(image["brokers"]) < cluster.size:
+        return f"fenced brokers: {fenced}"
+    controllers = {s["controller_id"] for s in statuses.values()}
+    if len(controllers) != 1 or image["controller_id"] not in running:
+        return f"controllers seen: {sorted(controllers)}"
+    expected = sorted(int(v.split("@")[0]) for v in cluster.voters.split(",")) \
+        if cluster.voters else None
+    for node_id, status in sorted(statuses.items()):
+        quorum = status.get("quorum")
+        voters = sorted(v["id"] for v in quorum["voters"]) if quorum else expected
+        if voters != expected:
+            return f"broker {node_id} sees the metadata quorum's voters as {voters}"
+    if partitions is None:
+        partitions = [(t["name"], p["partition"]) for t in image["topics"]
+                      for p in t["partitions"]]
+    for topic, index in partitions:
+        problem = _partition_problem(cluster, statuses, image, topic, index)
+        if problem:
+            return problem
+    return None
+
+
+def _partition_problem(cluster, statuses, image, topic: str, index: int) -> str | None:
+    state = cluster.find_partition(image, topic, index)
+    if state is None or state["leader"] < 0:
+        return f"{topic}-{index} has no leader"
+    if sorted(state["isr"]) != sorted(state["replicas"]):
+        return f"{topic}-{index} ISR {state['isr']} of {state['replicas']}"
+    hosted = cluster.find_hosted(statuses[state["leader"]], topic, index)
+    if not hosted or hosted["role"] != "leader" \
+            or hosted["leader_epoch"] != state["leader_epoch"]:
+        return f"{topic}-{index}: leader {state['leader']} has not taken over"
+    if not all(f["in_sync"] for f in hosted["followers"]):
+        return f"{topic}-{index}: leader counts a follower out of sync"
+    return None
+
+
+class ChaosCluster(ClusterProcess):
+    """A ClusterProcess (same arguments, but not ``hosts``, ``ports`` or
+    ``command_prefixes``, which it sets) whose brokers each live in a network namespace
+    (see the module docstring).  ``CLIENTS`` stands for this process (every client) in
+    ``partition``.  Raises ChaosUnavailable when namespaces cannot be built here."""
+
+    CLIENTS = CLIENTS
+    chaos_mode = "netns"
+
+    def __init__(self, home, size: int = 3, **options):
+        for managed in ("hosts", "ports", "command_prefixes"):
+            if managed in options:
+                raise ValueError(f"{managed} is managed by ChaosCluster")
+        why = chaos_unavailable()
+        if why is not None:
+            raise ChaosUnavailable(f"a chaos cluster needs network namespaces: {why}")
+        nodes = range(1, size + 1)
+        self.net = NamespaceNetwork(nodes)
+        self._net_state = "planned"   # planned -> up -> closed
+        super().__init__(home, size, hosts={n: self.net.address(n) for n in nodes},
+                         ports=CHAOS_PORTS,
+                         command_prefixes={n: self.net.exec_prefix(n) for n in nodes},
+                         **options)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def _start(self, nodes: list[int], timeout_s: float) -> ChaosCluster:
+        if self._net_state == "closed":
+            raise BrokerError("this chaos cluster was stopped (its network is removed)")
+        if self._net_state == "planned":
+            self.net.start()
+            self._net_state = "up"
+        super()._start(nodes, timeout_s)
+        return self
+
+    def stop_all(self, timeout_s: float = DEFAULT_CLUSTER_STOP_TIMEOUT_S) -> dict[int, int | None]:
+        """Heal, stop every broker as ClusterProcess does, then remove the network."""
+        try:
+            if self._net_state == "up":
+                self.heal()
+            return super().stop_all(timeout_s)
+        finally:
+            if self._net_state != "closed":
+                self._net_state = "closed"
+                self.net.close()
+
+    # -- cuts ------------------------------------------------------------------------------
+    def isolate(self, node_id: int) -> None:
+        """Cut ``node_id`` from every other broker and from every client, all ports
+        (Raft included), both ways, until ``heal``."""
+        self._need_network([node_id])
+        log.info("chaos: isolating broker %d", node_id)
+        self.net.isolate(node_id, clients=True)
+
+    def partition(self, side_a, side_b) -> None:
+        """Cut every member of ``side_a`` from every member of ``side_b``, both ways, all
+        ports, until ``heal``.  Members are node ids or ``CLIENTS`` (this process's
+        clients); a node in neither side still reaches both.  Adds to earlier cuts."""
+        side_a, side_b = set(side_a), set(side_b)
+        if not side_a or not side_b or side_a & side_b:
+            raise ValueError(f"a partition needs two disjoint non-empty sides: "
+                             f"{sorted(side_a)} | {sorted(side_b)}")
+        self._need_network(side_a | side_b)
+        log.info("chaos: partition %s | %s", sorted(side_a), sorted(side_b))
+        for a in sorted(side_a):
+            for b in sorted(side_b):
+                self.net.cut(a, b)
+
+    def heal(self) -> None:
+        """Remove every cut."""
+        self._need_network([])
+        log.info("chaos: healing every cut")
+        self.net.heal()
+
+    def cuts(self) -> list[tuple[int, int]]:
+        """The pairs cut now (``CLIENTS`` is 0), sorted."""
+        return sorted(tuple(sorted(pair)) for pair in self.net.cut_pairs)
+
+    def _need_network(self, members) -> None:
+        if self._net_state != "up":
+            raise BrokerError(f"the chaos cluster's network is {self._net_state}, not up")
+        unknown = [m for m in members if m != CLIENTS and m not in self.node_ids]
+        if unknown:
+            raise ValueError(f"no brokers {unknown} (have {self.node_ids}; CLIENTS is "
+                             f"{CLIENTS})")
+
+    # -- health ----------------------------------------------------------------------------
+    def wait_healthy(self, timeout_s: float = DEFAULT_HEALTHY_TIMEOUT_S) -> None:
+        """Wait until ``health_problem`` finds nothing: every broker registered and
+        unfenced, one controller, a full ISR on every partition (internal topics
+        included).  AssertionError naming the last problem and every broker's view
+        after ``timeout_s``."""
+        last: list[str | None] = [None]
+
+        def healthy(statuses):
+            last[0] = health_problem(self, statuses)
+            return last[0] is None
+
+        try:
+            self.wait_for(healthy, timeout_s, "a healthy cluster", interval_s=0.2)
+        except AssertionError as exc:
+            raise AssertionError(f"last problem: {last[0]}; {exc}") from None
