@@ -151,6 +151,10 @@ from .share_fetch_messages import (
     ShareFetchResponse,
 )
 from .share_group_messages import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsResponse,
     ShareGroupDescribeRequest,
@@ -243,6 +247,8 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 1, 1),
     _spec(ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1),
     _spec(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 0),
+    _spec(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0),
+    _spec(DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, 0, 0),
     # KIP-932's share groups, partition side (share_fetch_messages.py): Kafka 4.2's v1-2
     # (v2: ShareAcquireMode and the RENEW acknowledgement, KIP-1206 / KIP-1222).
     _spec(ShareFetchRequest, ShareFetchResponse, 1, 2),

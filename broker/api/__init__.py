@@ -45,6 +45,7 @@ from . import (  # issue #16  # security (broker/security/)
     sasl,
     scram_users,
     share_fetch,  # KIP-932: share groups, the partition leader's side
+    share_group_offsets,  # KIP-932: a share group's offsets altered and deleted
     share_groups,  # KIP-932: share groups, the group coordinator's side
     share_state,  # KIP-932: the share coordinator's inter-broker calls
     transactions,  # the transaction coordinator (broker/transactions/)
@@ -91,6 +92,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ShareGroupHeartbeat: share_groups.handle_share_group_heartbeat,
     ApiKey.ShareGroupDescribe: share_groups.handle_share_group_describe,
     ApiKey.DescribeShareGroupOffsets: share_groups.handle_describe_share_group_offsets,
+    ApiKey.AlterShareGroupOffsets: share_group_offsets.handle_alter_share_group_offsets,
+    ApiKey.DeleteShareGroupOffsets: share_group_offsets.handle_delete_share_group_offsets,
     ApiKey.ShareFetch: share_fetch.handle_share_fetch,
     ApiKey.ShareAcknowledge: share_fetch.handle_share_acknowledge,
     ApiKey.ReadShareGroupState: share_state.handle_read_share_group_state,

@@ -33,12 +33,14 @@ from kafka.protocol.consumer import JoinGroupRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from broker.cli.main import build_parser
-from broker.testing import BrokerProcess, KafkaConnection
+from broker.testing import BrokerProcess, KafkaConnection, build_batch
 from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
 )
 from protocol.share_group_messages import (
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequest,
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
@@ -281,11 +283,11 @@ def test_a_silent_member_is_removed_after_its_session(broker):
         assert heartbeat(conn, "sg-silent", silent, 1).error_code == UNKNOWN_MEMBER_ID
 
 
-def share_consumer(broker: BrokerProcess, group: str):
+def share_consumer(broker: BrokerProcess, group: str, topic: str = TOPIC):
     member = confluent_kafka.ShareConsumer({
         "bootstrap.servers": broker.bootstrap, "group.id": group,
         "topic.metadata.refresh.interval.ms": 2000})
-    member.subscribe([TOPIC])
+    member.subscribe([topic])
     return member
 
 
@@ -423,6 +425,54 @@ def raftwood(capsys, *args: str) -> tuple[int, str, str]:
     code = parsed.func(parsed)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def alter_offsets(conn: KafkaConnection, group: str, starts: dict[tuple[str, int], int]):
+    topic_class = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+    by_topic: dict[str, list] = {}
+    for (topic, partition), start in starts.items():
+        by_topic.setdefault(topic, []).append(topic_class.AlterShareGroupOffsetsRequestPartition(
+            partition_index=partition, start_offset=start))
+    return conn.request(AlterShareGroupOffsetsRequest[0](group_id=group, topics=[
+        topic_class(topic_name=t, partitions=ps) for t, ps in by_topic.items()]))
+
+
+def delete_offsets(conn: KafkaConnection, group: str, topics: list[str]):
+    topic_class = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
+    return conn.request(DeleteShareGroupOffsetsRequest[0](
+        group_id=group, topics=[topic_class(topic_name=t) for t in topics]))
+
+
+def test_altered_start_offsets_are_where_share_consumers_begin_and_delete_forgets(broker):
+    topic = create_topic(broker.bootstrap, "share-altered", 1)
+    with KafkaConnection(broker.bootstrap) as conn:
+        records = [(None, b"v%d" % i, 1_700_000_000_000, []) for i in range(10)]
+        assert conn.produce(topic, 0, build_batch(records)).error_code == 0
+        assert alter_offsets(conn, "sg-altered", {(topic, 0): 7}).error_code == \
+            GROUP_ID_NOT_FOUND
+        member, _ = join(conn, "sg-altered")
+        assert alter_offsets(conn, "sg-altered", {(topic, 0): 7}).error_code == NON_EMPTY_GROUP
+        assert heartbeat(conn, "sg-altered", member, -1).error_code == 0
+        answer = alter_offsets(conn, "sg-altered", {(topic, 0): 7, ("no-such-topic", 0): 1})
+        assert answer.error_code == 0
+        assert {(t.topic_name, p.partition_index): p.error_code for t in answer.responses
+                for p in t.partitions} == {(topic, 0): 0,
+                                           ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION}
+        assert start_offsets(conn, "sg-altered") == {(topic, 0): 7}
+    consumer = share_consumer(broker, "sg-altered", topic)
+    got: list[bytes] = []
+    try:
+        wait_until(lambda: got.extend(m.value() for m in consumer.poll(0.2)) or len(got) >= 3,
+                   "the records from the altered start offset")
+    finally:
+        consumer.close()
+    assert got == [b"v7", b"v8", b"v9"], "delivery begins at the altered start offset"
+    with KafkaConnection(broker.bootstrap) as conn:
+        wait_until(lambda: describe(conn, "sg-altered")[0].group_state == "Empty",
+                   "the closed consumer left")
+        [deleted] = delete_offsets(conn, "sg-altered", [topic]).responses
+        assert (deleted.topic_name, deleted.error_code) == (topic, 0)
+        assert start_offsets(conn, "sg-altered") == {}, "the state is gone"
 
 
 @contextlib.contextmanager

@@ -75,6 +75,8 @@ from protocol.messages import SERVED, Request, decode_request
 from protocol.raft_voter_messages import AddRaftVoterRequest, RemoveRaftVoterRequest, VoterListener
 from protocol.share_fetch_messages import ShareAcknowledgeRequest, ShareFetchRequest
 from protocol.share_group_messages import (
+    AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequest,
     ShareGroupDescribeRequest,
     ShareGroupHeartbeatRequest,
@@ -302,6 +304,18 @@ def _describe_share_group_offsets(v):
         G(group_id="h", topics=None)])
 
 
+def _alter_share_group_offsets(v):
+    T = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+    P = T.AlterShareGroupOffsetsRequestPartition
+    return AlterShareGroupOffsetsRequest[v](group_id="g", topics=[
+        T(topic_name="orders", partitions=[P(partition_index=0, start_offset=7)])])
+
+
+def _delete_share_group_offsets(v):
+    T = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
+    return DeleteShareGroupOffsetsRequest[v](group_id="g", topics=[T(topic_name="orders")])
+
+
 def _add_raft_voter(v):
     return AddRaftVoterRequest[v](cluster_id="c", timeout_ms=5000, voter_id=4,
                                   listeners=[VoterListener("CONTROLLER", "h", 9196)])
@@ -516,6 +530,8 @@ CORPUS_BUILDERS = {
     "ShareGroupHeartbeat": (_share_group_heartbeat, [1]),
     "ShareGroupDescribe": (_share_group_describe, [1]),
     "DescribeShareGroupOffsets": (_describe_share_group_offsets, [0]),
+    "AlterShareGroupOffsets": (_alter_share_group_offsets, [0]),
+    "DeleteShareGroupOffsets": (_delete_share_group_offsets, [0]),
     "ShareFetch": (_share_fetch, [1, 2]),
     "ShareAcknowledge": (_share_acknowledge, [1, 2]),
     "ReadShareGroupState": (_read_share_group_state, [0]),

@@ -155,6 +155,10 @@ from protocol.share_fetch_messages import (
     ShareFetchResponse,
 )
 from protocol.share_group_messages import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
     DescribeShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsResponse,
     ShareGroupDescribeRequest,
@@ -227,6 +231,8 @@ EXPECTED_RANGES = {
     76: (1, 1),   # ShareGroupHeartbeat
     77: (1, 1),   # ShareGroupDescribe
     90: (0, 0),   # DescribeShareGroupOffsets (v1 adds KIP-1226's lag, after Kafka 4.2)
+    91: (0, 0),   # AlterShareGroupOffsets
+    92: (0, 0),   # DeleteShareGroupOffsets
     # KIP-932 share groups, partition side: Kafka 4.2's v1-2; the inter-broker state calls.
     78: (1, 2),   # ShareFetch
     79: (1, 2),   # ShareAcknowledge
@@ -251,7 +257,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   17: 99, 36: 2, 50: 0, 51: 0,  # SaslHandshake is never flexible
                   29: 2, 30: 2, 31: 2, 37: 2, 21: 2, 60: 0, 35: 2, 43: 2, 75: 0,
                   24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
-                  45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1, 90: 0,
+                  45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1, 90: 0, 91: 0, 92: 0,
                   57: 0, 47: 99, 48: 1, 49: 1,  # OffsetDelete is never flexible
                   78: 0, 79: 0, 84: 0, 85: 0}
 
@@ -968,6 +974,8 @@ _REQUESTS = {
                                                 rack_id=None, subscribed_topic_names=["t"]),
     77: lambda v: ShareGroupDescribeRequest[v](group_ids=["g"],
                                                include_authorized_operations=False),
+    91: lambda v: AlterShareGroupOffsetsRequest[v](group_id="g", topics=[]),
+    92: lambda v: DeleteShareGroupOffsetsRequest[v](group_id="g", topics=[]),
     90: lambda v: DescribeShareGroupOffsetsRequest[v](groups=[
         DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
             group_id="g", topics=None)]),
@@ -1210,6 +1218,16 @@ _RESPONSES = {
                             error_code=0, error_message=None)])])]),
          lambda resp, v: resp.groups[0].topics[0].partitions[0].start_offset == 42
          or pytest.fail("DescribeShareGroupOffsets"), DescribeShareGroupOffsetsResponse),
+    91: (lambda v: AlterShareGroupOffsetsResponse[v](
+            throttle_time_ms=0, error_code=68, error_message="non-empty", responses=[]),
+         lambda resp, v: (resp.error_code, resp.responses) == (68, [])
+         or pytest.fail("AlterShareGroupOffsets"), AlterShareGroupOffsetsResponse),
+    92: (lambda v: DeleteShareGroupOffsetsResponse[v](
+            throttle_time_ms=0, error_code=0, error_message=None, responses=[
+                DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic(
+                    topic_name="t", topic_id=TOPIC_ID, error_code=3, error_message=None)]),
+         lambda resp, v: resp.responses[0].error_code == 3
+         or pytest.fail("DeleteShareGroupOffsets"), DeleteShareGroupOffsetsResponse),
 }
 _RESPONSE_CASES = [(key, v) for key in sorted(EXPECTED_RANGES) for v in versions(key)
                    if not (key == 0 and v < 3)]
