@@ -84,6 +84,7 @@ def roundtrip(settings: dict, topic: str, count: int = 5) -> list[bytes]:
         consumer.close()
 
 
+@pytest.mark.slow
 def test_users_cli_lists_scram_users_and_refuses_weak_credentials(secure):
     broker, *_ = secure
     listed = raftwood("users", "list", "--bootstrap-server", broker.bootstrap)

@@ -99,6 +99,7 @@ def test_a_plaintext_request_on_the_tls_port_gets_no_kafka_answer(tmp_path, pki,
             conn.api_versions(version=0)
 
 
+@pytest.mark.slow
 def test_mutual_tls_required_accepts_a_client_certificate_and_refuses_a_client_without(
         tmp_path, pki, brokers):
     ssl_port = free_port()

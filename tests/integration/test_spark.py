@@ -219,6 +219,7 @@ def _values(rows) -> list[bytes]:
 
 # -- without Kafka -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_pipeline_transformation_and_density_check_without_kafka(spark_env):
     """The pipeline's own code on rows shaped like the Kafka source's."""
     from compat.spark.pipeline import check_dense, counts_by_key, offset_ranges

@@ -112,6 +112,7 @@ def _produce_until_failure(bootstrap: str, topic: str, limit: int = 4000):
     return acked, failed
 
 
+@pytest.mark.slow
 def test_a_full_disk_answers_storage_error_and_keeps_every_acknowledged_record(
         tmp_path, new_topic):
     with small_filesystem(tmp_path / "disk", "8m") as disk:
@@ -138,6 +139,7 @@ def test_a_full_disk_answers_storage_error_and_keeps_every_acknowledged_record(
     assert not refused & set(stored.values()), "a batch answered KAFKA_STORAGE_ERROR was stored"
 
 
+@pytest.mark.slow
 def test_one_failing_partition_does_not_cost_the_others_their_answer(tmp_path, new_topic):
     """One Produce for two partitions: partition 1's small batch fits, partition 0's
     large one does not.  Both are answered (1 acknowledged, 0 KAFKA_STORAGE_ERROR) on a

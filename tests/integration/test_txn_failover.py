@@ -463,6 +463,7 @@ def read_all(bootstrap: str, topic: str, last: bytes, isolation: str = "read_com
     return got
 
 
+@pytest.mark.slow
 def test_open_transaction_survives_a_broker_crash_and_commits_after_restart(
         raftwood_broker_factory):
     """kill -9 of the only broker while a transaction is open: after the restart the LSO is
@@ -508,6 +509,7 @@ def test_open_transaction_survives_a_broker_crash_and_commits_after_restart(
         [(0, b"before"), (2, b"open-0"), (3, b"open-1"), (4, b"open-2")]
 
 
+@pytest.mark.slow
 def test_aborted_transactions_across_segments_and_a_crash(raftwood_broker_factory):
     """Small segments: a long aborted transaction spans many segments around committed
     ones of another producer; read_committed (librdkafka and kafka-python, small fetches)

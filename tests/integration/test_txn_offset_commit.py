@@ -165,6 +165,7 @@ def test_a_commit_marker_makes_them_visible_and_an_abort_marker_drops_them(setup
         assert fetch(conn) == (NONE, 9)
 
 
+@pytest.mark.slow
 @needs_markers
 def test_pending_offsets_survive_kill_9_and_the_marker_after_the_restart_settles_them(setup):
     broker, index, producer = setup
