@@ -28,7 +28,11 @@ import time
 import uuid
 
 import pytest
-from kafka.protocol.admin import DeleteGroupsRequest, ListGroupsRequest
+from kafka.protocol.admin import (
+    DeleteGroupsRequest,
+    IncrementalAlterConfigsRequest,
+    ListGroupsRequest,
+)
 from kafka.protocol.consumer import JoinGroupRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
@@ -62,6 +66,7 @@ INVALID_REQUEST = 42
 NON_EMPTY_GROUP = 68
 GROUP_ID_NOT_FOUND = 69
 FENCED_MEMBER_EPOCH = 110
+GROUP_RESOURCE = 32
 RETRIABLE = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 
 
@@ -281,6 +286,37 @@ def test_a_silent_member_is_removed_after_its_session(broker):
         wait_until(lambda: describe(conn, "sg-silent")[0].group_state == "Empty",
                    "the silent member removed")
         assert heartbeat(conn, "sg-silent", silent, 1).error_code == UNKNOWN_MEMBER_ID
+
+
+def set_group_configs(conn: KafkaConnection, group: str, changes: dict[str, str]) -> int:
+    """IncrementalAlterConfigs SET on the GROUP resource (type 32): its error code."""
+    resource = IncrementalAlterConfigsRequest.AlterConfigsResource
+    answer = conn.request(IncrementalAlterConfigsRequest[1](validate_only=False, resources=[
+        resource(resource_type=GROUP_RESOURCE, resource_name=group, configs=[
+            resource.AlterableConfig(name=k, config_operation=0, value=v)
+            for k, v in changes.items()])]))
+    return answer.responses[0].error_code
+
+
+def test_the_group_configs_set_the_interval_and_session_of_that_group_only(broker):
+    with KafkaConnection(broker.bootstrap) as conn:
+        assert set_group_configs(conn, "sg-configured", {
+            "share.heartbeat.interval.ms": "6000",
+            "share.session.timeout.ms": "20000"}) == 0
+
+        def joined_with_its_interval():
+            member, answer = join(conn, "sg-configured")
+            return member if answer.heartbeat_interval_ms == 6000 else None
+        member = wait_until(joined_with_its_interval,
+                            "the group's heartbeat interval in a join's answer")
+        _, other = join(conn, "sg-unconfigured")
+        assert other.heartbeat_interval_ms == HEARTBEAT_MS
+        # Past the broker's session (SESSION_MS) the member is still there: its group's
+        # session applies.  Another group's silent member is gone by then.
+        wait_until(lambda: describe(conn, "sg-unconfigured")[0].group_state == "Empty",
+                   "the unconfigured group's silent member removed")
+        [group] = describe(conn, "sg-configured")
+        assert member in {m.member_id for m in group.members}
 
 
 def share_consumer(broker: BrokerProcess, group: str, topic: str = TOPIC):
