@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 
-from .cluster import DEFAULT_CLUSTER_STOP_TIMEOUT_S, ClusterProcess
+from .cluster import DEFAULT_CLUSTER_STOP_TIMEOUT_S, STATUS_TIMEOUT_S, ClusterProcess
 from .netns import CLIENTS, NamespaceNetwork, netns_available
 from .process import BrokerError
 
@@ -177,6 +177,25 @@ class ChaosCluster(ClusterProcess):
         if unknown:
             raise ValueError(f"no brokers {unknown} (have {self.node_ids}; CLIENTS is "
                              f"{CLIENTS})")
+
+    def unreachable(self) -> list[int]:
+        """Brokers cut from this process's clients now."""
+        return sorted(n for pair in self.net.cut_pairs if CLIENTS in pair
+                      for n in pair if n != CLIENTS)
+
+    # -- observing -------------------------------------------------------------------------
+    def statuses(self, nodes=None, timeout_s: float = STATUS_TIMEOUT_S) -> dict[int, dict]:
+        """As ClusterProcess's, without asking the brokers cut from clients (they cannot
+        answer; asking would cost ``timeout_s`` each)."""
+        cut = self.unreachable()
+        nodes = self.running() if nodes is None else nodes
+        return super().statuses([n for n in nodes if n not in cut], timeout_s)
+
+    def describe(self, statuses: dict[int, dict] | None = None, log_lines: int = 12) -> str:
+        """ClusterProcess's description, after the cuts in place."""
+        return (f"== chaos ({self.chaos_mode}, network {self._net_state}): cuts "
+                f"{self.cuts() or 'none'} (0 = clients)\n"
+                + super().describe(statuses, log_lines))
 
     # -- health ----------------------------------------------------------------------------
     def wait_healthy(self, timeout_s: float = DEFAULT_HEALTHY_TIMEOUT_S) -> None:
