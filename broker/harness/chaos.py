@@ -1,6 +1,6 @@
 """A cluster whose network can be cut: :class:`ChaosCluster`, a ClusterProcess with
-``isolate``, ``partition``, ``heal`` and ``wait_healthy``; and ``health_problem``, the
-health check it shares with ``raftwood verify``.
+``isolate``, ``partition``, ``degrade`` (delay, loss), ``heal`` and ``wait_healthy``;
+and ``health_problem``, the health check it shares with ``raftwood verify``.
 
 Mode ``netns`` (the one built): every broker runs in a network namespace of its own on
 a private bridge (``netns.NamespaceNetwork``), listening on its bridge address; clients
@@ -11,9 +11,10 @@ partitions led elsewhere, exactly as across a real network.  Packets are dropped
 refused: a client connecting to a cut broker waits for its own timeout.  It needs root
 (CAP_NET_ADMIN) and ``ip``/``nft``; ``chaos_unavailable()`` says why it cannot run.
 
-Invariants: a cut lasts until ``heal()``; ``stop_all()`` heals, stops every broker and
-then removes every namespace, veth and the bridge (also when a stop fails), after which
-the cluster cannot start again; the network is also removed when the interpreter exits.
+Invariants: a cut, delay or loss lasts until ``heal()``; ``stop_all()`` heals, stops
+every broker and then removes every namespace, veth and the bridge (also when a stop
+fails), after which the cluster cannot start again; the network is also removed when the
+interpreter exits.
 Lifecycle and cuts from one thread; ``wait_healthy`` and the read-only helpers may run
 in others.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 import logging
 
 from .cluster import DEFAULT_CLUSTER_STOP_TIMEOUT_S, STATUS_TIMEOUT_S, ClusterProcess
-from .netns import CLIENTS, NamespaceNetwork, netns_available
+from .netns import CLIENTS, NamespaceNetwork, netem_supported, netns_available
 from .process import BrokerError
 
 log = logging.getLogger(__name__)
@@ -160,8 +161,24 @@ class ChaosCluster(ClusterProcess):
             for b in sorted(side_b):
                 self.net.cut(a, b)
 
+    def degrade(self, node_id: int, *, delay_ms: int = 0, jitter_ms: int = 0,
+                loss_pct: float = 0.0) -> str:
+        """Delay (with jitter) and drop at random ``loss_pct`` % of everything
+        ``node_id`` sends (to brokers and clients alike) until ``heal``; returns what was
+        applied.  ChaosUnavailable asking for delay on a kernel without the netem qdisc
+        (loss alone is then made with an nftables rule)."""
+        self._need_network([node_id])
+        if not 0 <= loss_pct <= 100 or delay_ms < 0 or jitter_ms < 0:
+            raise ValueError("delay and jitter >= 0 ms, loss in 0..100 %")
+        if (delay_ms or jitter_ms) and not netem_supported():
+            raise ChaosUnavailable("no netem qdisc in this kernel: delay cannot be added "
+                                   "(loss alone can)")
+        applied = self.net.netem(node_id, delay_ms, jitter_ms, loss_pct)
+        log.info("chaos: broker %d: %s", node_id, applied)
+        return applied
+
     def heal(self) -> None:
-        """Remove every cut."""
+        """Remove every cut, delay and loss."""
         self._need_network([])
         log.info("chaos: healing every cut")
         self.net.heal()
@@ -169,6 +186,10 @@ class ChaosCluster(ClusterProcess):
     def cuts(self) -> list[tuple[int, int]]:
         """The pairs cut now (``CLIENTS`` is 0), sorted."""
         return sorted(tuple(sorted(pair)) for pair in self.net.cut_pairs)
+
+    def degraded(self) -> list[int]:
+        """The brokers given delay or loss now."""
+        return sorted(self.net.netem_nodes | self.net.lossy_nodes)
 
     def _need_network(self, members) -> None:
         if self._net_state != "up":
@@ -194,7 +215,7 @@ class ChaosCluster(ClusterProcess):
     def describe(self, statuses: dict[int, dict] | None = None, log_lines: int = 12) -> str:
         """ClusterProcess's description, after the cuts in place."""
         return (f"== chaos ({self.chaos_mode}, network {self._net_state}): cuts "
-                f"{self.cuts() or 'none'} (0 = clients)\n"
+                f"{self.cuts() or 'none'} (0 = clients), degraded {self.degraded() or 'none'}\n"
                 + super().describe(statuses, log_lines))
 
     # -- health ----------------------------------------------------------------------------

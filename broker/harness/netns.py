@@ -389,8 +389,9 @@ class NamespaceNetwork:
                 f"{int(delay_ms)}ms", f"{int(jitter_ms)}ms", "loss", f"{loss_pct:g}%"])
             self.netem_nodes.add(node)
             return f"netem delay {delay_ms}±{jitter_ms} ms, loss {loss_pct:g}% on {dev}"
-        self._nft({node: f'add rule inet {TABLE} loss oifname "{dev}" '
-                         f'numgen random mod 100 < {round(loss_pct)} drop\n'})
+        # nft's ``numgen random mod 100`` compares against 0..99 only: 100 % is a plain drop
+        chance = "" if round(loss_pct) >= 100 else f"numgen random mod 100 < {round(loss_pct)} "
+        self._nft({node: f'add rule inet {TABLE} loss oifname "{dev}" {chance}drop\n'})
         self.lossy_nodes.add(node)
         return (f"loss {round(loss_pct)}% by nftables on {dev} (no netem qdisc in this "
                 f"kernel: no delay)")

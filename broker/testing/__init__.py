@@ -45,10 +45,13 @@ its own, so a test can cut the network the way a real one fails::
 ``isolate(id)`` cuts one broker from every other broker and from every client;
 ``partition(side_a, side_b)`` cuts every member of one side from every member of the
 other (members are node ids or ``cluster.CLIENTS``, this test process; a broker in
-neither side reaches both); cuts add up until ``heal()`` removes them all; ``cuts()``
-lists them.  A cut drops every packet both ways on every port, Raft included: a broker
-cut from the majority loses the metadata quorum, is fenced after its session timeout and
-its partitions are led elsewhere; one cut from clients only keeps serving the others.
+neither side reaches both); ``degrade(id, delay_ms=0, jitter_ms=0, loss_pct=0)`` delays
+and drops at random what one broker sends (delay needs the kernel's netem qdisc, else
+ChaosUnavailable; loss works everywhere); cuts and degradations add up until ``heal()``
+removes them all; ``cuts()`` and ``degraded()`` list them.  A cut drops every packet
+both ways on every port, Raft included: a broker cut from the majority loses the
+metadata quorum, is fenced after its session timeout and its partitions are led
+elsewhere; one cut from clients only keeps replicating with the other brokers.
 A client connecting to a cut broker is not refused, it waits for its own timeout.
 ``wait_healthy(timeout_s=60)`` waits until every broker is registered and unfenced, one
 controller is elected and every partition (internal topics included) has its full ISR;

@@ -290,3 +290,20 @@ def test_cluster_factory_gives_a_chaos_cluster_on_request(raftwood_cluster_facto
         chaos.partition([1], [])
     with pytest.raises(BrokerError):      # not started: there is no network to cut yet
         chaos.isolate(1)
+
+
+def test_a_follower_losing_every_packet_leaves_the_isr_until_healed(cluster):
+    """``degrade`` with 100 % loss silences a follower (its fetches and its heartbeats):
+    the ISR shrinks without it; ``heal`` brings it back in."""
+    topic = cluster.create_topic("chaos-loss", 1, 3, TOPIC_CONFIGS)
+    state = cluster.partition_state(topic, 0)
+    controller = cluster.controller_id()
+    follower = next(r for r in state["replicas"] if r not in (state["leader"], controller))
+    applied = cluster.degrade(follower, loss_pct=100)
+    assert "loss 100" in applied and cluster.degraded() == [follower]
+    others = [n for n in cluster.node_ids if n != follower]
+    cluster.wait_for_isr(topic, 0, others, timeout_s=WAIT_S)
+    cluster.heal()
+    assert cluster.degraded() == []
+    cluster.wait_healthy(90)
+    assert sorted(cluster.partition_state(topic, 0)["isr"]) == cluster.node_ids
