@@ -170,27 +170,10 @@ class ShareGroups:
         share = group.share
         if member_epoch == LEAVE_EPOCH:
             return await self._leave(group, member_id, entries)
-        member = share.members.get(member_id)
-        bump = False
-        if member_epoch == 0:
-            if member is None:
-                if len(share.members) >= self.max_size:
-                    return ShareHeartbeatAnswer(
-                        ErrorCode.GROUP_MAX_SIZE_REACHED,
-                        f"The share group has reached its maximum capacity of "
-                        f"{self.max_size} members.")
-                member = share.members[member_id] = ShareMember(member_id)
-                bump = True
-            member.client_id, member.client_host = client_id, client_host
-        elif member is None:
-            return ShareHeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID,
-                                        f"Member {member_id} is not in group {group_id}.")
-        elif not (member_epoch == member.member_epoch or (
-                member_epoch < member.member_epoch
-                and member_epoch == member.previous_member_epoch)):
-            return ShareHeartbeatAnswer(ErrorCode.FENCED_MEMBER_EPOCH,
-                                        f"Member epoch {member_epoch} is not the current "
-                                        f"epoch {member.member_epoch}.")
+        joined = self._member(group, member_id, member_epoch, client_id, client_host)
+        if isinstance(joined, ShareHeartbeatAnswer):
+            return joined
+        member, bump = joined
         before = (member.subscribed_topic_names, member.rack_id)
         if subscribed_topic_names is not None:
             member.subscribed_topic_names = tuple(sorted(set(subscribed_topic_names)))
@@ -213,6 +196,37 @@ class ShareGroups:
                                     member.member_epoch,
                                     self.settings(group_id).heartbeat_interval_ms,
                                     _copy(member.assigned) if send else None)
+
+    def _member(self, group: GroupMetadata, member_id: str, member_epoch: int,
+                client_id: str, client_host: str
+                ) -> tuple[ShareMember, bool] | ShareHeartbeatAnswer:
+        """(the member, whether it is new: the group epoch must move), or the refusal.
+        Epoch 0 joins (a known id starts over); a positive epoch must be the member's
+        current one, or its previous one when the answer that moved it was lost."""
+        share = group.share
+        member = share.members.get(member_id)
+        if member_epoch == 0:
+            new = member is None
+            if new:
+                if len(share.members) >= self.max_size:
+                    return ShareHeartbeatAnswer(
+                        ErrorCode.GROUP_MAX_SIZE_REACHED,
+                        f"The share group has reached its maximum capacity of "
+                        f"{self.max_size} members.")
+                member = share.members[member_id] = ShareMember(member_id)
+            member.client_id, member.client_host = client_id, client_host
+            return member, new
+        if member is None:
+            return ShareHeartbeatAnswer(ErrorCode.UNKNOWN_MEMBER_ID,
+                                        f"Member {member_id} is not in group "
+                                        f"{group.group_id}.")
+        if not (member_epoch == member.member_epoch or (
+                member_epoch < member.member_epoch
+                and member_epoch == member.previous_member_epoch)):
+            return ShareHeartbeatAnswer(ErrorCode.FENCED_MEMBER_EPOCH,
+                                        f"Member epoch {member_epoch} is not the current "
+                                        f"epoch {member.member_epoch}.")
+        return member, False
 
     def _group(self, group_id: str, create: bool
                ) -> tuple[GroupMetadata, Entries] | ShareHeartbeatAnswer:
