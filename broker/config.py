@@ -292,6 +292,16 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("metrics.port", int, 0, "Port serving Prometheus metrics (0: none served)",
             kafka=False),
     Setting("metrics.host", _str, "127.0.0.1", "Address the metrics port binds", kafka=False),
+    # KIP-714 client telemetry.  Kafka keeps subscriptions as client-metrics resources;
+    # here one subscription for every client: metric-name prefixes, comma-separated
+    # (empty: none requested, "*": all).
+    Setting("raftwood.client.metrics.subscription", _str, "",
+            "Client metric-name prefixes requested from every client, comma-separated "
+            "(empty: no subscription, *: all)", kafka=False),
+    Setting("raftwood.client.metrics.push.interval.ms", _positive_int, 300_000,
+            "How often subscribed clients push their metrics", kafka=False),
+    Setting("telemetry.max.bytes", _positive_int, 1_048_576,
+            "Largest compressed metrics payload of a PushTelemetry request"),
     *(Setting(name, _str, default, "TLS (PEM only); per listener as listener.name.<l>." + name)
       for name, default in tls.TLS_SETTINGS.items()),
     *(Setting(name, _str, default, "SASL; per listener as listener.name.<l>." + name)
