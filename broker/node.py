@@ -106,6 +106,7 @@ class Broker:
                 self.node_id, config, config.listener_plan.inter_broker_name,
                 lambda: status(self.api_context), lambda: self.metadata.image)),
             replication_page=replication_page)
+        self.metrics.registry.register(self.api_context.telemetry)
         self.connections: set[Connection] = set()
         # What each connection gets instead of this Broker (broker/network/connection.py).
         self.connection_context = ConnectionContext(

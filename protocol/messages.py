@@ -168,6 +168,12 @@ from .share_state_messages import (
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
+from .telemetry_messages import (
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+    PushTelemetryRequest,
+    PushTelemetryResponse,
+)
 
 _PEEK = struct.Struct(">hhi")
 _DECODE_ERRORS = (struct.error, ValueError, IndexError, TypeError, UnicodeDecodeError,
@@ -257,6 +263,9 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     # share-partition leader to the share coordinator of its key.
     _spec(ReadShareGroupStateRequest, ReadShareGroupStateResponse, 0, 0),
     _spec(WriteShareGroupStateRequest, WriteShareGroupStateResponse, 0, 0),
+    # KIP-714's client telemetry (telemetry_messages.py), v0 as Kafka 4.x.
+    _spec(GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse, 0, 0),
+    _spec(PushTelemetryRequest, PushTelemetryResponse, 0, 0),
     # Security.  SaslHandshake v0 (KIP-43): the tokens then follow as bare size-prefixed
     # frames without Kafka headers (broker/network/connection.py).  librdkafka 2.0
     # enables SASL only when the advertised range includes v0, then speaks v1.

@@ -48,6 +48,7 @@ from . import (  # issue #16  # security (broker/security/)
     share_group_offsets,  # KIP-932: a share group's offsets altered and deleted
     share_groups,  # KIP-932: share groups, the group coordinator's side
     share_state,  # KIP-932: the share coordinator's inter-broker calls
+    telemetry,  # KIP-714: client metrics pushed to the broker
     transactions,  # the transaction coordinator (broker/transactions/)
     txn_markers,  # transactions: the partition leader's side
 )
@@ -120,4 +121,6 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.UpdateFeatures: features.handle_update_features,
     ApiKey.DescribeClientQuotas: client_quotas.handle_describe_client_quotas,
     ApiKey.AlterClientQuotas: client_quotas.handle_alter_client_quotas,
+    ApiKey.GetTelemetrySubscriptions: telemetry.handle_get_telemetry_subscriptions,
+    ApiKey.PushTelemetry: telemetry.handle_push_telemetry,
 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..metrics.client_metrics import ClientTelemetry
 from ..quotas.rates import ClientQuotas
 from ..security.authorizer import ALLOW_ALL, Authorizer
 from ..share.manager import ShareState
@@ -50,8 +51,13 @@ class ApiContext:
     # Client quotas (KIP-546): this broker's byte rates per client, throttling Produce
     # and Fetch answers (the quotas themselves are in the metadata image).
     quotas: ClientQuotas = field(default_factory=ClientQuotas)
+    # KIP-714 client telemetry: subscriptions and pushed metrics (the Broker registers
+    # it with its metrics registry).  Built from the config when not given.
+    telemetry: ClientTelemetry | None = None
 
     def __post_init__(self) -> None:
+        if self.telemetry is None:
+            object.__setattr__(self, "telemetry", ClientTelemetry.for_broker(self.config))
         if self.share is None:
             object.__setattr__(self, "share",
                                ShareState.for_broker(self.replica_manager, self.groups,

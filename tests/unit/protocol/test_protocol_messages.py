@@ -172,6 +172,12 @@ from protocol.share_state_messages import (
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
+from protocol.telemetry_messages import (
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+    PushTelemetryRequest,
+    PushTelemetryResponse,
+)
 
 # What we serve, written out independently of protocol/messages.py (Produce and Fetch capped
 # at v12, below the topic-id versions; Produce advertised from v0 for old librdkafka).
@@ -248,6 +254,8 @@ EXPECTED_RANGES = {
     47: (0, 0),   # OffsetDelete (KIP-496)
     48: (0, 1),   # DescribeClientQuotas (KIP-546)
     49: (0, 1),   # AlterClientQuotas
+    71: (0, 0),   # GetTelemetrySubscriptions (KIP-714)
+    72: (0, 0),   # PushTelemetry
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -259,7 +267,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
                   45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1, 90: 0, 91: 0, 92: 0,
                   57: 0, 47: 99, 48: 1, 49: 1,  # OffsetDelete is never flexible
-                  78: 0, 79: 0, 84: 0, 85: 0}
+                  78: 0, 79: 0, 84: 0, 85: 0, 71: 0, 72: 0}
 
 CLIENT_ID = "raftwood-unit"
 _OffsetsGroup = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
@@ -980,6 +988,10 @@ _REQUESTS = {
         DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
             group_id="g", topics=None)]),
     85: lambda v: WriteShareGroupStateRequest[v](group_id="g", topics=[]),
+    71: lambda v: GetTelemetrySubscriptionsRequest[v](client_instance_id=TOPIC_ID),
+    72: lambda v: PushTelemetryRequest[v](client_instance_id=TOPIC_ID, subscription_id=7,
+                                          terminating=False, compression_type=1,
+                                          metrics=b"otlp"),
 }
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
@@ -1188,6 +1200,16 @@ _RESPONSES = {
                     start_offset=-1, state_batches=[])])]),
          lambda resp, v: resp.results[0].partitions[0].error_code == 16
          or pytest.fail("ReadShareGroupState"), ReadShareGroupStateResponse),
+    71: (lambda v: GetTelemetrySubscriptionsResponse[v](
+            throttle_time_ms=0, error_code=0, client_instance_id=TOPIC_ID, subscription_id=-5,
+            accepted_compression_types=[4, 1], push_interval_ms=1000,
+            telemetry_max_bytes=1024, delta_temporality=False, requested_metrics=["org."]),
+         lambda resp, v: (resp.client_instance_id, resp.subscription_id,
+                          resp.requested_metrics) == (TOPIC_ID, -5, ["org."])
+         or pytest.fail("GetTelemetrySubscriptions"), GetTelemetrySubscriptionsResponse),
+    72: (lambda v: PushTelemetryResponse[v](throttle_time_ms=0, error_code=117),
+         lambda resp, v: resp.error_code == 117 or pytest.fail("PushTelemetry"),
+         PushTelemetryResponse),
     85: (lambda v: WriteShareGroupStateResponse[v](results=[]),
          lambda resp, v: resp.results == [] or pytest.fail("WriteShareGroupState"),
          WriteShareGroupStateResponse),

@@ -1,0 +1,227 @@
+"""KIP-714 client telemetry on one broker: client instances, their subscription, the
+pushes they are allowed, and their last pushed metrics as Prometheus families.
+
+The subscription is the broker's (``raftwood.client.metrics.subscription``: metric-name
+prefixes, ``*`` for all, empty for none; ``raftwood.client.metrics.push.interval.ms``),
+the same for every client; Kafka keeps it as client-metrics resources matched per
+client.  A subscription id is a CRC32 of the prefixes, the interval and the client
+instance id, so every broker (and this one after a restart) computes the same id for an
+instance, and a changed setting changes it.
+
+Rate (as Kafka's ClientMetricsManager): a GetTelemetrySubscriptions is allowed once per
+push interval since the instance's last request, or at once after a push refused with
+UNKNOWN_SUBSCRIPTION_ID or UNSUPPORTED_COMPRESSION_TYPE; a push is allowed as the first
+after a Get, or a push interval after the previous push, or when ``Terminating``.
+Else THROTTLING_QUOTA_EXCEEDED.  After a terminating push, further pushes of that
+instance are INVALID_REQUEST.
+
+Exposition: the samples of an instance's last accepted push, labelled
+``client_instance_id`` and ``client_id`` (the broker's words win over the client's
+attributes), until ``EXPIRY_INTERVALS`` push intervals pass without a push; instances
+are forgotten after the same time without a request, and at most ``MAX_INSTANCES`` are
+kept (the least recently seen goes).  Event-loop only.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from kafka import codec
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from protocol.errors import ErrorCode, RecordError
+from protocol.record_validation import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
+
+from .otlp import COUNTER, OtlpError, Sample, decode
+
+log = logging.getLogger(__name__)
+
+ZERO_UUID = uuid.UUID(int=0)
+NO_COMPRESSION = 0
+EXPIRY_INTERVALS = 3
+MAX_INSTANCES = 16_384
+BROKER_LABELS = ("client_instance_id", "client_id")
+
+
+def accepted_compression_types() -> list[int]:
+    """Kafka's codec ids this broker decompresses, in Kafka's order of preference."""
+    available = {4: codec.has_zstd(), 3: codec.has_lz4(), 1: True, 2: codec.has_snappy()}
+    return [ctype for ctype, ok in available.items() if ok]
+
+
+@dataclass
+class ClientInstance:
+    instance_id: uuid.UUID
+    client_id: str
+    subscription_id: int
+    last_get_ms: float | None = None
+    last_push_ms: float | None = None
+    last_seen_ms: float = 0.0
+    terminating: bool = False
+    last_error: ErrorCode = ErrorCode.NONE
+    samples: list[Sample] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """What GetTelemetrySubscriptions answers (``error`` NONE) or its error."""
+
+    error: ErrorCode
+    instance_id: uuid.UUID
+    subscription_id: int = 0
+    push_interval_ms: int = 0
+    requested_metrics: tuple[str, ...] = ()
+
+
+class ClientTelemetry(Collector):
+    """This broker's client instances; a prometheus_client Collector of their metrics."""
+
+    def __init__(self, prefixes: str, push_interval_ms: int, max_bytes: int,
+                 clock: Callable[[], float] = time.monotonic):
+        names = [p.strip() for p in prefixes.split(",") if p.strip()]
+        # Kafka's wire form: no element, no subscription; one empty string, everything.
+        self.requested_metrics = ("",) if "*" in names else tuple(names)
+        self.push_interval_ms = push_interval_ms
+        self.max_bytes = max_bytes
+        self.compression_types = accepted_compression_types()
+        self._clock = clock
+        self._instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
+
+    @classmethod
+    def for_broker(cls, config) -> ClientTelemetry:
+        return cls(config["raftwood.client.metrics.subscription"],
+                   config["raftwood.client.metrics.push.interval.ms"],
+                   config["telemetry.max.bytes"])
+
+    def subscription_id(self, instance_id: uuid.UUID) -> int:
+        """Signed int32, the same on every broker for the same settings and instance."""
+        text = f"{','.join(self.requested_metrics)}|{self.push_interval_ms}|{instance_id}"
+        crc = zlib.crc32(text.encode())
+        return crc - (1 << 32) if crc >= 1 << 31 else crc
+
+    def get_subscription(self, instance_id: uuid.UUID | None,
+                         client_id: str | None) -> Subscription:
+        """GetTelemetrySubscriptions: ZERO_UUID (None as kafka-python decodes it) gets a
+        new instance id."""
+        now = self._now_ms()
+        if instance_id is None or instance_id == ZERO_UUID:
+            instance_id = uuid.uuid4()
+        instance = self._instance(instance_id, client_id, now)
+        last = max(instance.last_get_ms or 0.0, instance.last_push_ms or 0.0)
+        waited = instance.last_get_ms is None and instance.last_push_ms is None
+        if not (waited or now - last >= self.push_interval_ms or instance.last_error in (
+                ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)):
+            return Subscription(ErrorCode.THROTTLING_QUOTA_EXCEEDED, instance_id)
+        instance.last_get_ms = now
+        instance.last_error = ErrorCode.NONE
+        return Subscription(ErrorCode.NONE, instance_id, instance.subscription_id,
+                            self.push_interval_ms, self.requested_metrics)
+
+    def push(self, instance_id: uuid.UUID | None, client_id: str | None, subscription_id: int,
+             terminating: bool, compression: int, payload: bytes) -> tuple[ErrorCode, str]:
+        """PushTelemetry's error code and, for the log, why."""
+        if instance_id is None or instance_id == ZERO_UUID:
+            return ErrorCode.INVALID_REQUEST, "the zero client instance id"
+        now = self._now_ms()
+        instance = self._instance(instance_id, client_id, now)
+        error, why = self._refusal(instance, subscription_id, terminating, compression,
+                                   len(payload), now)
+        instance.last_error = error
+        if error != ErrorCode.NONE:
+            return error, why
+        instance.last_push_ms = now
+        instance.terminating = terminating
+        try:
+            raw = payload if compression == NO_COMPRESSION else decompress(
+                compression, payload, DEFAULT_MAX_DECOMPRESSED_BYTES)
+            instance.samples = decode(bytes(raw))
+        except (RecordError, OtlpError) as exc:
+            instance.last_error = ErrorCode.INVALID_RECORD
+            return ErrorCode.INVALID_RECORD, str(exc)
+        return ErrorCode.NONE, ""
+
+    def _refusal(self, instance: ClientInstance, subscription_id: int, terminating: bool,
+                 compression: int, size: int, now: float) -> tuple[ErrorCode, str]:
+        if instance.terminating:
+            return ErrorCode.INVALID_REQUEST, "the client instance already terminated"
+        if subscription_id != instance.subscription_id:
+            return ErrorCode.UNKNOWN_SUBSCRIPTION_ID, f"subscription id {subscription_id}"
+        if compression != NO_COMPRESSION and compression not in self.compression_types:
+            return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"compression type {compression}"
+        after_get = instance.last_get_ms is not None and (
+            instance.last_push_ms is None or instance.last_get_ms > instance.last_push_ms)
+        on_time = (instance.last_push_ms is None
+                   or now - instance.last_push_ms >= self.push_interval_ms)
+        if not (terminating or after_get or on_time):
+            return ErrorCode.THROTTLING_QUOTA_EXCEEDED, "pushed before the push interval"
+        if size > self.max_bytes:
+            return ErrorCode.TELEMETRY_TOO_LARGE, f"{size} bytes > telemetry.max.bytes"
+        return ErrorCode.NONE, ""
+
+    def _instance(self, instance_id: uuid.UUID, client_id: str | None,
+                  now: float) -> ClientInstance:
+        self._expire(now)
+        instance = self._instances.get(instance_id)
+        if instance is None:
+            instance = ClientInstance(instance_id, client_id or "",
+                                      self.subscription_id(instance_id))
+            self._instances[instance_id] = instance
+            while len(self._instances) > MAX_INSTANCES:
+                self._instances.popitem(last=False)
+        self._instances.move_to_end(instance_id)
+        instance.last_seen_ms = now
+        if client_id:
+            instance.client_id = client_id
+        return instance
+
+    def _expire(self, now: float) -> None:
+        """Forgets the instances unseen for EXPIRY_INTERVALS push intervals (oldest first)."""
+        horizon = now - EXPIRY_INTERVALS * self.push_interval_ms
+        while self._instances:
+            oldest = next(iter(self._instances.values()))
+            if oldest.last_seen_ms >= horizon:
+                return
+            self._instances.popitem(last=False)
+
+    def _now_ms(self) -> float:
+        return self._clock() * 1000.0
+
+    def collect(self) -> Iterator[Metric]:
+        """One family per metric name over every instance's live samples (the first kind
+        seen for a name wins)."""
+        now = self._now_ms()
+        self._expire(now)
+        horizon = now - EXPIRY_INTERVALS * self.push_interval_ms
+        families: dict[str, tuple[str, list[tuple[dict[str, str], float]]]] = {}
+        for instance in self._instances.values():
+            if instance.last_push_ms is None or instance.last_push_ms < horizon:
+                continue
+            own = {"client_instance_id": str(instance.instance_id),
+                   "client_id": instance.client_id}
+            for sample in instance.samples:
+                kind, points = families.setdefault(sample.name, (sample.kind, []))
+                if kind == sample.kind:
+                    labels = {k: v for k, v in sample.labels if k not in own}
+                    labels.update(own)
+                    points.append((labels, sample.value))
+        for name, (kind, points) in families.items():
+            yield _family(name, kind, points)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+def _family(name: str, kind: str, points: list[tuple[dict[str, str], float]]) -> Metric:
+    """A family whose samples may have different label names (one per data point)."""
+    cls = CounterMetricFamily if kind == COUNTER else GaugeMetricFamily
+    family = cls(name, f"client metric {name} (KIP-714)")
+    suffix = "_total" if kind == COUNTER else ""
+    for labels, value in points:
+        family.add_sample(family.name + suffix, labels, value)
+    return family
