@@ -5,6 +5,10 @@
     loop.py       how busy the event loop is: its thread's CPU time, and a timer's lag
     collector.py  every family, read from live state at scrape time (gauges) or from
                   the stats (counters, histograms); the names (``METRIC_NAMES``)
+    client_metrics.py  KIP-714: client instances, their subscription and pushes, and the
+                  metrics they pushed as a collector of their own (the Broker registers
+                  the ApiContext's ``telemetry`` in its registry)
+    otlp.py       OTLP ``MetricsData`` protobufs as Prometheus samples
     endpoint.py   ``GET /metrics`` over HTTP on the broker's event loop, and the replication
                   view (``/replication``, ``/replication/events``) when the node hands in
                   ``broker/ui``'s page and feed (metrics sits below the view: it never
