@@ -577,12 +577,15 @@ def test_aborted_transactions_across_segments_and_a_crash(raftwood_broker_factor
 
 # -- consume-transform-produce through a group coordinator crash ------------------------------
 def test_consume_transform_produce_stays_exactly_once_through_a_group_coordinator_crash(
-        cluster):
+        raftwood_cluster_factory):
     """confluent-kafka consume-transform-produce (read_committed group consumer,
     send_offsets_to_transaction) on 3 brokers; the group coordinator is killed between
     send_offsets_to_transaction and commit.  Failed transactions are aborted (or the
     producer replaced) and the consumer rewound to the group's committed offsets: the output
     holds every input exactly once, in order, and the group's offsets reach the end."""
+    # a cluster of its own: on the shared one it was once fenced (a 13-minute run at
+    # load 18); kept apart until that is understood
+    cluster = txn_cluster(raftwood_cluster_factory)
     per_partition = 40
     settings = {"min.insync.replicas": 2}
     source = cluster.create_topic("ctp-failover-in", PARTITIONS, 3, settings)
