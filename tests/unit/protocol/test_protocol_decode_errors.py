@@ -85,6 +85,7 @@ from protocol.share_state_messages import (
     ReadShareGroupStateRequest,
     WriteShareGroupStateRequest,
 )
+from protocol.telemetry_messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 
 
 def _batch() -> bytes:
@@ -356,6 +357,15 @@ def _alter_client_quotas(v):
         ops=[entry.OpData(key="producer_byte_rate", value=1024.0, remove=False)])])
 
 
+def _get_telemetry_subscriptions(v):
+    return GetTelemetrySubscriptionsRequest[v](client_instance_id=uuid.uuid4())
+
+
+def _push_telemetry(v):
+    return PushTelemetryRequest[v](client_instance_id=uuid.uuid4(), subscription_id=-3,
+                                   terminating=False, compression_type=1, metrics=b"\x1f\x8b")
+
+
 def _sasl_handshake(v):
     return SaslHandshakeRequest[v](mechanism="SCRAM-SHA-512")
 
@@ -566,6 +576,8 @@ CORPUS_BUILDERS = {
     "OffsetDelete": (_offset_delete, [0]),
     "DescribeClientQuotas": (_describe_client_quotas, [0, 1]),
     "AlterClientQuotas": (_alter_client_quotas, [0, 1]),
+    "GetTelemetrySubscriptions": (_get_telemetry_subscriptions, [0]),
+    "PushTelemetry": (_push_telemetry, [0]),
 }
 
 

@@ -16,6 +16,10 @@ import pytest
 from protocol.framing import FrameReader
 from protocol.messages import SERVED, api_versions_body, decode_request, encode_response
 from protocol.records import validate_produce_records
+from protocol.telemetry_messages import (
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from kafka.protocol.metadata import MetadataResponse  # noqa: E402
@@ -83,6 +87,8 @@ class StubBroker:
             return self._metadata(req)
         if req.api_key == 0:
             return self._produce(req)
+        if req.api_key == GetTelemetrySubscriptionsRequest.API_KEY:
+            return _no_telemetry_subscription(req)
         raise AssertionError(f"the stub does not answer api_key {req.api_key}")
 
     def _metadata(self, req):
@@ -108,6 +114,14 @@ class StubBroker:
                                            log_append_time_ms=-1, log_start_offset=0)
                 for p in topic.partition_data])
             for topic in req.body.topic_data])
+
+
+def _no_telemetry_subscription(req):
+    """librdkafka 2.5+ asks every broker advertising KIP-714: no metrics requested."""
+    return GetTelemetrySubscriptionsResponse[req.api_version](
+        throttle_time_ms=0, error_code=0, client_instance_id=uuid.uuid4(), subscription_id=1,
+        accepted_compression_types=[], push_interval_ms=300_000, telemetry_max_bytes=1 << 20,
+        delta_temporality=False, requested_metrics=[])
 
 
 @pytest.fixture
