@@ -1,0 +1,198 @@
+"""The Java 4.3 ``KafkaShareConsumer`` (kafka-clients 4.3.0) against a real 3-broker cluster.
+
+A one-file Java probe sets the group's ``share.auto.offset.reset`` to earliest with the
+Java Admin (a GROUP config, IncrementalAlterConfigs), runs share consumers of one group
+in explicit acknowledgement mode and prints one ``got`` line per delivery it saw
+(consumer, partition, offset, delivery count, value) and, after the consumers closed,
+each partition's share-group start offset (DescribeShareGroupOffsets through the Admin).
+The records come from a Python producer; the assertions are on what the JVM printed:
+
+- three consumers of one group on a 3-partition topic: every record delivered exactly
+  once across them (delivery count 1 each) and, acknowledged, moving each partition's
+  start offset to its log end;
+- one consumer that RELEASEs each record on its first delivery and ACCEPTs it on the
+  next: every record comes back with its delivery count raised from 1 to 2.
+
+The cluster is shared by both tests (a topic and a group each); one JVM per test.
+"""
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaProducer
+
+pytestmark = pytest.mark.slow
+
+SHARE_PROBE = r"""
+import java.time.Duration;
+import java.util.*;
+import java.util.concurrent.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
+
+public class ShareConsumerProbe {
+    static final long DEADLINE_MS = 60_000;
+
+    // args: bootstrap mode(spread|release) topic group partitions expected consumers
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0], mode = args[1], topic = args[2], group = args[3];
+        int partitions = Integer.parseInt(args[4]);
+        int expected = Integer.parseInt(args[5]);
+        int members = Integer.parseInt(args[6]);
+        Properties ap = new Properties();
+        ap.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(ap)) {
+            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp earliest = new AlterConfigOp(
+                new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(res, List.of(earliest))).all().get();
+            Set<String> done = ConcurrentHashMap.newKeySet();
+            ExecutorService pool = Executors.newFixedThreadPool(members);
+            List<Future<?>> runs = new ArrayList<>();
+            for (int i = 0; i < members; i++) {
+                final int id = i;
+                runs.add(pool.submit(() -> {
+                    consume(bootstrap, mode, topic, group, id, expected, done);
+                    return null;
+                }));
+            }
+            for (Future<?> run : runs) run.get();
+            pool.shutdown();
+            System.out.println("acknowledged=" + done.size());
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int p = 0; p < partitions; p++) tps.add(new TopicPartition(topic, p));
+            Map<TopicPartition, SharePartitionOffsetInfo> offsets = admin.listShareGroupOffsets(
+                Map.of(group, new ListShareGroupOffsetsSpec().topicPartitions(tps)))
+                .partitionsToOffsetInfo(group).get();
+            for (Map.Entry<TopicPartition, SharePartitionOffsetInfo> e : offsets.entrySet())
+                System.out.println("start." + e.getKey().partition() + "="
+                                   + e.getValue().startOffset());
+        }
+    }
+
+    static void consume(String bootstrap, String mode, String topic, String group, int id,
+                        int expected, Set<String> done) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("group.id", group);
+        p.put("client.id", "share-" + id);
+        p.put("share.acknowledgement.mode", "explicit");
+        p.put("key.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
+        p.put("value.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
+        long deadline = System.currentTimeMillis() + DEADLINE_MS;
+        try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(p)) {
+            consumer.subscribe(List.of(topic));
+            while (done.size() < expected && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<String, String> r : records) {
+                    int count = r.deliveryCount().orElse((short) -1);
+                    System.out.println("got c" + id + " " + r.partition() + " " + r.offset() + " "
+                                       + count + " " + r.value());
+                    if (mode.equals("release") && count < 2) {
+                        consumer.acknowledge(r, AcknowledgeType.RELEASE);
+                    } else {
+                        consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                        done.add(r.partition() + "@" + r.offset());
+                    }
+                }
+                if (!records.isEmpty()) {
+                    for (Map.Entry<?, Optional<org.apache.kafka.common.KafkaException>> e
+                             : consumer.commitSync().entrySet())
+                        if (e.getValue().isPresent())
+                            System.out.println("commit-error c" + id + " " + e.getKey()
+                                               + " " + e.getValue().get());
+                }
+            }
+        }
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    from compat.java.probe import Probe, ProbeUnavailable
+    try:
+        return Probe.prepare(build_dir=tmp_path_factory.mktemp("java43-share"))
+    except ProbeUnavailable as exc:
+        pytest.skip(f"Java 4.3 probe unavailable: {exc}")
+
+
+@pytest.fixture(scope="module")
+def cluster(module_cluster_factory):
+    return module_cluster_factory(3)
+
+
+def produce(cluster, topic: str, partitions: int, count: int) -> set[tuple[int, str]]:
+    """``count`` records round-robin over the partitions; (partition, value) of each."""
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5)
+    sent = set()
+    try:
+        futures = []
+        for i in range(count):
+            value = f"{topic}-{i}"
+            futures.append(producer.send(topic, value.encode(), partition=i % partitions))
+            sent.add((i % partitions, value))
+        for future in futures:
+            future.get(timeout=60)
+    finally:
+        producer.close(timeout=10)
+    return sent
+
+
+def deliveries(stdout: str) -> list[tuple[str, int, int, int, str]]:
+    """(consumer, partition, offset, delivery count, value) of each ``got`` line."""
+    rows = []
+    for line in stdout.splitlines():
+        if line.startswith("got "):
+            _, member, partition, offset, count, value = line.split(" ", 5)
+            rows.append((member, int(partition), int(offset), int(count), value))
+    return rows
+
+
+def run_probe(probe, cluster, mode: str, topic: str, partitions: int, count: int,
+              members: int):
+    run = probe.run(SHARE_PROBE, cluster.bootstrap, mode, topic, f"{topic}-group",
+                    str(partitions), str(count), str(members), timeout_s=150)
+    assert run.passed, run.report()
+    assert "commit-error" not in run.stdout, run.report()
+    return run
+
+
+def test_three_java_share_consumers_get_and_acknowledge_every_record_once(probe, cluster):
+    partitions, count = 3, 300
+    cluster.create_topic("java-share-work", partitions)
+    sent = produce(cluster, "java-share-work", partitions, count)
+    run = run_probe(probe, cluster, "spread", "java-share-work", partitions, count, 3)
+    rows = deliveries(run.stdout)
+    got = [(partition, value) for _, partition, _, _, value in rows]
+    assert sorted(got) == sorted(sent), "every record delivered exactly once across the group"
+    assert {count for *_, count, _ in rows} == {1}, "no record delivered twice"
+    per_member = {m: sum(1 for row in rows if row[0] == m) for m in ("c0", "c1", "c2")}
+    print(f"records per consumer: {per_member} (JVM {run.elapsed_s:.1f} s)")
+    facts = run.facts()
+    assert facts["acknowledged"] == str(count)
+    starts = {p: facts.get(f"start.{p}") for p in range(partitions)}
+    print(f"start offsets the Admin reported: {starts}")
+    # DescribeShareGroupOffsets answers a partition only where the group coordinator's
+    # broker serves its share state or leads it (the others come back with
+    # COORDINATOR_NOT_AVAILABLE, which the Java Admin leaves out of its map).
+    reported = {p: s for p, s in starts.items() if s is not None}
+    assert reported, run.report()
+    assert all(s == str(count // partitions) for s in reported.values()), \
+        f"every record acknowledged moves each start offset to the log end\n{run.report()}"
+
+
+def test_java_release_then_accept_redelivers_with_the_delivery_count_raised(probe, cluster):
+    cluster.create_topic("java-share-release", 1)
+    sent = produce(cluster, "java-share-release", 1, 5)
+    run = run_probe(probe, cluster, "release", "java-share-release", 1, len(sent), 1)
+    rows = deliveries(run.stdout)
+    counts: dict[str, list[int]] = {}
+    for _, _, _, delivery_count, value in rows:
+        counts.setdefault(value, []).append(delivery_count)
+    assert set(counts) == {value for _, value in sent}
+    assert all(seen == [1, 2] for seen in counts.values()), \
+        f"each record released once then accepted on its second delivery: {counts}"
+    assert run.facts()["start.0"] == str(len(sent))
