@@ -76,7 +76,7 @@ from ..harness import (
     broker_process,
     log_tail,
 )
-from . import dev_control
+from . import dev_control, dev_faults
 from .client import answers_api_versions, fetch_statuses
 from .dev_console import KeyReader, StatusPrinter, footer, supervise
 from .dev_layout import (  # noqa: F401  (the plan's names, as ``raftwood dev``'s API)
@@ -142,15 +142,19 @@ class DevCluster:
 
     def __init__(self, layout: list[BrokerPlan], extra: dict[str, str], out=sys.stdout,
                  secure: SecureDev | None = None, ui_port_base: int | None = None,
-                 voter_count: int | None = None, secret_file: Path | None = None):
+                 voter_count: int | None = None, secret_file: Path | None = None,
+                 data_dir: Path | None = None):
         self.layout = layout
+        self.data_dir = Path(data_dir) if data_dir is not None else layout[0].data_dir.parent
+        environment = dict(os.environ, **{
+            dev_faults.FAULTS_FILE_ENV: str(dev_faults.faults_file(self.data_dir).resolve())})
         self.secure = secure
         self.ui_port_base = ui_port_base
         self.settings = [broker_settings(layout, b, extra, secure, ui_port_base, voter_count,
                                          secret_file) for b in layout]
         self.brokers = [broker_process(member, {k: v for k, v in settings.items()
                                                 if k not in _SET_BY_BROKER_PROCESS},
-                                       log_marker="raftwood dev")
+                                       log_marker="raftwood dev", env=environment)
                         for member, settings in zip(layout, self.settings)]
         if secure is not None:
             for broker, settings in zip(self.brokers, self.settings):
@@ -256,13 +260,17 @@ class DevCluster:
                 self.say(" failed")
                 raise DevError(self.exit_explained(member, broker, "while starting"))
 
+    def broker(self, node_id: int):
+        """The BrokerProcess of broker ``node_id``; DevError when there is none."""
+        if not 1 <= node_id <= len(self.layout):
+            raise DevError(f"no broker {node_id}: this cluster has brokers 1-{len(self.layout)}")
+        return self.brokers[node_id - 1]
+
     def restart(self, node_id: int) -> int:
         """Start broker ``node_id`` again (SIGTERM first if it runs) on the same ports and
         data, and wait until it answers; its new pid.  DevError when there is no such
         broker, a port of it is taken, or it exits or stays silent."""
-        if not 1 <= node_id <= len(self.layout):
-            raise DevError(f"no broker {node_id}: this cluster has brokers 1-{len(self.layout)}")
-        member, broker = self.layout[node_id - 1], self.brokers[node_id - 1]
+        member, broker = self.layout[node_id - 1], self.broker(node_id)
         if broker.is_running():
             self.say(f"stopping broker {node_id} (pid {broker.pid}) ...")
             broker.terminate()
@@ -316,15 +324,18 @@ class DevCluster:
         return printed
 
     def status_rows(self) -> list[list]:
-        """One row per broker for the live table (status asked of running brokers only)."""
-        alive = [i for i, b in enumerate(self.brokers) if b.is_running()]
+        """One row per broker for the live table (status asked of running brokers only;
+        a paused one would not answer)."""
+        paused = {i for i, b in enumerate(self.brokers) if dev_faults.is_paused(b)}
+        alive = [i for i, b in enumerate(self.brokers) if b.is_running() and i not in paused]
         answers = fetch_statuses([(HOST, self.layout[i].port) for i in alive], STATUS_TIMEOUT_S)
         by_index = dict(zip(alive, answers))
         rows = []
         for index, (member, broker) in enumerate(zip(self.layout, self.brokers)):
             answer = by_index.get(index)
             running = index in by_index and broker.is_running()
-            state = "up" if running else f"down ({broker.returncode})"
+            state = ("paused" if index in paused else "up" if running
+                     else f"down ({broker.returncode})")
             if isinstance(answer, dict) and running:
                 summary = broker_summary(answer)
                 details = [summary.is_controller, summary.quorum_role, summary.hosted,
@@ -381,7 +392,8 @@ def plan_run(args) -> tuple[DevCluster, dict]:
     ui_base = plan_ui(layout, args.port, secure) if getattr(args, "ui", True) else None
     secret_file = quorum_secret(args.data_dir) if voters(layout) else None
     cluster = DevCluster(layout, extra, secure=secure, ui_port_base=ui_base,
-                         voter_count=voter_count, secret_file=secret_file)
+                         voter_count=voter_count, secret_file=secret_file,
+                         data_dir=Path(args.data_dir))
     cluster.start_timeout_s = args.start_timeout
     for settings in cluster.settings:  # the brokers' own parser refuses bad settings now
         config_module.build(settings)
@@ -415,6 +427,7 @@ def run(args) -> int:
     keys = None
     try:
         dev_control.claim(args.data_dir)
+        dev_faults.start_record(args.data_dir)
         cluster.launch()
         started = time.monotonic()
         if (cluster.wait_ready(args.start_timeout) and cluster.wait_registered(
@@ -485,21 +498,34 @@ def add_command(commands) -> None:
     dev.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S,
                      metavar="SECONDS", help="for all brokers to answer (default %(default)g)")
     dev.set_defaults(func=run)
-    actions = dev.add_subparsers(dest="dev_action", metavar="[restart]")
-    restart = actions.add_parser(
-        "restart", help="ask the raftwood dev running on --data-dir to start broker N again",
-        description="Ask the raftwood dev supervising --data-dir to start broker N again "
-                    "(stopped first if it runs), on the same ports and data; prints its "
-                    "new pid once it answers.  In dev's terminal the key N does the same.")
-    restart.add_argument("broker", type=int, metavar="N", help="the broker's id (1..--brokers)")
-    restart.add_argument("--data-dir", default=argparse.SUPPRESS,
-                         help="the data dir of that raftwood dev (default ./data)")
-    restart.add_argument("--timeout", type=float, default=RESTART_ANSWER_TIMEOUT_S,
-                         metavar="SECONDS", help="for the broker to answer "
-                                                 "(default %(default)g)")
-    restart.set_defaults(func=run_restart)
-    for parser, prog in ((dev, "raftwood dev"), (restart, "raftwood dev restart")):
-        _errors_in_one_line(parser, prog)
+    actions = dev.add_subparsers(dest="dev_action", metavar="{restart,kill,pause,resume}")
+    _errors_in_one_line(dev, "raftwood dev")
+    for action, (summary, details) in ACTION_HELP.items():
+        parser = actions.add_parser(
+            action, help=f"ask the raftwood dev running on --data-dir to {summary}",
+            description=f"Ask the raftwood dev supervising --data-dir to {summary}: "
+                        f"{details}  Recorded in <data-dir>/{dev_faults.FAULTS_FILE}, "
+                        "which the replication view marks on its timeline.")
+        parser.add_argument("broker", type=int, metavar="N",
+                            help="the broker's id (1..--brokers)")
+        parser.add_argument("--data-dir", default=argparse.SUPPRESS,
+                            help="the data dir of that raftwood dev (default ./data)")
+        parser.add_argument("--timeout", type=float, default=RESTART_ANSWER_TIMEOUT_S,
+                            metavar="SECONDS", help="for dev to answer (default %(default)g)")
+        parser.set_defaults(func=run_action, dev_action=action)
+        _errors_in_one_line(parser, f"raftwood dev {action}")
+
+
+# action -> (what it does, the rest of its --help)
+ACTION_HELP = {
+    "restart": ("start broker N again", "stopped first if it runs, on the same ports and "
+                "data; prints its new pid once it answers.  In dev's terminal: the key N."),
+    "kill": ("kill -9 broker N", "a crash, nothing flushed; it stays down until restarted.  "
+             "In dev's terminal: k then N."),
+    "pause": ("pause broker N (SIGSTOP)", "it keeps its sockets but answers nothing; the "
+              "table shows it paused.  In dev's terminal: p then N."),
+    "resume": ("resume paused broker N (SIGCONT)", "In dev's terminal: c then N."),
+}
 
 
 def _errors_in_one_line(parser: argparse.ArgumentParser, prog: str) -> None:
@@ -510,12 +536,17 @@ def _errors_in_one_line(parser: argparse.ArgumentParser, prog: str) -> None:
     parser.error = error
 
 
-def run_restart(args) -> int:
-    """``raftwood dev restart N``: through ``dev_control``; 0 once broker N answers."""
+def run_action(args) -> int:
+    """``raftwood dev restart|kill|pause|resume N``: through ``dev_control``; 0 once the
+    supervisor did it (a restarted broker answers)."""
+    action = args.dev_action
     try:
-        pid = dev_control.request_restart(args.data_dir, args.broker, args.timeout)
+        value = dev_control.request(args.data_dir, action, args.broker, args.timeout)
     except dev_control.ControlError as exc:
-        print(f"raftwood dev restart: {exc}", file=sys.stderr)
+        print(f"raftwood dev {action}: {exc}", file=sys.stderr)
         return 1
-    print(f"broker {args.broker} restarted (pid {pid})")
+    done = {"restart": f"restarted (pid {value})", "kill": f"killed (exit code {value})",
+            "pause": f"paused (pid {value})", "resume": f"resumed (pid {value})"}[action]
+    print(f"broker {args.broker} {done}")
     return 0
+

@@ -1,8 +1,10 @@
 """``raftwood dev``'s terminal: the live status table, its keys, and the supervising loop.
 
-On a TTY the table is redrawn in place and single keys act (``1``-``9``: restart that
-broker); without one (a pipe, a test) the table is printed only when it changed, keys
-are off, and ``raftwood dev restart N`` (``dev_control.py``) is the way to restart.
+On a TTY the table is redrawn in place and keys act (``1``-``9``: restart that broker;
+``k`` then N: kill -9 it, ``p`` then N: pause it, ``c`` then N: continue (resume) it;
+see ``dev_faults.py``); without one (a pipe, a test) the table is printed only when it
+changed, keys are off, and ``raftwood dev restart|kill|pause|resume N``
+(``dev_control.py``) is the way to act.
 """
 from __future__ import annotations
 
@@ -17,11 +19,13 @@ try:
 except ImportError:  # not a POSIX terminal: keys stay off
     termios = tty = None
 
-from . import dev_control
+from . import dev_control, dev_faults
 
 REFRESH_S = 2.0
 QUIET_REPRINT_S = 10.0     # without a TTY: print an unchanged table this often
 TICK_S = 0.1
+KEY_PREFIX_S = 5.0         # a k/p/c waits this long for its broker number
+PREFIX_KEYS = {"k": "kill", "p": "pause", "c": "resume"}
 
 
 class StatusPrinter:
@@ -60,12 +64,38 @@ class StatusPrinter:
 
 
 def footer(brokers: int, data_dir, keys_on: bool) -> str:
-    """The line under the table: how to restart a broker."""
-    command = f"raftwood dev restart N --data-dir {data_dir}"
+    """The lines under the table: how to restart, kill, pause and resume a broker."""
+    command = (f"raftwood dev restart N --data-dir {data_dir} (or kill N, pause N, "
+               f"resume N)")
     if keys_on:
-        keys = "1" if brokers == 1 else f"1-{min(brokers, 9)}"
-        return f"keys: {keys} restart that broker; from another terminal: {command}"
+        n = "1" if brokers == 1 else f"1-{min(brokers, 9)}"
+        return (f"keys: {n} restart that broker, k{n} kill -9, p{n} pause, c{n} continue "
+                f"(resume)\nfrom another terminal: {command}")
     return f"restart a broker: {command}"
+
+
+class KeyParser:
+    """Turns key presses into ``(action, broker id)``: a digit restarts that broker; a
+    prefix key (``PREFIX_KEYS``) then a digit kills, pauses or resumes it.  A prefix
+    waits ``KEY_PREFIX_S`` for its digit; any other key drops it.  Digits outside
+    1..``brokers`` do nothing."""
+
+    def __init__(self, brokers: int):
+        self.brokers = brokers
+        self._prefix: str | None = None
+        self._prefix_at = 0.0
+
+    def feed(self, keys: str, now: float) -> list[tuple[str, int]]:
+        actions = []
+        for key in keys:
+            prefix, self._prefix = self._prefix, None
+            if prefix is not None and now - self._prefix_at > KEY_PREFIX_S:
+                prefix = None
+            if key in PREFIX_KEYS:
+                self._prefix, self._prefix_at = PREFIX_KEYS[key], now
+            elif key.isdigit() and 1 <= int(key) <= self.brokers:
+                actions.append((prefix or "restart", int(key)))
+        return actions
 
 
 class KeyReader:
@@ -112,35 +142,25 @@ class KeyReader:
         self._fd = None
 
 
-def restart_and_say(cluster, node_id: int) -> str:
-    """Restart broker ``node_id`` through the cluster; the one-line answer of the control
-    protocol (``ok <pid>`` or ``error <why>``)."""
-    from .dev import DevError
-
-    try:
-        return f"ok {cluster.restart(node_id)}"
-    except (DevError, OSError) as exc:
-        cluster.say(f"cannot restart broker {node_id}: {exc}")
-        return f"error {exc}"
-
-
 def supervise(cluster, printer: StatusPrinter, keys: KeyReader, data_dir) -> None:
     """Refresh the table every ``REFRESH_S`` until a stop signal (the loop of ``dev``).
 
     Reacts to: SIGINT/SIGTERM (``cluster.stop_requests``); brokers exiting (reported
-    once per process); restart requests from ``raftwood dev restart`` (answered, see
-    ``dev_control``) and digit keys on a TTY.  A restart redraws the table at once.
+    once per process); requests from ``raftwood dev restart|kill|pause|resume``
+    (answered, see ``dev_control``) and keys on a TTY (``KeyParser``).  An action
+    redraws the table at once.
     """
     next_refresh = 0.0
+    parser = KeyParser(len(cluster.layout))
     while not cluster.stop_requests:
         acted = False
-        for node_id, token in dev_control.take_requests(data_dir):
-            dev_control.answer(data_dir, node_id, token, restart_and_say(cluster, node_id))
+        for action, node_id, token in dev_control.take_action_requests(data_dir):
+            result = dev_faults.act(cluster, action, node_id, by="command")
+            dev_control.answer(data_dir, node_id, token, result, action)
             acted = True
-        for key in keys.keys():
-            if key.isdigit() and 1 <= int(key) <= len(cluster.layout):
-                restart_and_say(cluster, int(key))
-                acted = True
+        for action, node_id in parser.feed(keys.keys(), time.monotonic()):
+            dev_faults.act(cluster, action, node_id, by="key")
+            acted = True
         now = time.monotonic()
         if acted or now >= next_refresh:
             if cluster.report_exits() or acted:

@@ -1,16 +1,18 @@
-"""Asking a running ``raftwood dev`` to restart one of its brokers: files under
-``<data-dir>/dev-control/``.
+"""Asking a running ``raftwood dev`` to restart, kill, pause or resume one of its
+brokers: files under ``<data-dir>/dev-control/``.
 
     supervisor.pid                  the pid of the ``dev`` supervising this data dir
                                     (written when it starts supervising, removed at exit)
-    restart-<id>.<token>.request    ``raftwood dev restart <id>`` asks (written atomically)
-    restart-<id>.<token>.result     the supervisor answers: ``ok <pid>`` or ``error <why>``
-                                    (one line), then deletes the request
+    <action>-<id>.<token>.request   ``raftwood dev <action> <id>`` asks (written
+                                    atomically); action: restart, kill, pause, resume
+    <action>-<id>.<token>.result    the supervisor answers: ``ok <value>`` (the pid; the
+                                    exit code for kill) or ``error <why>`` (one line),
+                                    then deletes the request
 
 The supervisor polls the directory every tick (``take_requests``), so an answer comes
 within about a tick plus the broker's start.  Files, not a socket: nothing listens, and
-who may ask is who may write the data dir.  The client (``request_restart``) waits for
-its own token's answer within a deadline and removes it.
+who may ask is who may write the data dir.  The client (``request``) waits for its own
+token's answer within a deadline and removes it.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from pathlib import Path
 CONTROL_DIR = "dev-control"
 PID_FILE = "supervisor.pid"
 POLL_S = 0.1
+ACTIONS = ("restart", "kill", "pause", "resume")
 
 
 class ControlError(Exception):
@@ -44,8 +47,9 @@ def claim(data_dir) -> None:
     """Record this process as the supervisor of ``data_dir``; stale requests are dropped."""
     directory = control_dir(data_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    for leftover in directory.glob("restart-*"):
-        leftover.unlink(missing_ok=True)
+    for action in ACTIONS:
+        for leftover in directory.glob(f"{action}-*"):
+            leftover.unlink(missing_ok=True)
     _write_atomically(directory / PID_FILE, f"{os.getpid()}\n")
 
 
@@ -59,25 +63,40 @@ def release(data_dir) -> None:
         pass
 
 
-def take_requests(data_dir) -> list[tuple[int, str]]:
-    """``(broker id, token)`` of every restart request waiting, oldest first; each
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def take_action_requests(data_dir) -> list[tuple[str, int, str]]:
+    """``(action, broker id, token)`` of every request waiting, oldest first; each
     request file is removed (answer it with ``answer``)."""
     requests = []
-    paths = sorted(control_dir(data_dir).glob("restart-*.request"),
-                   key=lambda p: p.stat().st_mtime if p.exists() else 0)
+    paths = sorted(control_dir(data_dir).glob("*-*.*.request"), key=_mtime)
     for path in paths:
         parts = path.name.split(".")
         path.unlink(missing_ok=True)
+        action, _, node = parts[0].partition("-")
+        if action not in ACTIONS or len(parts) != 3:
+            continue
         try:
-            requests.append((int(parts[0].removeprefix("restart-")), parts[1]))
-        except (ValueError, IndexError):
+            requests.append((action, int(node), parts[1]))
+        except ValueError:
             continue
     return requests
 
 
-def answer(data_dir, node_id: int, token: str, text: str) -> None:
-    """Write the one-line answer to a request (``ok <pid>`` or ``error <why>``)."""
-    _write_atomically(control_dir(data_dir) / f"restart-{node_id}.{token}.result",
+def take_requests(data_dir) -> list[tuple[int, str]]:
+    """``(broker id, token)`` of the restart requests waiting (others are dropped)."""
+    return [(node_id, token) for action, node_id, token in take_action_requests(data_dir)
+            if action == "restart"]
+
+
+def answer(data_dir, node_id: int, token: str, text: str, action: str = "restart") -> None:
+    """Write the one-line answer to a request (``ok <value>`` or ``error <why>``)."""
+    _write_atomically(control_dir(data_dir) / f"{action}-{node_id}.{token}.result",
                       text.replace("\n", " ") + "\n")
 
 
@@ -99,16 +118,24 @@ def supervisor_pid(data_dir) -> int | None:
 
 
 def request_restart(data_dir, node_id: int, timeout_s: float) -> int:
-    """Ask the supervisor of ``data_dir`` to restart broker ``node_id``; the new pid.
-    ControlError when no supervisor runs, it refuses, or no answer comes in time."""
+    """Ask the supervisor of ``data_dir`` to restart broker ``node_id``; the new pid."""
+    return request(data_dir, "restart", node_id, timeout_s)
+
+
+def request(data_dir, action: str, node_id: int, timeout_s: float) -> int:
+    """Ask the supervisor of ``data_dir`` to do ``action`` to broker ``node_id``; the
+    value of its ``ok`` answer.  ControlError when no supervisor runs, it refuses, or no
+    answer comes in time."""
+    if action not in ACTIONS:
+        raise ControlError(f"unknown action {action!r}")
     pid = supervisor_pid(data_dir)
     if pid is None:
         raise ControlError(f"no raftwood dev is running on {data_dir} (start one with "
                            f"raftwood dev --data-dir {data_dir})")
     token = secrets.token_hex(8)
     directory = control_dir(data_dir)
-    result = directory / f"restart-{node_id}.{token}.result"
-    _write_atomically(directory / f"restart-{node_id}.{token}.request", "restart\n")
+    result = directory / f"{action}-{node_id}.{token}.result"
+    _write_atomically(directory / f"{action}-{node_id}.{token}.request", action + "\n")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
@@ -124,5 +151,5 @@ def request_restart(data_dir, node_id: int, timeout_s: float) -> int:
         if status == "ok":
             return int(detail)
         raise ControlError(detail or text)
-    raise ControlError(f"raftwood dev (pid {pid}) did not restart broker {node_id} within "
+    raise ControlError(f"raftwood dev (pid {pid}) did not {action} broker {node_id} within "
                        f"{timeout_s:g} s; see its terminal")

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..client.client_protocol import NEED_DATA, ClientProtocol, failure_reason
 from ..client.kafka_client import READ_BYTES
 from ..security.client import inter_broker_security
+from .faults import FaultReader, reader_from_environment
 from .snapshot import build_snapshot, diff
 
 if TYPE_CHECKING:
@@ -51,11 +52,14 @@ CLIENT_ID = "raftwood-replication-view"
 
 class ReplicationFeed:
     """Snapshots from ``collect`` (an async callable returning one snapshot), their
-    diffs, and the subscribers reading them."""
+    diffs, the injected faults ``faults`` reads (``faults.py``), and the subscribers
+    reading them."""
 
     def __init__(self, collect: Callable[[], Awaitable[dict]], interval_s: float = INTERVAL_S,
-                 max_events: int = MAX_EVENTS, prefix: str = "[Replication view]"):
+                 max_events: int = MAX_EVENTS, prefix: str = "[Replication view]",
+                 faults: FaultReader | None = None):
         self._collect = collect
+        self._faults = faults
         self.interval_s = interval_s
         self.snapshot: dict | None = None
         self.seq = 0
@@ -102,8 +106,11 @@ class ReplicationFeed:
         return self._stopped
 
     def publish(self, snapshot: dict) -> list[dict]:
-        """Take a new snapshot: diff it against the last, keep its events, wake readers."""
+        """Take a new snapshot: diff it against the last, keep its events and the faults
+        recorded since the last one, wake readers."""
         events = diff(self.snapshot, snapshot)
+        if self._faults is not None:
+            events.extend(self._faults.new_events())
         self.seq += 1
         for event in events:
             event["seq"] = self.seq
@@ -319,6 +326,7 @@ class ClusterCollector:
 def broker_feed(context: ViewContext) -> ReplicationFeed:
     """The feed the Broker's metrics endpoint serves: this broker's cluster view."""
     collector = ClusterCollector(context)
-    feed = ReplicationFeed(collector, prefix=f"[Replication view broker={context.node_id}]")
+    feed = ReplicationFeed(collector, prefix=f"[Replication view broker={context.node_id}]",
+                           faults=reader_from_environment())
     feed.on_stop(collector.close)
     return feed

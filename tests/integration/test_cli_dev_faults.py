@@ -1,0 +1,161 @@
+"""Faults at ``raftwood dev``'s keyboard: ``raftwood dev kill|pause|resume N`` and the keys
+``k``/``p``/``c`` then N act on a real dev cluster's brokers, the table shows the broker
+down or ``paused``, and every fault is recorded where the replication view serves it.
+
+One two-broker ``raftwood dev`` for the module (broker 1 the only metadata voter, so the
+cluster keeps its controller while broker 2 is down or paused), its stdin a pseudo
+terminal so its keys are live; every wait is bounded; everything started is stopped.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_cli import (
+    START_TIMEOUT_S,
+    DevRun,
+    cli_env,
+    free_port_block,
+    process_gone,
+    raftwood,
+)
+
+ROW = r"^\s*{id}\s+127\.0\.0\.1:\d+\s+(\d+)\s+({state})\s.*\s(\d+)\s*$"
+ACTION_TIMEOUT_S = START_TIMEOUT_S + 30
+FEED_TIMEOUT_S = 30.0
+
+
+class KeyedDevRun(DevRun):
+    """``raftwood dev --brokers 2 --voters 1`` with a pseudo terminal as stdin (its
+    stdout still a pipe read line by line): ``press`` types keys into it."""
+
+    def __init__(self, tmp_path: Path):
+        self.brokers = 2
+        self.port = free_port_block(2, raft=True)
+        self.data_dir = tmp_path / "data"
+        self.stderr_path = tmp_path / "dev.stderr"
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self.terminal, keyboard = os.openpty()
+        try:
+            with open(self.stderr_path, "w") as stderr:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "broker.cli", "dev", "--brokers", "2",
+                     "--voters", "1", "--port", str(self.port), "--data-dir",
+                     str(self.data_dir), "--start-timeout", str(START_TIMEOUT_S)],
+                    stdout=subprocess.PIPE, stderr=stderr, stdin=keyboard, text=True,
+                    env=cli_env(), start_new_session=True)
+        finally:
+            os.close(keyboard)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def press(self, keys: str) -> None:
+        os.write(self.terminal, keys.encode())
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.interrupt()
+        self.kill_all()
+        os.close(self.terminal)
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory):
+    run = KeyedDevRun(tmp_path_factory.mktemp("dev-faults"))
+    try:
+        run.wait_for_line(r"^bootstrap servers: ", START_TIMEOUT_S * 2 + 10)
+        run.wait_for_line(r"^keys: 1-2 restart that broker, k1-2 kill -9, p1-2 pause", 30)
+        yield run
+    finally:
+        run.close()
+
+
+def _act(dev: KeyedDevRun, action: str, node_id: int) -> subprocess.CompletedProcess:
+    return raftwood("dev", action, str(node_id), "--data-dir", str(dev.data_dir),
+                    timeout_s=ACTION_TIMEOUT_S)
+
+
+def _row(dev: KeyedDevRun, node_id: int, state: str, timeout_s: float = 60) -> re.Match:
+    return dev.wait_for_line(ROW.format(id=node_id, state=state), timeout_s)
+
+
+def _process_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _recorded(dev: KeyedDevRun) -> list[tuple[str, int, str]]:
+    lines = (dev.data_dir / "faults.jsonl").read_text().splitlines()
+    return [(r["action"], r["broker"], r["by"]) for r in map(json.loads, lines)]
+
+
+def test_dev_kill_shows_the_broker_down_until_the_key_restarts_it(dev):
+    old_pid = dev.broker_pids()[1]
+    killed = _act(dev, "kill", 2)
+    assert killed.returncode == 0, killed
+    assert "broker 2 killed (exit code -9)" in killed.stdout
+    _row(dev, 2, r"down \(-9\)")
+    assert process_gone(old_pid)
+    dev.press("k2")
+    dev.wait_for_line(r"^cannot kill broker 2: broker 2 is not running", 30)
+    dev.press("2")
+    new_pid = int(dev.wait_for_line(r"^restarting broker 2 \(\S+, pid (\d+)\)", 30).group(1))
+    deadline = time.monotonic() + 60
+    while True:
+        match = _row(dev, 2, "up", max(1.0, deadline - time.monotonic()))
+        if int(match.group(1)) == new_pid:
+            break
+    assert _recorded(dev) == [("kill", 2, "command"), ("restart", 2, "key")]
+
+
+def test_keys_p_and_c_pause_and_resume_a_broker(dev):
+    pid = int(_row(dev, 1, "up").group(1))
+    dev.press("p1")
+    assert int(_row(dev, 1, "paused").group(1)) == pid
+    assert _process_state(pid) in ("T", "t"), "SIGSTOP really stopped it"
+    dev.press("p1")
+    dev.wait_for_line(r"^cannot pause broker 1: broker 1 is paused already", 30)
+    dev.press("c1")
+    _row(dev, 1, "up")
+    assert _process_state(pid) not in ("T", "t")
+    assert _recorded(dev)[-2:] == [("pause", 1, "key"), ("resume", 1, "key")]
+
+
+def _first_feed_message(port: int) -> dict:
+    """The first message of the replication view's event stream on ``port``."""
+    url = f"http://127.0.0.1:{port}/replication/events"
+    with urllib.request.urlopen(url, timeout=FEED_TIMEOUT_S) as stream:
+        deadline = time.monotonic() + FEED_TIMEOUT_S
+        while time.monotonic() < deadline:
+            line = stream.readline()
+            assert line, "the event stream ended"
+            if line.startswith(b"data:"):
+                return json.loads(line[len(b"data:"):])
+    raise AssertionError(f"no message on {url} within {FEED_TIMEOUT_S} s")
+
+
+def test_every_fault_is_in_the_replication_views_feed(dev):
+    paused = _act(dev, "pause", 2)
+    assert paused.returncode == 0, paused
+    _row(dev, 2, "paused")
+    resumed = _act(dev, "resume", 2)
+    assert resumed.returncode == 0, resumed
+    _row(dev, 2, "up")
+    not_paused = _act(dev, "resume", 2)
+    assert not_paused.returncode == 1 and "broker 2 is not paused" in not_paused.stderr
+    recorded = _recorded(dev)
+    assert recorded[-2:] == [("pause", 2, "command"), ("resume", 2, "command")]
+    message = _first_feed_message(dev.port + 300)    # broker 1's metrics port
+    faults = [e for e in message["events"] if e["kind"] == "fault"]
+    assert [(e["action"], e["broker"]) for e in faults] == [(a, b) for a, b, _ in recorded]
+    assert all(e["topic"] is None and isinstance(e["ts"], int) for e in faults)
+    assert "fault: pause (SIGSTOP) broker 2" in [e["text"] for e in faults]
