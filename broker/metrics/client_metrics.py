@@ -19,7 +19,8 @@ Exposition: the samples of an instance's last accepted push, labelled
 ``client_instance_id`` and ``client_id`` (the broker's words win over the client's
 attributes), until ``EXPIRY_INTERVALS`` push intervals pass without a push; instances
 are forgotten after the same time without a request, and at most ``MAX_INSTANCES`` are
-kept (the least recently seen goes).  Event-loop only.
+kept (the least recently seen goes), each with at most ``MAX_SAMPLES_PER_INSTANCE`` data
+points of its last push.  Event-loop only.
 """
 from __future__ import annotations
 
@@ -46,6 +47,10 @@ ZERO_UUID = uuid.UUID(int=0)
 NO_COMPRESSION = 0
 EXPIRY_INTERVALS = 3
 MAX_INSTANCES = 16_384
+# Bounds on what one push may cost: its payload decompressed (Kafka's clients push a few
+# KiB) and the data points kept of it (librdkafka's producer pushes about fifteen).
+DECOMPRESSED_PER_MAX_BYTE = 32
+MAX_SAMPLES_PER_INSTANCE = 2_000
 BROKER_LABELS = ("client_instance_id", "client_id")
 
 
@@ -91,6 +96,8 @@ class ClientTelemetry(Collector):
         self.max_bytes = max_bytes
         self.compression_types = accepted_compression_types()
         self._clock = clock
+        self._max_decompressed = min(DEFAULT_MAX_DECOMPRESSED_BYTES,
+                                     DECOMPRESSED_PER_MAX_BYTE * max_bytes)
         self._instances: OrderedDict[uuid.UUID, ClientInstance] = OrderedDict()
 
     @classmethod
@@ -139,8 +146,8 @@ class ClientTelemetry(Collector):
         instance.terminating = terminating
         try:
             raw = payload if compression == NO_COMPRESSION else decompress(
-                compression, payload, DEFAULT_MAX_DECOMPRESSED_BYTES)
-            instance.samples = decode(bytes(raw))
+                compression, payload, self._max_decompressed)
+            instance.samples = decode(bytes(raw))[:MAX_SAMPLES_PER_INSTANCE]
         except (RecordError, OtlpError) as exc:
             instance.last_error = ErrorCode.INVALID_RECORD
             return ErrorCode.INVALID_RECORD, str(exc)
