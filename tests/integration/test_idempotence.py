@@ -23,7 +23,6 @@ import pytest
 from kafka.protocol.producer import InitProducerIdRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-import broker.testing as raftwood_testing
 from broker.testing import KafkaConnection
 
 NONE = 0
@@ -34,13 +33,18 @@ MAX_SEQUENCE = 2 ** 31 - 1
 WAIT_S = 15.0
 
 
+@pytest.fixture(scope="module")
+def shared_cluster(module_cluster_factory):
+    """One 3-broker cluster (fast failure detection) for the module's two cluster tests."""
+    return module_cluster_factory(3)
+
+
 @pytest.fixture
-def cluster_factory(request):
-    """The plugin's ``raftwood_cluster_factory`` (3-broker clusters with fast failure
-    detection); skipped on a checkout whose broker.testing does not offer it yet."""
-    if not hasattr(raftwood_testing, "ClusterProcess"):
-        pytest.skip("broker.testing has no ClusterProcess / raftwood_cluster_factory")
-    return request.getfixturevalue("raftwood_cluster_factory")
+def cluster(shared_cluster, heal_cluster):
+    """The module's cluster, every broker back and the preferred leaders leading after a
+    test that killed one."""
+    yield shared_cluster
+    heal_cluster(shared_cluster)
 
 
 def init_producer_id(conn: KafkaConnection, producer_id: int = -1, epoch: int = -1,
@@ -105,28 +109,36 @@ def values_in(conn: KafkaConnection, topic: str) -> list[bytes]:
 
 
 @pytest.fixture
-def broker_conn(raftwood_broker):
-    with KafkaConnection(raftwood_broker.bootstrap) as conn:
-        assert conn.create_topic("idem", 1) == NONE
+def broker_conn(module_broker):
+    """A connection to the module's broker (shared: each test has a topic of its own)."""
+    with KafkaConnection(module_broker.bootstrap) as conn:
         yield conn
 
 
-def test_retried_batch_gets_its_original_offsets_and_is_not_appended_twice(broker_conn):
-    producer = Producer(broker_conn, "idem")
+@pytest.fixture
+def idem(broker_conn, topic_name) -> str:
+    """A new one-partition topic on the module's broker: offsets start at 0."""
+    name = topic_name("idem")
+    assert broker_conn.create_topic(name, 1) == NONE
+    return name
+
+
+def test_retried_batch_gets_its_original_offsets_and_is_not_appended_twice(broker_conn, idem):
+    producer = Producer(broker_conn, idem)
     offsets = [producer.send_new(3, "a"), producer.send_new(2, "b", acks=1),
                producer.send_new(4, "c")]
     assert offsets == [0, 3, 5]
     for index, acks in ((0, -1), (1, 1), (2, -1), (1, -1)):
         answer = producer.send(producer.sent[index], acks=acks)
         assert (answer.error_code, answer.base_offset) == (NONE, offsets[index])
-    assert log_end_offset(broker_conn, "idem") == 9
-    assert values_in(broker_conn, "idem") == (
+    assert log_end_offset(broker_conn, idem) == 9
+    assert values_in(broker_conn, idem) == (
         [b"a-0", b"a-1", b"a-2", b"b-0", b"b-1"] + [f"c-{i}".encode() for i in range(4)])
     assert producer.send_new(1, "d") == 9  # the sequence goes on after the retries
 
 
-def test_only_the_last_five_batches_are_recognised_as_retries(broker_conn):
-    producer = Producer(broker_conn, "idem")
+def test_only_the_last_five_batches_are_recognised_as_retries(broker_conn, idem):
+    producer = Producer(broker_conn, idem)
     offsets = [producer.send_new(2, f"batch{n}") for n in range(7)]
     for index in range(2, 7):  # the last five
         answer = producer.send(producer.sent[index])
@@ -134,11 +146,11 @@ def test_only_the_last_five_batches_are_recognised_as_retries(broker_conn):
     for index in (0, 1):       # older: out of sequence, refused, not appended
         answer = producer.send(producer.sent[index])
         assert answer.error_code == OUT_OF_ORDER_SEQUENCE_NUMBER
-    assert log_end_offset(broker_conn, "idem") == 14
+    assert log_end_offset(broker_conn, idem) == 14
 
 
-def test_sequence_gap_is_refused_with_out_of_order_sequence(broker_conn):
-    producer = Producer(broker_conn, "idem")
+def test_sequence_gap_is_refused_with_out_of_order_sequence(broker_conn, idem):
+    producer = Producer(broker_conn, idem)
     producer.send_new(3, "a")                       # sequences 0..2
     producer.next_sequence = 5                      # 3 and 4 never sent
     answer = producer.send(producer.batch(1, "gap"))
@@ -146,11 +158,11 @@ def test_sequence_gap_is_refused_with_out_of_order_sequence(broker_conn):
     assert answer.base_offset == -1
     producer.next_sequence = 3
     assert producer.send_new(2, "b") == 3           # the right sequence is still accepted
-    assert log_end_offset(broker_conn, "idem") == 5
+    assert log_end_offset(broker_conn, idem) == 5
 
 
-def test_stale_epoch_is_fenced_and_a_new_epoch_starts_at_zero(broker_conn):
-    producer = Producer(broker_conn, "idem")
+def test_stale_epoch_is_fenced_and_a_new_epoch_starts_at_zero(broker_conn, idem):
+    producer = Producer(broker_conn, idem)
     producer.send_new(2, "old")
     old_epoch = producer.epoch
     old_batch = producer.batch(1, "zombie")        # next sequence in the old epoch
@@ -164,18 +176,18 @@ def test_stale_epoch_is_fenced_and_a_new_epoch_starts_at_zero(broker_conn):
     assert producer.send_new(2, "new") == 2
     answer = producer.send(old_batch)              # the old epoch is fenced now
     assert answer.error_code == INVALID_PRODUCER_EPOCH
-    assert values_in(broker_conn, "idem") == [b"old-0", b"old-1", b"new-0", b"new-1"]
+    assert values_in(broker_conn, idem) == [b"old-0", b"old-1", b"new-0", b"new-1"]
 
 
-def test_sequence_wraps_after_max_int(broker_conn):
-    producer = Producer(broker_conn, "idem")
+def test_sequence_wraps_after_max_int(broker_conn, idem):
+    producer = Producer(broker_conn, idem)
     producer.next_sequence = MAX_SEQUENCE - 1       # an unknown producer may start anywhere
     assert producer.send_new(3, "wrap") == 0        # sequences 2^31-2, 2^31-1, 0
     assert producer.next_sequence == 1
     assert producer.send_new(2, "after") == 3
     answer = producer.send(producer.sent[0])        # the wrapping batch, retried
     assert (answer.error_code, answer.base_offset) == (NONE, 0)
-    assert log_end_offset(broker_conn, "idem") == 5
+    assert log_end_offset(broker_conn, idem) == 5
 
 
 @pytest.mark.parametrize("how", ["kill -9", "SIGTERM"])
@@ -210,11 +222,10 @@ def test_producer_state_survives_a_restart(raftwood_broker_factory, how):
         assert producer.send_new(1, "next") == 12
 
 
-def test_a_new_leader_recognises_retries_of_batches_it_replicated(cluster_factory):
+def test_a_new_leader_recognises_retries_of_batches_it_replicated(cluster):
     """Followers build the producer state from the batches they fetch: after the leader is
     killed, a retry of a batch it had replicated gets the original offsets on the new
     leader, and the sequence goes on from there."""
-    cluster = cluster_factory(3)
     topic = cluster.create_topic("idem", 1, 3)
     old_leader = cluster.leader_of(topic, 0)
     with cluster.connect(old_leader) as conn:
@@ -255,8 +266,7 @@ def test_producer_ids_are_never_reused_across_restarts(raftwood_broker_factory):
     assert all(p >= 0 for p in seen)
 
 
-def test_producer_ids_are_unique_across_the_brokers_of_a_cluster(cluster_factory):
-    cluster = cluster_factory(3)
+def test_producer_ids_are_unique_across_the_brokers_of_a_cluster(cluster):
     seen: dict[int, int] = {}
 
     def collect(node_id: int, count: int = 4) -> None:
