@@ -4,7 +4,9 @@ down or ``paused``, and every fault is recorded where the replication view serve
 
 One two-broker ``raftwood dev`` for the module (broker 1 the only metadata voter, so the
 cluster keeps its controller while broker 2 is down or paused), its stdin a pseudo
-terminal so its keys are live; every wait is bounded; everything started is stopped.
+terminal so its keys are live; the last test opens the view in headless chromium
+(skipped without it) and sees a fault marked on a partition's chart and in the event
+log.  Every wait is bounded; everything started is stopped.
 """
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ from tests.integration.test_cli import (
     process_gone,
     raftwood,
 )
+from tests.integration.test_replication_view_browser import browser  # noqa: F401
+
+pytestmark = pytest.mark.slow
 
 ROW = r"^\s*{id}\s+127\.0\.0\.1:\d+\s+(\d+)\s+({state})\s.*\s(\d+)\s*$"
 ACTION_TIMEOUT_S = START_TIMEOUT_S + 30
@@ -159,3 +164,52 @@ def test_every_fault_is_in_the_replication_views_feed(dev):
     assert [(e["action"], e["broker"]) for e in faults] == [(a, b) for a, b, _ in recorded]
     assert all(e["topic"] is None and isinstance(e["ts"], int) for e in faults)
     assert "fault: pause (SIGSTOP) broker 2" in [e["text"] for e in faults]
+
+
+PAGE_FAULTS = """
+const row = document.querySelector('tr[data-partition="' + arguments[0] + '"]');
+const card = document.querySelector('#brokers .broker[data-broker-id="2"]');
+return {
+  marks: row ? Array.from(row.querySelectorAll('svg g[data-fault]')).map(
+    g => g.dataset.fault) : null,
+  paused_badge: card !== null && card.querySelector('.badge.paused') !== null,
+  logged: Array.from(document.querySelectorAll('#events li[data-kind="fault"]')).map(
+    li => li.textContent)};
+"""
+
+
+def _page_shows(driver, what: str, predicate) -> dict:
+    deadline = time.monotonic() + FEED_TIMEOUT_S
+    while True:
+        try:
+            state = driver.execute_script(PAGE_FAULTS, "marked-0")
+            if predicate(state):
+                return state
+        except Exception:  # noqa: BLE001  (the page redrew under the script: read again)
+            state = None
+        assert time.monotonic() < deadline, f"the page never showed {what}: {state}"
+        time.sleep(0.2)
+
+
+def test_the_page_marks_a_fault_on_the_chart_beside_what_it_caused(dev, browser):  # noqa: F811
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=dev.bootstrap, request_timeout_ms=30_000)
+    try:
+        admin.create_topics([NewTopic("marked", 1, 2)])
+    finally:
+        admin.close()
+    browser.get(f"http://127.0.0.1:{dev.port + 300}/replication")
+    recorded = len(_recorded(dev))
+    _page_shows(browser, "the partition and every recorded fault in the log",
+                lambda s: s["marks"] is not None and len(s["logged"]) == recorded)
+    dev.press("p2")
+    _row(dev, 2, "paused")
+    state = _page_shows(browser, "the pause marked on the chart, broker 2 paused",
+                        lambda s: "p2" in s["marks"] and s["paused_badge"])
+    assert state["logged"][0].endswith("fault: pause (SIGSTOP) broker 2 (key)")
+    dev.press("c2")
+    _row(dev, 2, "up")
+    state = _page_shows(browser, "the resume marked and the badge gone",
+                        lambda s: "c2" in s["marks"] and not s["paused_badge"])
+    assert state["marks"].index("p2") < state["marks"].index("c2")
