@@ -59,6 +59,12 @@ code) and is not restarted by itself: ``raftwood dev restart N --data-dir D`` (f
 terminal; ``dev_control.py``) or, when ``dev`` runs in a terminal, the key ``N`` starts
 broker N again on the same ports and data (a running one is stopped first); the table's
 RESTARTS column counts it, and Ctrl-C stops restarted brokers too.
+
+Faults on purpose (``dev_faults.py``): ``raftwood dev kill N`` (kill -9), ``pause N``
+(SIGSTOP: the table shows it ``paused``) and ``resume N`` (SIGCONT), or in the terminal
+``k``, ``p`` or ``c`` then N.  Every action, restarts too, is appended to
+``<data-dir>/faults.jsonl`` (started empty by each run), which the replication view
+marks on its charts and lists in its event log.
 """
 from __future__ import annotations
 
