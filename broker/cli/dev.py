@@ -279,6 +279,8 @@ class DevCluster:
         member, broker = self.layout[node_id - 1], self.broker(node_id)
         if broker.is_running():
             self.say(f"stopping broker {node_id} (pid {broker.pid}) ...")
+            if dev_faults.is_paused(broker):   # stopped by anyone: SIGTERM needs it going
+                broker.resume()
             broker.terminate()
             if broker.wait(STOP_TIMEOUT_S) is None:
                 broker.kill()
