@@ -14,6 +14,7 @@ import json
 import os
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -133,6 +134,11 @@ def test_keys_p_and_c_pause_and_resume_a_broker(dev):
     _row(dev, 1, "up")
     assert _process_state(pid) not in ("T", "t")
     assert _recorded(dev)[-2:] == [("pause", 1, "key"), ("resume", 1, "key")]
+    os.kill(pid, signal.SIGSTOP)   # stopped behind dev's back: shown paused all the same
+    _row(dev, 1, "paused")
+    dev.press("c1")
+    _row(dev, 1, "up")
+    assert _process_state(pid) not in ("T", "t")
 
 
 def _first_feed_message(port: int) -> dict:
