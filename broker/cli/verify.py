@@ -1,7 +1,7 @@
 """``raftwood verify``: start a cluster, load it, inject faults, check, report.
 
     raftwood verify [--brokers N] [--duration SECONDS] [--seed N] [--faults LIST]
-                    [--network auto|netns|proxy] [--workloads records,txn]
+                    [--network auto|netns|proxy] [--workloads records,txn,share]
                     [--keep-data] [--json]
 
 ``--network netns`` (the default where this process can make network namespaces:
@@ -17,7 +17,10 @@ Workloads: ``records`` (idempotent acks=all producers; always) and ``txn`` (a
 transactional producer, read_committed readers and the LSO; the default includes it
 when confluent-kafka is importable, and says so when it is skipped).  A flag rather
 than a mode: the transactions are worth most under the same faults as everything else,
-and ``--workloads records`` still gives a run without them.
+and ``--workloads records`` still gives a run without them.  ``share`` (asked for by
+name) adds share consumers of one group acknowledging every record of the records
+topics; the check wants each acknowledged record acknowledged by the group, with
+redeliveries no more than the records in flight at faults.
 
 Prints the seed and the fault schedule first (replay a failure with ``--seed``),
 progress lines while it runs, a report, and as its last line::
@@ -65,7 +68,8 @@ def add_command(subparsers) -> None:
                         help="records per second per producer (default 150)")
     parser.add_argument("--workloads", default="records,txn", metavar="LIST",
                         help="comma-separated: records (always), txn (transactions, "
-                             "read_committed, LSO; needs confluent-kafka) "
+                             "read_committed, LSO; needs confluent-kafka), share (a share "
+                             "group acknowledging every record; needs confluent-kafka) "
                              "(default records,txn)")
     parser.add_argument("--json", action="store_true",
                         help="report as JSON on stdout (progress on stderr)")

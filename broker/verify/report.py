@@ -135,6 +135,7 @@ class Report:
     transactions: dict = field(default_factory=dict)  # txncheck.TxnResult + counts, or skipped
     reassignments: dict = field(default_factory=dict)  # reassign.ReassignLedger.summary
     progress: dict = field(default_factory=dict)  # stuck.ProgressWatch's summary
+    share: dict = field(default_factory=dict)  # shareload.check_share's summary, or skipped
 
     @property
     def faults(self) -> int:
@@ -185,6 +186,7 @@ class Report:
                          f"{result.present} in the logs ({result.unacked_present} never "
                          f"acknowledged), {result.duplicates} duplicates")
         lines += self._transaction_lines()
+        lines += self._share_lines()
         if self.progress:
             lines.append(progress_line(self.progress))
         lines += self._observation_lines()
@@ -214,6 +216,21 @@ class Report:
                             if self.faults_chosen else ""))
         lines.append(self.summary())
         return fit("\n".join(lines))
+
+    def _share_lines(self) -> list[str]:
+        s = self.share
+        if not s:
+            return []
+        if "skipped" in s:
+            return [f"  share       skipped: {s['skipped']}"]
+        return [f"  share       group {s.get('group')} ({s.get('consumers')} consumers): "
+                f"{s.get('acknowledged', 0)} of {s.get('wanted', 0)} records acknowledged "
+                f"({s.get('outcome_unknown_to_client', 0)} only by the start offset), "
+                f"missing {s.get('missing', 0)}; {s.get('deliveries', 0)} deliveries, "
+                f"duplicates {s.get('duplicates', 0)} (bound {s.get('duplicate_bound', 0)}: "
+                f"in flight at faults {sum(s.get('in_flight_at_faults', []))}, commits "
+                f"refused {s.get('commits_refused', 0)}); delivery counts "
+                f"{s.get('delivery_counts', {})}"]
 
     def _transaction_lines(self) -> list[str]:
         t = self.transactions
@@ -302,6 +319,7 @@ class Report:
             "extra": self.extra_counts(), "workload": self.workload,
             "observations": self.observations, "final": self.final,
             "transactions": self.transactions, "reassignments": self.reassignments,
+            "share": self.share,
             "violations": [{"kind": v.kind, "detail": v.detail}
                            for v in result.violations.examples],
             "notes": list(result.notes), "data_dir": self.data_dir,

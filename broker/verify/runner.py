@@ -40,7 +40,9 @@ The temporary directory is removed after a PASS unless ``keep_data``; after a FA
 it is kept and named, with the brokers' logs in it.
 
 Workloads (``VerifyOptions.workloads``, ``--workloads`` on the command line):
-``records`` (always: every fault check is built on it) and ``txn``.  ``txn`` is part
+``records`` (always: every fault check is built on it), ``txn`` and ``share`` (share
+consumers of one group acknowledging every record of the records topics, ``shareload``;
+asked for by name, not in the default set).  ``txn`` is part
 of a default run rather than a separate mode because the faults are the point: the
 transactions run through the same kills, pauses and cuts as the records, at no cost
 to the records' checks (its topic is not among the schedule's partitions, so a seed
@@ -78,6 +80,7 @@ from .schedule import (
     format_schedule,
     generate_schedule,
 )
+from .shareload import ShareWorker, check_share, group_starts, share_available
 from .stuck import PROBE_TOPIC, ProgressWatch
 from .txncheck import check_transactions
 from .txnload import ReadCommittedReader, TxnProducerWorker, final_read, txn_available
@@ -92,6 +95,9 @@ TXN_END_S = 60.0              # the closing transaction, retried until committed
 TXN_FINAL_READ_S = 60.0       # the final read_committed read to every partition's end
 TXN_TOPIC = "verify-txn"
 WORKLOADS = ("records", "txn")
+KNOWN_WORKLOADS = ("records", "txn", "share")
+SHARE_DRAIN_S = 60.0          # the share group acknowledging the last records
+CLOSE_WAIT_S = 15.0           # the share consumers' threads ending
 FAULT_PHASE_SLACK_S = 120.0   # the fault phase may overrun duration_s by this much
 WATCHDOG_S = 600.0            # healing, checking and stopping take far less than this
 
@@ -197,10 +203,10 @@ class VerifyRun:
         self.observer: Observer | None = None
         self.consumer: ConsumerWorker | None = None
         self.producers: list[ProducerWorker] = []
-        unknown = [w for w in options.workloads if w not in WORKLOADS]
+        unknown = [w for w in options.workloads if w not in KNOWN_WORKLOADS]
         if unknown or "records" not in options.workloads:
             raise ValueError(f"workloads {list(options.workloads)}: choose among "
-                             f"{', '.join(WORKLOADS)}, records included (every fault check "
+                             f"{', '.join(KNOWN_WORKLOADS)}, records included (every fault check "
                              f"is built on it)")
         usable, why = txn_available()
         self.txn_wanted = "txn" in options.workloads
@@ -208,6 +214,10 @@ class VerifyRun:
         self.txn_skipped = (f"transactional workload skipped: {why}" if self.txn_skip_why
                             else None)
         self.txn_worker: TxnProducerWorker | None = None
+        share_usable, share_why = share_available()
+        self.share_skipped = (share_why if "share" in options.workloads and not share_usable
+                              else None)
+        self.share_worker: ShareWorker | None = None
         self.txn_reader: ReadCommittedReader | None = None
         self.txn_final: tuple | None = None      # final_read's answer
         self.watch: ProgressWatch | None = None  # ids and groups making progress (stuck)
@@ -324,7 +334,7 @@ class VerifyRun:
         if self.acks.counts()["acked"] == 0:
             raise RuntimeError(f"no acknowledgement within {FIRST_ACKS_WAIT_S:.0f}s "
                                f"({self.acks.counts()})")
-        txn_words = ""
+        txn_words = self._start_share()
         if self._txn_on():
             partitions = list(range(o.partitions))
             self.txn_reader = ReadCommittedReader(vc.bootstrap, TXN_TOPIC, partitions).start()
@@ -340,6 +350,15 @@ class VerifyRun:
                       f"({', '.join(p.client_name for p in self.producers)}), "
                       f"{o.rate:g} records/s each, acks=all, idempotent; 1 consumer; observer"
                       + txn_words)
+
+    def _start_share(self) -> str:
+        if "share" not in self.options.workloads or self.share_skipped:
+            return ""
+        topics = topic_names(self.options.topics)
+        self.share_worker = ShareWorker(self.vc.bootstrap, topics).start()
+        return (f"; share group {self.share_worker.group} ({self.share_worker.count} "
+                f"confluent-kafka ShareConsumers) acknowledging every record of "
+                f"{', '.join(topics)}")
 
     def _txn_on(self) -> bool:
         return self.txn_wanted and self.txn_skipped is None
@@ -372,9 +391,13 @@ class VerifyRun:
                 time.sleep(delay)
             self.progress(f"fault {step.index}/{total} {step.kind}")
             begun = time.monotonic()
+            if self.share_worker is not None:
+                self.share_worker.fault_begun()
             applied = injector.apply(step, self.progress.elapsed())
             self.report.applied.append(applied)
             self._converge(applied, begun)
+            if self.share_worker is not None:
+                self.share_worker.fault_ended()
             counts = self.acks.counts()
             self.progress(f"  #{step.index} done in {applied.took_s:.1f}s: {applied.action}; "
                           f"{self._converged_words(applied)}; acked {counts['acked']}, "
@@ -447,10 +470,30 @@ class VerifyRun:
         while self.consumer and not self.consumer.caught_up(hws) and time.monotonic() < deadline:
             time.sleep(0.2)
         self._txn_final_read(TXN_FINAL_READ_S)
+        self._share_drain()
         time.sleep(2 * self.observer.interval_s)  # one more observation of the final state
         self.progress(f"healed: every replica at the leader's LEO (HW {min(hws.values())}.."
                       f"{max(hws.values())})")
         return final
+
+    def _share_drain(self) -> None:
+        """Wait (bounded) for the share group to acknowledge every acknowledged record."""
+        if self.share_worker is None:
+            return
+        worker, o = self.share_worker, self.options
+
+        def starts() -> dict:
+            return group_starts(self.vc.bootstrap.split(","), worker.group,
+                                topic_names(o.topics), o.partitions)
+
+        left = worker.drain(self._share_wanted(), SHARE_DRAIN_S, starts)
+        worker.finish(CLOSE_WAIT_S)
+        worker.starts = starts()
+        self.progress(f"share group drained: {len(left)} acknowledged records not "
+                      f"acknowledged by the group")
+
+    def _share_wanted(self) -> set:
+        return {(r.topic, r.partition, r.offset) for r in self.acks.snapshot()}
 
     def _txn_final_read(self, timeout_s: float) -> None:
         """The read_committed read of the transactional topic to every partition's
@@ -470,6 +513,8 @@ class VerifyRun:
             producer.stop()
         if self.txn_worker is not None:
             self.txn_worker.stop()
+        if self.share_worker is not None:
+            self.share_worker.stop()
         if self.watch is not None:
             self.watch.stop()
         if self.consumer is not None:
@@ -522,6 +567,12 @@ class VerifyRun:
                     f"producer {producer.name} ({producer.client_name}) failed fatally "
                     f"{fatal} time(s) and was replaced: {producer.client.fatal_reasons}")
         self._check_transactions(result)
+        if self.share_skipped:
+            self.report.share = {"skipped": self.share_skipped}
+        elif self.share_worker is not None:
+            self.share_worker.finish(CLOSE_WAIT_S)
+            self.report.share = check_share(self.share_worker, self._share_wanted(),
+                                            self.violations)
         if REASSIGN_KIND in self.kinds:
             self.reassignments.check(self.violations)
             self.report.reassignments = self.reassignments.summary()
