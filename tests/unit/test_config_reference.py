@@ -22,6 +22,8 @@ RAFTWOOD_ONLY = {
     "controller.quorum.allow.unauthenticated", "log.flush.on.acks.all",
     "socket.sendfile.enable", "queued.max.requests.per.connection", "cluster.id",
     "log.format", "metrics.port", "metrics.host",
+    # KIP-714: one subscription for every client (Kafka keeps client-metrics resources)
+    "raftwood.client.metrics.subscription", "raftwood.client.metrics.push.interval.ms",
 }
 CELL_SEPARATOR = re.compile(r"(?<!\\)\|")
 
