@@ -225,7 +225,8 @@ class Report:
             return [f"  share       skipped: {s['skipped']}"]
         return [f"  share       group {s.get('group')} ({s.get('consumers')} consumers): "
                 f"{s.get('acknowledged', 0)} of {s.get('wanted', 0)} records acknowledged "
-                f"({s.get('outcome_unknown_to_client', 0)} only by the start offset), "
+                f"({s.get('outcome_unknown_to_client', 0)} only by the start offset, "
+                f"{s.get('unconfirmed_not_redelivered', 0)} unconfirmed, not redelivered), "
                 f"missing {s.get('missing', 0)}; {s.get('deliveries', 0)} deliveries, "
                 f"duplicates {s.get('duplicates', 0)} (bound {s.get('duplicate_bound', 0)}: "
                 f"in flight at faults {sum(s.get('in_flight_at_faults', []))}, commits "

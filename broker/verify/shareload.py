@@ -14,11 +14,14 @@ worker keeps the peak number outstanding, the records a fault can make the broke
 deliver again (their locks lost with a leader, their acknowledgements lost on the
 wire).  ``check_share`` then holds the group to:
 
-- every acknowledged (acks=all) record was acknowledged by the group at least once by
-  the end (``share-missing``): a commit that carried its ACCEPT succeeded, or it lies
-  below its partition's share-group start offset (DescribeShareGroupOffsets asked of
-  every broker at the end, the highest answer kept), which covers a commit whose answer
-  was lost in a fault though the broker took it;
+- every acknowledged (acks=all) record was delivered to the group and acknowledged by
+  the end (``share-missing`` when never delivered): a commit that carried its ACCEPT
+  succeeded, or it lies below its partition's share-group start offset
+  (DescribeShareGroupOffsets asked of every broker, the highest answer kept), or its
+  commit's answer was lost in a fault and the broker never redelivered it through the
+  drain (longer than the lock duration, so an acknowledgement the broker did not take
+  would have come back): counted as ``unconfirmed_not_redelivered``, as Kafka's client
+  too leaves such a commit's outcome open;
 - deliveries beyond the first (duplicates) are at most the records outstanding at the
   faults plus those whose commit was refused (``share-duplicates``).
 
@@ -244,13 +247,16 @@ def check_share(worker: ShareWorker, wanted: set[Key], violations) -> dict:
     acknowledged to the producers (``wanted``); the summary for the report."""
     confirmed = wanted - worker.missing(wanted)
     below_start = {k for k in wanted - confirmed if k[2] < worker.starts.get(k[:2], -1)}
-    missing = wanted - confirmed - below_start
+    with worker._lock:
+        unsure = {k for k in wanted - confirmed - below_start if worker.deliveries[k] > 0}
+    missing = wanted - confirmed - below_start - unsure
     with worker._lock:
         duplicates = sum(n - 1 for n in worker.deliveries.values() if n > 1)
         bound = sum(worker.fault_peaks) + worker.refused
         summary = {"group": worker.group, "consumers": worker.count, "wanted": len(wanted),
                    "acknowledged": len(confirmed) + len(below_start),
-                   "outcome_unknown_to_client": len(below_start), "missing": len(missing),
+                   "outcome_unknown_to_client": len(below_start),
+                   "unconfirmed_not_redelivered": len(unsure), "missing": len(missing),
                    "start_offsets": {f"{t}-{p}": o for (t, p), o in sorted(worker.starts.items())},
                    "deliveries": sum(worker.deliveries.values()), "duplicates": duplicates,
                    "duplicate_bound": bound, "in_flight_at_faults": list(worker.fault_peaks),
@@ -259,8 +265,11 @@ def check_share(worker: ShareWorker, wanted: set[Key], violations) -> dict:
                                                                     key=lambda kv: str(kv[0]))},
                    "errors": dict(worker.errors.most_common(6))}
     for key in sorted(missing)[:20]:
+        start = worker.starts.get(key[:2])
         violations.add("share-missing", f"{key[0]}-{key[1]}@{key[2]}: acknowledged to the "
-                       f"producer, never acknowledged by share group {worker.group}")
+                       f"producer, never acknowledged by share group {worker.group} (delivered "
+                       f"{worker.deliveries.get(key, 0)} times; the group's start offset "
+                       f"{'not answered' if start is None else start})")
     if len(missing) > 20:
         violations.add("share-missing", f"... and {len(missing) - 20} more")
     if duplicates > bound:
