@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,24 @@ def heal_cluster():
     """``heal_cluster(cluster) -> cluster``: a shared cluster brought back to every broker
     running and registered (for the teardown of a test that kills or pauses brokers)."""
     return _heal
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(module_cluster_factory) -> ClusterProcess:
+    """One 3-broker cluster (FAST_CLUSTER_SETTINGS) for a whole module, whose tests work on
+    topics of their own.  A module that needs other settings defines its own
+    ``shared_cluster`` (``module_cluster_factory(3, **settings)``); ``cluster`` then heals
+    that one."""
+    return module_cluster_factory()
+
+
+@pytest.fixture
+def cluster(shared_cluster, heal_cluster) -> Iterator[ClusterProcess]:
+    """The module's shared cluster; a test that stops, kills or pauses brokers hands it on
+    with every broker running and unfenced and the preferred leaders back.  Modules whose
+    ``cluster`` means something else define their own."""
+    yield shared_cluster
+    heal_cluster(shared_cluster)
 
 
 @pytest.fixture(scope="module")

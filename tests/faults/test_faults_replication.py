@@ -15,7 +15,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 from confluent_kafka import Producer
 
 from broker.testing import FAST_CLUSTER_SETTINGS, build_batch
@@ -30,21 +29,6 @@ NONE = 0
 SESSION_S = int(FAST_CLUSTER_SETTINGS["broker.session.timeout.ms"]) / 1000.0
 FAILOVER_BOUND_S = SESSION_S + 12.0
 TOTAL_RECORDS = 20_000
-
-
-@pytest.fixture(scope="module")
-def shared_cluster(module_cluster_factory):
-    """One cluster for the whole module (FAST_CLUSTER_SETTINGS): each test works on
-    topics of its own."""
-    return module_cluster_factory()
-
-
-@pytest.fixture
-def cluster(shared_cluster, heal_cluster):
-    """The module's cluster; a test that stops, kills or pauses a broker gets it back with
-    every broker running and unfenced afterwards."""
-    yield shared_cluster
-    heal_cluster(shared_cluster)
 
 
 class PacedProducer:

@@ -63,14 +63,6 @@ def shared_cluster(module_cluster_factory) -> ClusterProcess:
     return cluster
 
 
-@pytest.fixture
-def cluster(shared_cluster, heal_cluster) -> ClusterProcess:
-    """The module's cluster, every broker running and unfenced and the preferred leaders
-    back after each test (the tests pause a follower past its session)."""
-    yield shared_cluster
-    heal_cluster(shared_cluster)
-
-
 def retried(send, error_of):
     """``send()`` until ``error_of(response)`` is not a retriable coordinator error."""
     deadline = time.monotonic() + WAIT_S

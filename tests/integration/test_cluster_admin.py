@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from kafka.protocol.admin import CreateTopicsRequest
 
 from broker.testing import build_batch
@@ -16,21 +15,6 @@ from broker.testing import build_batch
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
 REQUEST_TIMED_OUT = 7
-
-
-@pytest.fixture(scope="module")
-def shared_cluster(module_cluster_factory):
-    """One cluster for the whole module (FAST_CLUSTER_SETTINGS): each test works on
-    topics of its own."""
-    return module_cluster_factory()
-
-
-@pytest.fixture
-def cluster(shared_cluster, heal_cluster):
-    """The module's cluster; a test that stops, kills or pauses a broker gets it back with
-    every broker running and unfenced afterwards."""
-    yield shared_cluster
-    heal_cluster(shared_cluster)
 
 
 def _create_topics(conn, names: list[str], partitions: int, replication_factor: int,

@@ -32,22 +32,6 @@ FAILOVER_BOUND_S = SESSION_S + 12.0
 CLIENT_TIMEOUT_S = 30.0
 
 
-@pytest.fixture(scope="module")
-def shared_cluster(module_cluster_factory):
-    """One cluster for the module's tests that run on FAST_CLUSTER_SETTINGS: each works on
-    topics of its own and names what it finds in a broker's log only from where the log
-    stood when the test began."""
-    return module_cluster_factory()
-
-
-@pytest.fixture
-def cluster(shared_cluster, heal_cluster):
-    """The module's cluster; a test that stops, kills or pauses brokers gets it back with
-    every broker running and unfenced afterwards."""
-    yield shared_cluster
-    heal_cluster(shared_cluster)
-
-
 def _log_mark(cluster: ClusterProcess) -> dict[int, int]:
     """Where every broker's log ends now (``_log_since`` reads what comes after)."""
     return {b.node_id: b.log_path.stat().st_size if b.log_path.exists() else 0

@@ -25,21 +25,6 @@ OFFSET_NOT_AVAILABLE = 78
 SLACK_S = 10.0
 
 
-@pytest.fixture(scope="module")
-def shared_cluster(module_cluster_factory):
-    """One cluster for the whole module (FAST_CLUSTER_SETTINGS): each test works on
-    topics of its own."""
-    return module_cluster_factory()
-
-
-@pytest.fixture
-def cluster(shared_cluster, heal_cluster):
-    """The module's cluster; a test that stops, kills or pauses a broker gets it back with
-    every broker running and unfenced afterwards."""
-    yield shared_cluster
-    heal_cluster(shared_cluster)
-
-
 def _batch(values: list[bytes]) -> bytes:
     now_ms = int(time.time() * 1000)
     return build_batch([(None, v, now_ms, []) for v in values])

@@ -30,13 +30,6 @@ def shared_cluster(module_cluster_factory):
     return module_cluster_factory(**{"auto.leader.rebalance.enable": "false"})
 
 
-@pytest.fixture
-def cluster(shared_cluster, heal_cluster):
-    """The module's cluster, every broker running and unfenced after each test."""
-    yield shared_cluster
-    heal_cluster(shared_cluster)
-
-
 def _produce(bootstrap: str, topic: str, tag: str, count: int) -> list[tuple[int, bytes]]:
     """acks=all through confluent-kafka; the (offset, value) pairs acknowledged."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,

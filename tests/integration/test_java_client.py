@@ -35,14 +35,6 @@ def shared_cluster(module_cluster_factory):
     return module_cluster_factory(3)
 
 
-@pytest.fixture
-def cluster(shared_cluster, heal_cluster):
-    """The module's cluster, every broker back and the preferred leaders leading after a
-    test that killed one."""
-    yield shared_cluster
-    heal_cluster(shared_cluster)
-
-
 def _assert_passed(run, steps_expected: int) -> None:
     assert run.passed, run.report()
     verdicts = run.steps()

@@ -48,13 +48,6 @@ def shared_cluster(module_cluster_factory):
     return module_cluster_factory(3, **{FOLLOWER_RATE: "500"})
 
 
-@pytest.fixture
-def cluster(shared_cluster, heal_cluster):
-    """The module's cluster, every broker running and unfenced after each test."""
-    yield shared_cluster
-    heal_cluster(shared_cluster)
-
-
 def describe(cluster, node: int, resource_type: int, name: str) -> dict:
     """{config name: (value, config_source)} from DescribeConfigs sent to ``node``."""
     resource = DescribeConfigsRequest.DescribeConfigsResource(
