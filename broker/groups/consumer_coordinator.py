@@ -484,16 +484,9 @@ class ConsumerGroups:
     # -- ConsumerGroupDescribe ----------------------------------------------------------------
 
     def describe(self, group_id: str) -> DescribedConsumerGroup:
-        error = self.manager.validate_group(group_id)
-        if error != ErrorCode.NONE:
-            return DescribedConsumerGroup(error, group_id)
-        group = self.manager.get_group(group_id)
-        if group is None or group.is_state(GroupState.DEAD):
-            return DescribedConsumerGroup(ErrorCode.GROUP_ID_NOT_FOUND, group_id,
-                                          f"Group {group_id} not found.")
-        if group.consumer is None:
-            return DescribedConsumerGroup(ErrorCode.GROUP_ID_NOT_FOUND, group_id,
-                                          f"Group {group_id} is not a consumer group.")
+        error, message, group = self.manager.typed_group(group_id, "consumer", "consumer")
+        if group is None or group.consumer is None:
+            return DescribedConsumerGroup(error, group_id, message)
         consumer = group.consumer
         members = [DescribedConsumerMember(m, self._named(m.assigned),
                                            self._named(consumer.target.get(m.member_id, {})))

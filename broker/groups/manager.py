@@ -152,6 +152,23 @@ class GroupMetadataManager:
     def get_group(self, group_id: str) -> GroupMetadata | None:
         return self.groups.get(group_id)
 
+    def typed_group(self, group_id: str, part: str,
+                    kind: str) -> tuple[ErrorCode, str | None, GroupMetadata | None]:
+        """The live group ``group_id`` whose ``part`` ("consumer", "share") is set, as
+        ``(NONE, None, group)``; else the error and message ConsumerGroupDescribe and
+        ShareGroupDescribe answer (GROUP_ID_NOT_FOUND for a missing, dead or other-kind
+        group, or the validation error)."""
+        error = self.validate_group(group_id)
+        if error != ErrorCode.NONE:
+            return error, None, None
+        group = self.get_group(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        if getattr(group, part) is None:
+            return (ErrorCode.GROUP_ID_NOT_FOUND,
+                    f"Group {group_id} is not a {kind} group.", None)
+        return ErrorCode.NONE, None, group
+
     def is_current(self, group: GroupMetadata) -> bool:
         return self.groups.get(group.group_id) is group
 

@@ -335,16 +335,9 @@ class ShareGroups:
     def describe(self, group_id: str) -> DescribedShareGroup:
         if not group_id:
             return DescribedShareGroup(ErrorCode.INVALID_GROUP_ID, group_id)
-        error = self.manager.validate_group(group_id)
-        if error != ErrorCode.NONE:
-            return DescribedShareGroup(error, group_id)
-        group = self.manager.get_group(group_id)
-        if group is None or group.is_state(GroupState.DEAD):
-            return DescribedShareGroup(ErrorCode.GROUP_ID_NOT_FOUND, group_id,
-                                       f"Group {group_id} not found.")
-        if group.share is None:
-            return DescribedShareGroup(ErrorCode.GROUP_ID_NOT_FOUND, group_id,
-                                       f"Group {group_id} is not a share group.")
+        error, message, group = self.manager.typed_group(group_id, "share", "share")
+        if group is None or group.share is None:
+            return DescribedShareGroup(error, group_id, message)
         share = group.share
         return DescribedShareGroup(
             ErrorCode.NONE, group_id, None, share.state_name(), share.group_epoch,
