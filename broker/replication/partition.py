@@ -10,6 +10,11 @@ change is in flight, ``PendingExpandIsr`` / ``PendingShrinkIsr`` while one Alter
 is.  Only ``Partition`` moves between them; the replica manager asks it for a proposal
 (``maybe_expand_isr``, ``maybe_shrink_isr``), sends it to the controller, and reports the
 outcome (``on_isr_change_committed`` / ``on_isr_change_failed``).
+
+Size (about 700 lines): one class, Kafka's Partition, because role, epochs, ISR, high
+watermark and log are read and moved together with no await between a check and its
+change; the acks rules are in ``acks.py``, the ISR states in ``isr.py``, the follower
+selection in ``replica_selector.py`` and the log itself in ``storage/``.
 """
 from __future__ import annotations
 
