@@ -477,9 +477,13 @@ class VerifyRun:
         return final
 
     def _share_drain(self) -> None:
-        """Wait (bounded) for the share group to acknowledge every acknowledged record."""
+        """Wait (bounded) for the share group to acknowledge every acknowledged record.
+        The transactions are over by now: their progress figures are fixed first, or
+        the drain's minute would count as a transactional id making no progress."""
         if self.share_worker is None:
             return
+        if self.watch is not None:
+            self.watch.stop()
         worker, o = self.share_worker, self.options
 
         def starts() -> dict:
