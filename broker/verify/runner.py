@@ -48,6 +48,11 @@ transactions run through the same kills, pauses and cuts as the records, at no c
 to the records' checks (its topic is not among the schedule's partitions, so a seed
 replays the same schedule with or without it); ``--workloads records`` leaves it out
 (a run comparable with one made before it existed).
+
+Size (about 700 lines): the seven phases above in their order, sharing one run's state
+(cluster, workloads, schedule, deadlines); the work of each phase is in its own module
+(``cluster``, ``workload``, ``txnload``, ``shareload``, ``faults``, ``recovery``,
+``checker``, ``txncheck``, ``report``). Splitting the sequence itself is next when it grows.
 """
 from __future__ import annotations
 
