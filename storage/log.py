@@ -405,6 +405,9 @@ class PartitionLog:
         self.first_dirty_offset = min(self.first_dirty_offset, log_end_offset)
         reload_producer_state(self.producer_state, self._local.segments,
                               self._log_start_offset)
+        # The replay counts every transaction it closes as unreplicated: those whose
+        # marker is below the high watermark are stable, or the LSO would fall back.
+        self.producer_state.on_high_watermark(self._high_watermark)
         checkpoint.fsync_directory(self.directory)
         self.checkpoint()
         logger.info("%s truncated to offset %d: log_end_offset %d → %d, %d bytes removed",

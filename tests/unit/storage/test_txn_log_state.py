@@ -162,3 +162,21 @@ def test_retention_forgets_aborted_transactions_below_the_log_start(open_log):
     log.maybe_increment_log_start_offset(middle, "test")
     assert log.producer_state.aborted
     assert all(t.last_offset >= middle for t in log.producer_state.aborted)
+
+
+def test_a_truncation_above_every_marker_keeps_the_last_stable_offset_at_the_hw(open_log):
+    """A follower truncating its uncommitted tail (above every marker) replays its producer
+    state; the transactions that replay closes are below the high watermark, so the last
+    stable offset stays at it instead of falling back to the first replayed transaction
+    (a new leader would answer read_committed ListOffsets with it: the LSO went back)."""
+    log = open_log()
+    append(log, txn_batch(7, 0))                                # 0-1, producer 7's txn
+    append(log, marker(7, commit=True))                         # 2
+    append(log, txn_batch(8, 0))                                # 3-4, producer 8's txn
+    append(log, marker(8, commit=False))                        # 5
+    high_watermark = log.high_watermark
+    assert log.last_stable_offset == high_watermark == 6
+    log.append_as_leader(txn_batch(1, 0, transactional=False), 0)   # 6-7, above the HW
+    log.truncate_to(high_watermark)
+    assert log.log_end_offset == log.high_watermark == 6
+    assert log.last_stable_offset == 6, "the LSO went back to a closed transaction"
