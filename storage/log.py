@@ -127,6 +127,9 @@ class PartitionLog:
         self.epoch_cache: LeaderEpochCache = recovered.epoch_cache
         #: read it (``check``) freely; only this log changes it
         self.producer_state: ProducerStateManager = recovered.producer_state
+        # The recovery replay counts every transaction it closes as unreplicated: those
+        # whose marker is below the checkpointed high watermark are stable already.
+        self.producer_state.on_high_watermark(self._high_watermark)
         self.recovery_report: RecoveryReport = recovered.report
         self._checkpointed: PartitionOffsets | None = None
         self._closed = False

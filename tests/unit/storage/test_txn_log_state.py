@@ -180,3 +180,24 @@ def test_a_truncation_above_every_marker_keeps_the_last_stable_offset_at_the_hw(
     log.truncate_to(high_watermark)
     assert log.log_end_offset == log.high_watermark == 6
     assert log.last_stable_offset == 6, "the LSO went back to a closed transaction"
+
+
+@pytest.mark.parametrize("close", ["clean", "crash"])
+def test_a_reopened_log_keeps_the_last_stable_offset_at_its_high_watermark(open_log, close):
+    """A broker restarted with closed transactions below its checkpointed high watermark
+    answers that high watermark as the LSO at once, not the first replayed transaction's
+    offset until the high watermark next moves (the LSO went back after a restart)."""
+    log = open_log()
+    append(log, txn_batch(7, 0))                                # 0-1
+    append(log, marker(7, commit=True))                         # 2
+    append(log, txn_batch(8, 0))                                # 3-4
+    append(log, marker(8, commit=False))                        # 5
+    assert log.last_stable_offset == log.high_watermark == 6
+    log.checkpoint()
+    if close == "clean":
+        log.close()
+    else:
+        log.close_handlers()
+    again = open_log()
+    assert again.high_watermark == 6
+    assert again.last_stable_offset == 6, "the LSO went back to a closed transaction"
