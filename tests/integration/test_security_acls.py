@@ -23,6 +23,9 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
     ResourcePatternType,
     ResourceType,
 )
@@ -286,6 +289,26 @@ def kafka_python_describe_acls_error(port: int, user: str) -> str | None:
         return type(exc).__name__
     finally:
         admin.close()
+
+
+def test_a_non_super_user_changing_broker_configs_gets_cluster_authorization_failed(
+        authorized):
+    """Dynamic broker configs (a keystore path, throttles, connection limits) change how the
+    whole broker runs: AlterConfigs on the cluster only, as Kafka."""
+    broker, port = authorized
+    change = [ConfigEntry("log.retention.ms", "1000",
+                          incremental_operation=AlterConfigOpType.SET)]
+    alice = AdminClient(settings(port, "alice"))
+    for name in (str(broker.node_id),):
+        resource = ConfigResource(ResourceType.BROKER, name, incremental_configs=change)
+        for future in alice.incremental_alter_configs([resource]).values():
+            with pytest.raises(KafkaException) as refused:
+                future.result(timeout=10)
+            assert refused.value.args[0].code() == CLUSTER_AUTHORIZATION_FAILED
+    admin = AdminClient(settings(port, "admin"))
+    mine = ConfigResource(ResourceType.BROKER, str(broker.node_id))
+    described = admin.describe_configs([mine])[mine].result(timeout=10)
+    assert "log.retention.ms" not in described or described["log.retention.ms"].value != "1000"
 
 
 def test_prefixed_acls_cover_every_topic_with_the_prefix(authorized):
