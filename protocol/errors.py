@@ -121,6 +121,7 @@ class ErrorCode(enum.IntEnum):
     FENCED_STATE_EPOCH = 124
     DUPLICATE_VOTER = 126
     VOTER_NOT_FOUND = 127
+    INVALID_REGULAR_EXPRESSION = 128  # KIP-848 regex subscriptions
     SHARE_SESSION_LIMIT_REACHED = 133
 
     @property
