@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import ipaddress
 import os
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
@@ -104,6 +105,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     Setting("controller.quorum.voters", _str, "", "id@host:port,... of the Raft voters"),
     # Raftwood's own (Kafka's KRaft secures its controller listener instead): the secret
     # that encrypts and authenticates Raft traffic (pysyncobj's password option).
+    Setting("controller.quorum.bind.address", _str, "",
+            "host:port this voter's Raft server binds when not its controller.quorum.voters "
+            "entry (a proxy in front of it); empty: the entry", kafka=False),
     Setting("controller.quorum.password", _str, "",
             "Secret shared by the Raft voters; encrypts their traffic (empty: none)",
             kafka=False),
@@ -528,7 +532,34 @@ def build(raw: Mapping[str, str]) -> BrokerConfig:
         raise ConfigError("replica.fetch.wait.max.ms must be less than replica.lag.time.max.ms")
     _check_log_defaults(config)
     _check_quorum_password(config)
+    _check_quorum_bind_address(config)
     return config
+
+
+def _check_quorum_bind_address(config: BrokerConfig) -> None:
+    """``controller.quorum.bind.address`` is ``host:port`` of a voter, never a wildcard,
+    and loopback unless it is the host of the broker's own voter entry (so it never
+    opens the Raft port wider than the voter entry does)."""
+    text = config["controller.quorum.bind.address"].strip()
+    if not text:
+        return
+    host, sep, port = text.rpartition(":")
+    own = [e.partition("@")[2] for e in config["controller.quorum.voters"].split(",")
+           if e.partition("@")[0].strip() == str(config.node_id)]
+    if not own:
+        raise ConfigError("controller.quorum.bind.address is set but node.id is not in "
+                          "controller.quorum.voters")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
+        raise ConfigError(f"controller.quorum.bind.address {text!r} is not host:port")
+    if host in ("0.0.0.0", "::", "[::]", "*"):
+        raise ConfigError("controller.quorum.bind.address may not be a wildcard address")
+    try:
+        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback and host != own[0].rpartition(":")[0].strip():
+        raise ConfigError(f"controller.quorum.bind.address {text!r}: a host other than the "
+                          f"voter entry's ({own[0]}) must be a loopback address")
 
 
 def quorum_password(config: BrokerConfig) -> str | None:
