@@ -300,12 +300,16 @@ def raft_conf(directory: str, periods: tuple[float, float],
 
 def start_raft_node(self_address: str | None, partners: list[str], directory: str,
                     periods: tuple[float, float], on_applied,
-                    password: str | None = None) -> tuple[SyncObj, MetadataConsumer]:
+                    password: str | None = None,
+                    bind_address: str | None = None) -> tuple[SyncObj, MetadataConsumer]:
     """A voter at ``self_address`` with these partners, or (``self_address`` None) an
     observer connecting to the voters ``partners``.  A voter's Raft server binds the
-    host of ``self_address``, nothing wider.  RaftFileRefused when the journal or dump
-    file names a type the metadata log never holds."""
-    conf = raft_conf(directory, periods, password, bind_address=self_address)
+    host of ``self_address``, nothing wider, or ``bind_address`` when given
+    (``controller.quorum.bind.address``: the voter entry is a proxy in front of it).
+    RaftFileRefused when the journal or dump file names a type the metadata log never
+    holds."""
+    bind = (bind_address or self_address) if self_address else None
+    conf = raft_conf(directory, periods, password, bind_address=bind)
     raft_codec.check_local_files(conf.journalFile, conf.fullDumpFile)
     _log_exposure(self_address, partners, password)
     consumer = MetadataConsumer(on_applied)

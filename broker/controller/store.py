@@ -175,7 +175,7 @@ class RaftStore(_StoreBase):
 
     def __init__(self, directory: str, node_id: int, voters: dict[int, str],
                  append_entries_period_s: float = 0.05, tick_period_s: float = 0.02,
-                 password: str | None = None):
+                 password: str | None = None, bind_address: str | None = None):
         super().__init__()
         if not voters:
             raise ValueError("controller.quorum.voters lists no voter")
@@ -184,6 +184,7 @@ class RaftStore(_StoreBase):
         self._directory = directory
         self._periods = (append_entries_period_s, tick_period_s)
         self._password = password  # controller.quorum.password: Raft traffic encrypted
+        self._bind_address = bind_address  # controller.quorum.bind.address: own entry only
         self._syncobj = None
         self._consumer = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -209,7 +210,9 @@ class RaftStore(_StoreBase):
     def _start_node(self, own_address: str | None, partners: list[str]) -> None:
         self._syncobj, self._consumer = start_raft_node(
             own_address, partners, self._directory, self._periods,
-            on_applied=self._on_applied_threadsafe, password=self._password)
+            on_applied=self._on_applied_threadsafe, password=self._password,
+            bind_address=self._bind_address
+            if own_address == self.voters.get(self.node_id) else None)
 
     @property
     def _role_path(self) -> str:
@@ -587,4 +590,5 @@ def open_store(config) -> LocalStore | RaftStore:
     if not voters_text:
         return LocalStore(directory, config.node_id)
     return RaftStore(directory, config.node_id, parse_voters(voters_text),
-                     password=quorum_password(config))
+                     password=quorum_password(config),
+                     bind_address=config["controller.quorum.bind.address"].strip() or None)

@@ -19,7 +19,8 @@ REFERENCE = ROOT / "docs" / "configuration.md"
 # Settings Kafka 4.x does not have (with that meaning): Raftwood's own.
 RAFTWOOD_ONLY = {
     "controller.quorum.password", "controller.quorum.password.file",
-    "controller.quorum.allow.unauthenticated", "log.flush.on.acks.all",
+    "controller.quorum.allow.unauthenticated", "controller.quorum.bind.address",
+    "log.flush.on.acks.all",
     "socket.sendfile.enable", "queued.max.requests.per.connection", "cluster.id",
     "log.format", "metrics.port", "metrics.host",
     # KIP-714: one subscription for every client (Kafka keeps client-metrics resources)
