@@ -7,7 +7,9 @@ session from its share partition's next fetch offset (broker/share/partition.py)
 acquires the deliverable records for the member and answers with the batches read and
 the acquired ranges (first offset, last offset, delivery count).  A fetch waits up to
 ``max_wait_ms`` for new records through the fetch purgatory, as Fetch does, unless
-some partition already has AVAILABLE records (released or expired ones).
+some partition already has AVAILABLE records; records handed back meanwhile (a RELEASE,
+a lock expiry, a closed session) end the wait too.  A v2 fetch with IsRenewAck only
+applies its acknowledgements (RENEW extends locks) and acquires nothing.
 
 Errors, as in Kafka: session errors (SHARE_SESSION_NOT_FOUND,
 INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_LIMIT_REACHED, INVALID_REQUEST for
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 
 Key = tuple[uuid.UUID, int]
 DEFAULT_MAX_RECORDS = 500
+MAX_WAKES = 8  # long-poll wakes of one ShareFetch by records handed back
 FetchPartitionData = ShareFetchResponse.ShareFetchableTopicResponse.PartitionData
 AckPartitionData = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse.PartitionData
 
@@ -78,6 +81,9 @@ async def handle_share_fetch(ctx: ApiContext, request: Request) -> ShareFetchRes
     body = request.body
     group_id, member_id, epoch = body.group_id, body.member_id, body.share_session_epoch
     error = _check_request(ctx, request, group_id, member_id)
+    if error == ErrorCode.NONE and _renew_only(request) and (
+            body.max_wait_ms or body.min_bytes or body.max_bytes or body.max_records):
+        error = ErrorCode.INVALID_REQUEST  # Kafka's rule: a renew-only fetch asks for none
     if error != ErrorCode.NONE:
         return _fetch_answer(ctx, request, error, {})
     acks = {(t.topic_id, p.partition_index): _batches(p.acknowledgement_batches)
@@ -93,9 +99,18 @@ async def handle_share_fetch(ctx: ApiContext, request: Request) -> ShareFetchRes
     if epoch == FINAL_EPOCH:
         _close(ctx, group_id, member_id)
         return _fetch_answer(ctx, request, ErrorCode.NONE, outcomes)
+    if _renew_only(request):  # the locks renewed above; nothing new is acquired
+        return _fetch_answer(ctx, request, ErrorCode.NONE, outcomes)
     targets = [_resolve(ctx, request, key) for key in session.partitions]
     await _fetch(ctx, request, targets, outcomes)
     return _fetch_answer(ctx, request, ErrorCode.NONE, outcomes)
+
+
+def _renew_only(request: Request) -> bool:
+    """A ShareFetch v2+ with IsRenewAck (KIP-1222, Java 4.3's renew-only fetch): it
+    carries RENEW acknowledgements (others too) and acquires nothing; its MaxWaitMs,
+    MinBytes, MaxBytes and MaxRecords must be 0."""
+    return request.api_version >= 2 and bool(getattr(request.body, "is_renew_ack", False))
 
 
 def _check_request(ctx: ApiContext, request: Request, group_id: str | None,
@@ -199,52 +214,89 @@ def _leader_outcome(ctx: ApiContext, target: Target) -> PartitionOutcome:
     return outcome
 
 
+@dataclass
+class ReadPlan:
+    """What one pass of a ShareFetch reads: the share partitions with something to
+    hand out, their log reads, whether any has AVAILABLE records already, and every
+    share partition loaded (the ones a long poll watches for records handed back)."""
+
+    reads: list[tuple[Target, Any]] = field(default_factory=list)
+    statuses: list[FetchPartitionStatus] = field(default_factory=list)
+    ready: bool = False
+    watched: list[tuple[str, str, int]] = field(default_factory=list)
+
+
 async def _fetch(ctx: ApiContext, request: Request, targets: list[Target],
                  outcomes: dict[Key, PartitionOutcome]) -> None:
     """Read the session's partitions led here and acquire what they hold for the
-    member; errors of the others into ``outcomes``."""
+    member; errors of the others into ``outcomes``.
+
+    Long poll: with nothing AVAILABLE the read waits up to ``max_wait_ms`` for new
+    records (the fetch purgatory) or for records handed back to the group (a RELEASE,
+    a lock expiry, a closed session: the manager's ``watch``); woken by the latter, it
+    plans again and reads at once (a bounded number of times: another member may take
+    the records first, and then the wait goes on until the same deadline)."""
     body = request.body
-    group_id = body.group_id
     manager = ctx.share.partitions
-    settings = manager.settings(group_id)
-    reads: list[tuple[Target, Any]] = []
-    statuses = []
-    ready = False
+    settings = manager.settings(body.group_id)
+    isolation = READ_COMMITTED if settings.isolation_level == "read_committed" \
+        else READ_UNCOMMITTED
+    deadline_ms = manager.clock() + max(0, body.max_wait_ms)
+    for attempt in range(MAX_WAKES + 1):
+        plan = await _plan(ctx, request, targets, outcomes)
+        wait_ms = 0 if plan.ready else max(0, deadline_ms - manager.clock())
+        watch = wait_ms > 0 and attempt < MAX_WAKES
+        waiter = manager.watch(plan.watched) if watch else None
+        try:
+            results = await _read(ctx, plan.statuses, wait_ms, body.min_bytes,
+                                  body.max_bytes, isolation, waiter)
+        finally:
+            if waiter is not None:
+                manager.unwatch(waiter, plan.watched)
+        if results is not None:
+            _acquire(ctx, body, plan.reads, results, outcomes)
+            return
+
+
+async def _plan(ctx: ApiContext, request: Request, targets: list[Target],
+                outcomes: dict[Key, PartitionOutcome]) -> ReadPlan:
+    """Load the targets' share partitions and plan their reads from each one's next
+    fetch offset; the errors into ``outcomes``."""
+    body = request.body
+    manager = ctx.share.partitions
+    plan = ReadPlan()
     for target in targets:
         if target.error != ErrorCode.NONE:
             outcome = outcomes.setdefault(target.key, _leader_outcome(ctx, target))
             outcome.error = target.error
             continue
         partition = target.partition
-        key = (group_id, target.topic, target.key[1])
+        key = (body.group_id, target.topic, target.key[1])
         error, share = await manager.load(key, str(target.key[0]), partition)
         if share is None:
             outcome = outcomes.setdefault(target.key, _leader_outcome(ctx, target))
             outcome.error = _persist_error(error) if error != \
                 ErrorCode.NOT_LEADER_OR_FOLLOWER else error
             continue
+        plan.watched.append(key)
         share.maybe_follow_log_start(partition.log_start_offset)
         if not share.has_available() and not share.can_acquire_new():
             continue  # the window is full of locked records: nothing to hand out
-        ready = ready or share.has_available()
-        reads.append((target, share))
-        statuses.append(FetchPartitionStatus(partition.key, partition,
-                                             share.next_fetch_offset(), body.max_bytes, -1))
-    isolation = READ_COMMITTED if settings.isolation_level == "read_committed" \
-        else READ_UNCOMMITTED
-    max_wait_ms = 0 if ready else body.max_wait_ms
-    results = await _read(ctx, statuses, max_wait_ms, body.min_bytes, body.max_bytes,
-                          isolation)
-    _acquire(ctx, body, reads, results, outcomes)
+        plan.ready = plan.ready or share.has_available()
+        plan.reads.append((target, share))
+        plan.statuses.append(FetchPartitionStatus(partition.key, partition,
+                                                  share.next_fetch_offset(), body.max_bytes,
+                                                  -1))
+    return plan
 
 
-async def _read(ctx: ApiContext, statuses: list, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                isolation: int) -> list:
+async def _read(ctx: ApiContext, statuses: list, max_wait_ms: int, min_bytes: int,
+                max_bytes: int, isolation: int,
+                waiter: asyncio.Future[None] | None = None) -> list | None:
     """The replica manager's read of ``statuses``, after its long poll; with nothing
-    to read, the wait alone (a full window must not make the consumer spin)."""
-    if not statuses:
-        if max_wait_ms > 0:
-            await asyncio.sleep(max_wait_ms / 1000)
+    to read, the wait alone (a full window must not make the consumer spin).  None,
+    the wait withdrawn, when ``waiter`` is done first (records were handed back)."""
+    if not statuses and max_wait_ms <= 0:
         return []
     loop = asyncio.get_running_loop()
     answerable: asyncio.Future[Callable[[], list]] = loop.create_future()
@@ -253,15 +305,25 @@ async def _read(ctx: ApiContext, statuses: list, max_wait_ms: int, min_bytes: in
         if not answerable.done():
             answerable.set_result(read)
 
-    withdraw = ctx.replica_manager.fetch(statuses, -1, max_wait_ms, min_bytes,
-                                         max(1, max_bytes), then, isolation)
+    withdraw: Callable[[], None] | None = None
+    timer = None
+    if statuses:
+        withdraw = ctx.replica_manager.fetch(statuses, -1, max_wait_ms, min_bytes,
+                                             max(1, max_bytes), then, isolation)
+    else:
+        timer = loop.call_later(max_wait_ms / 1000, then, list)
     try:
-        read = await answerable
-    except asyncio.CancelledError:
-        if withdraw is not None:
-            withdraw()
-        raise
-    return read()
+        await asyncio.wait([answerable] if waiter is None else [answerable, waiter],
+                           return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if not answerable.done():  # woken, or the connection is gone
+            if withdraw is not None:
+                withdraw()
+            if timer is not None:
+                timer.cancel()
+    if not answerable.done():
+        return None
+    return answerable.result()()
 
 
 def _acquire(ctx: ApiContext, body: Any, reads: list, results: list,

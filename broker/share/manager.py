@@ -5,6 +5,9 @@ Event-loop only.  Invariants:
   the leadership (or the partition) drops every group's state of it, and its timer.
 - Each SharePartition has at most one armed timer, at its earliest lock deadline;
   every caller that changes a SharePartition calls ``touched`` so the timer follows.
+- A long-polling ShareFetch watches its share partitions (``watch``): ``touched`` wakes
+  it once one of them has AVAILABLE records again (a RELEASE, a lock expiry, a member's
+  session closed), so records handed back are handed out without waiting for new ones.
 - A share partition starts, on its first fetch, at the log's high watermark
   (``share.auto.offset.reset`` latest, Kafka's default) or its log start offset
   (earliest).
@@ -77,6 +80,7 @@ class SharePartitionManager:
         self._seq: dict[ShareKey, int] = {}  # the last snapshot's sequence number
         self._leader_epochs: dict[ShareKey, int] = {}
         self._state_keys: dict[ShareKey, str] = {}  # "group:topicId:partition"
+        self._watchers: dict[ShareKey, set[asyncio.Future[None]]] = {}
         if replica_manager is not None:
             replica_manager.add_leadership_listener(self.on_leadership_changed)
 
@@ -168,16 +172,42 @@ class SharePartitionManager:
         return await self.persister.write(self._state_keys[key], snapshot)
 
     def touched(self, key: ShareKey) -> None:
-        """Re-arm ``key``'s lock timer at its earliest deadline (none when no lock)."""
+        """Re-arm ``key``'s lock timer at its earliest deadline (none when no lock), and
+        wake the fetches watching ``key`` if it has AVAILABLE records."""
         timer = self._timers.pop(key, None)
         if timer is not None:
             timer.cancel()
         share = self.partitions.get(key)
+        self._maybe_wake(key, share)
         deadline = share.next_deadline_ms() if share is not None else None
         if deadline is None:
             return
         delay_s = max(0, deadline - self.clock()) / 1000
         self._timers[key] = asyncio.get_running_loop().call_later(delay_s, self._expire, key)
+
+    def watch(self, keys: Iterable[ShareKey]) -> asyncio.Future[None]:
+        """A future done once one of ``keys`` has AVAILABLE records after a change
+        (``touched``); the caller ``unwatch``es it whether or not it is done."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self._watchers.setdefault(key, set()).add(waiter)
+        return waiter
+
+    def unwatch(self, waiter: asyncio.Future[None], keys: Iterable[ShareKey]) -> None:
+        for key in keys:
+            waiters = self._watchers.get(key)
+            if waiters is not None:
+                waiters.discard(waiter)
+                if not waiters:
+                    del self._watchers[key]
+
+    def _maybe_wake(self, key: ShareKey, share: SharePartition | None) -> None:
+        waiters = self._watchers.get(key)
+        if not waiters or share is None or not share.has_available():
+            return
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _expire(self, key: ShareKey) -> None:
         """The lock timer of ``key``: release what has expired, arm the next one."""

@@ -1,0 +1,124 @@
+"""Share groups on three brokers: a long poll woken by records handed back, the renew-only
+ShareFetch, and DescribeShareGroupOffsets of state another broker's share coordinator keeps.
+
+One cluster for the module (the conftest ``shared_cluster`` settings, with one
+``__consumer_offsets`` partition per broker and one ``__share_group_state`` partition);
+each test uses its own group and topic.  Raw ShareFetch / ShareAcknowledge through the
+helpers of test_share_fetch_wire.py, sent to the partition's leader.  Every wait is
+bounded; no assertion depends on how fast the broker is, only on an upper bound far
+below the long poll's ``max_wait_ms``.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from protocol.share_fetch_messages import ShareFetchRequest
+from tests.integration.test_share_fetch_wire import (
+    ACCEPT,
+    INVALID_REQUEST,
+    NONE,
+    RELEASE,
+    RENEW,
+    FetchAck,
+    FetchPartition,
+    FetchTopic,
+    Member,
+    acquired,
+    fetch_until,
+    open_member,
+    partition_of,
+    produce,
+)
+
+LONG_POLL_MS = 30_000
+WOKEN_WITHIN_S = 20.0  # far below the long poll: only a wake answers this early
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(module_cluster_factory):
+    return module_cluster_factory(3, **{"offsets.topic.num.partitions": 3,
+                                        "share.coordinator.state.topic.num.partitions": 1})
+
+
+def led_topic(cluster, name: str) -> tuple[int, uuid.UUID]:
+    """A one-partition topic (replication 3): its leader and topic id."""
+    cluster.create_topic(name, 1, replication_factor=3)
+    leader = cluster.wait_for_leader(name, 0)
+    with cluster.connect(leader) as conn:
+        return leader, conn.metadata([name], version=12).topics[0].topic_id
+
+
+def test_a_waiting_fetch_is_answered_by_a_release(cluster):
+    """A ShareFetch long-polling (max_wait 30 s) with nothing to hand out is answered as
+    soon as another member RELEASEs records, holding them (delivery count 2), instead
+    of at its max_wait."""
+    leader, topic_id = led_topic(cluster, "wake")
+    with cluster.connect(leader) as conn_a, \
+            cluster.connect(leader, timeout_s=60) as conn_b:
+        a = open_member(conn_a, "g-wake", topic_id)
+        b = open_member(conn_b, "g-wake", topic_id)
+        produce(conn_a, "wake", 2)
+        assert acquired(fetch_until(a, acquired)) == [(0, 1, 1)]
+        request = ShareFetchRequest[1](
+            group_id=b.group, member_id=b.member_id, share_session_epoch=b.epoch,
+            max_wait_ms=LONG_POLL_MS, min_bytes=1, max_bytes=1 << 20, max_records=100,
+            batch_size=100, topics=[FetchTopic(topic_id=topic_id, partitions=[
+                FetchPartition(partition_index=0, acknowledgement_batches=[])])],
+            forgotten_topics_data=[])
+        started = time.monotonic()
+        correlation_id = conn_b.send(request)
+        # Only a hint that b's fetch is parked before the release (without it the test
+        # still passes, the records then being AVAILABLE when b's fetch is read).
+        time.sleep(1.0)
+        released = a.acknowledge([(0, 1, [RELEASE])])
+        assert partition_of(released).error_code == NONE
+        answer = conn_b.receive(request, correlation_id)
+        waited_s = time.monotonic() - started
+        assert answer.error_code == NONE
+        assert acquired(answer) == [(0, 1, 2)], answer
+        assert waited_s < WOKEN_WITHIN_S, f"answered after {waited_s:.1f} s, not woken"
+
+
+def renew_fetch(member: Member, topic_id, acks, **fetch_params):
+    """A ShareFetch v2 with IsRenewAck carrying ``acks`` (first, last, [types])."""
+    params = {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": 0, "max_records": 0}
+    params.update(fetch_params)
+    request = ShareFetchRequest[2](
+        group_id=member.group, member_id=member.member_id,
+        share_session_epoch=member.epoch, batch_size=0, share_acquire_mode=0,
+        is_renew_ack=True, topics=[FetchTopic(topic_id=topic_id, partitions=[
+            FetchPartition(partition_index=0, acknowledgement_batches=[
+                FetchAck(first_offset=f, last_offset=last, acknowledge_types=types)
+                for f, last, types in acks])])],
+        forgotten_topics_data=[], **params)
+    response = member.conn.request(request)
+    if response.error_code == NONE:
+        member.epoch += 1
+    return response
+
+
+def test_a_renew_only_fetch_renews_and_acquires_nothing(cluster):
+    """ShareFetch v2 with IsRenewAck (Java 4.3's renew-only fetch) applies the RENEW and
+    hands out no records, though new ones wait; a renew-only fetch asking for records
+    (MaxWaitMs, MinBytes, MaxBytes or MaxRecords not 0) is INVALID_REQUEST."""
+    leader, topic_id = led_topic(cluster, "renew-only")
+    with cluster.connect(leader) as conn:
+        a = open_member(conn, "g-renew-only", topic_id)
+        b = open_member(conn, "g-renew-only", topic_id)
+        produce(conn, "renew-only", 1)
+        assert acquired(fetch_until(a, acquired)) == [(0, 0, 1)]
+        produce(conn, "renew-only", 2, tag=b"w")
+        renewed = renew_fetch(a, topic_id, [(0, 0, [RENEW])])
+        assert renewed.error_code == NONE
+        partition = partition_of(renewed)
+        assert partition.acknowledge_error_code == NONE
+        assert acquired(renewed) == [], "a renew-only fetch acquires nothing"
+        assert renewed.acquisition_lock_timeout_ms > 0
+        refused = renew_fetch(a, topic_id, [(0, 0, [RENEW])], max_records=10)
+        assert refused.error_code == INVALID_REQUEST
+        # Offset 0 is still a's; offsets 1-2, never handed out, go to b.
+        assert acquired(fetch_until(b, acquired)) == [(1, 2, 1)]
+        assert partition_of(a.acknowledge([(0, 0, [ACCEPT])])).error_code == NONE
