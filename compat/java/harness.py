@@ -7,7 +7,8 @@ of the Java file.  From a shell::
 
     python -m compat.java.harness suite --bootstrap 127.0.0.1:9092 --prefix demo
 
-compiles (if needed) and runs one mode, passing the options through.  Java's logging
+compiles (if needed) and runs one mode, passing the options through; ``--client 4.3.0``
+first runs it on the newest kafka-clients instead of 3.9.0.  Java's logging
 (log4j 2 behind slf4j) goes to stderr at WARN, or at ``RAFTWOOD_JAVA_LOG_LEVEL``.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from compat.java.fetch_jars import JarsUnavailable, ensure_jars
+from compat.java.fetch_jars import DEFAULT_CLIENT, JarsUnavailable, ensure_jars
 
 SOURCE = Path(__file__).resolve().parent / "src" / "RaftwoodHarness.java"
 DEFAULT_BUILD = Path(__file__).resolve().parent / "build"
@@ -173,9 +174,12 @@ def _text(data) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
-def prepare(build_dir: Path | str | None = None, cache_dir: Path | str | None = None) -> Harness:
+def prepare(build_dir: Path | str | None = None, cache_dir: Path | str | None = None,
+            client_version: str = DEFAULT_CLIENT) -> Harness:
     """Fetch the jars, compile the harness into ``build_dir`` (skipped when up to date).
 
+    ``client_version`` picks the kafka-clients set (``fetch_jars.CLIENTS``: 3.9.0, Spark's,
+    by default; 4.3.0, the newest); each version compiles into a classes folder of its own.
     HarnessUnavailable when there is no ``javac``/``java`` or the jars cannot be had;
     RuntimeError (with javac's output) when the source does not compile.
     """
@@ -184,11 +188,12 @@ def prepare(build_dir: Path | str | None = None, cache_dir: Path | str | None = 
         raise HarnessUnavailable("no JDK: `javac` and `java` must be on PATH (e.g. Debian's "
                                  "openjdk-17-jdk-headless)")
     try:
-        jars = ensure_jars(cache_dir)
+        jars = ensure_jars(cache_dir, client_version)
     except JarsUnavailable as exc:
         raise HarnessUnavailable(f"kafka-clients jars unavailable: {exc}") from exc
     build = Path(build_dir) if build_dir else DEFAULT_BUILD
-    classes = build / "classes"
+    classes = build / ("classes" if client_version == DEFAULT_CLIENT
+                       else f"classes-{client_version}")
     marker = classes / f"{MAIN_CLASS}.class"
     if not marker.is_file() or marker.stat().st_mtime < SOURCE.stat().st_mtime:
         classes.mkdir(parents=True, exist_ok=True)
@@ -204,11 +209,14 @@ def prepare(build_dir: Path | str | None = None, cache_dir: Path | str | None = 
 
 
 def main(argv: list[str]) -> int:
+    version = DEFAULT_CLIENT
+    if argv[:1] == ["--client"] and len(argv) >= 2:
+        version, argv = argv[1], argv[2:]
     if not argv:
         print(__doc__)
         return 2
     try:
-        harness = prepare()
+        harness = prepare(client_version=version)
     except HarnessUnavailable as exc:
         print(f"harness: {exc}", file=sys.stderr)
         return 2
