@@ -14,8 +14,9 @@ verify`` and the pytest plugin (``broker.testing``) share.
   and the cluster's own view through the private status request.
 * ``chaos``: :class:`ChaosCluster`, a ClusterProcess whose brokers live in network
   namespaces (``netns``: the bridge, veths and nftables cuts, shared with ``raftwood
-  verify --network netns``) so tests can ``isolate``, ``partition`` and ``heal`` them
-  and ``wait_healthy``; ``health_problem``, the health check verify shares.
+  verify --network netns``) or behind loopback proxies (``proxy``, no root) so tests
+  can ``isolate``, ``partition`` and ``heal`` them and ``wait_healthy``;
+  ``health_problem``, the health check verify shares.
 * ``wire``: :class:`KafkaConnection`, the blocking client of ``broker.client.
   kafka_client`` with one-partition conveniences, and record-batch helpers.
 
@@ -30,6 +31,7 @@ from .chaos import (  # noqa: F401
     ChaosUnavailable,
     chaos_unavailable,
     health_problem,
+    pick_chaos_mode,
 )
 from .cluster import (  # noqa: F401
     DEFAULT_CLUSTER_START_TIMEOUT_S,

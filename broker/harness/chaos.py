@@ -2,42 +2,80 @@
 ``isolate``, ``partition``, ``degrade`` (delay, loss), ``heal`` and ``wait_healthy``;
 and ``health_problem``, the health check it shares with ``raftwood verify``.
 
-Mode ``netns`` (the one built): every broker runs in a network namespace of its own on
-a private bridge (``netns.NamespaceNetwork``), listening on its bridge address; clients
-in this process reach the brokers over the bridge (``bootstrap`` names those
-addresses).  A cut is an nftables drop rule on both ends, all ports: Kafka and Raft
-alike, so an isolated broker loses its metadata quorum too and is fenced, its
-partitions led elsewhere, exactly as across a real network.  Packets are dropped, not
-refused: a client connecting to a cut broker waits for its own timeout.  It needs root
-(CAP_NET_ADMIN) and ``ip``/``nft``; ``chaos_unavailable()`` says why it cannot run.
+Two modes make the cuts (``chaos_mode``), with the same API and the same meaning:
+
+* ``netns``: every broker runs in a network namespace of its own on a private bridge
+  (``netns.NamespaceNetwork``), listening on its bridge address; clients in this
+  process reach the brokers over the bridge (``bootstrap`` names those addresses).  A
+  cut is an nftables drop rule on both ends, all ports.  Packets are dropped, not
+  refused: a client connecting to a cut broker waits for its own timeout.  It needs
+  root (CAP_NET_ADMIN) and ``ip``/``nft``.
+* ``proxy``: every broker listens on 127.0.0.1 and advertises a loopback proxy in front
+  of its Kafka port and its Raft port (``proxy.LoopbackProxy``; ``bootstrap`` names the
+  proxies).  A cut stalls the proxied connections between the two sides (nothing is
+  forwarded, nothing refused); ``heal`` closes the stalled ones, so both sides
+  reconnect.  No root needed (Linux: the proxy reads /proc to tell brokers from
+  clients).  The harness's own status requests (``status``, ``wait_for``) and
+  ``connect(id)`` go to the real ports, past the proxy.
+
+Either way a cut covers Kafka and Raft alike, so an isolated broker loses its metadata
+quorum too and is fenced, its partitions led elsewhere, exactly as across a real
+network.  The mode is ``mode`` when given, else the environment's
+``RAFTWOOD_CHAOS_MODE``, else ``netns`` where namespaces can be built and ``proxy``
+otherwise; ``chaos_unavailable(mode)`` says why a mode cannot run here.
 
 Invariants: a cut, delay or loss lasts until ``heal()``; ``stop_all()`` heals, stops
-every broker and then removes every namespace, veth and the bridge (also when a stop
-fails), after which the cluster cannot start again; the network is also removed when the
-interpreter exits.
+every broker and then removes the network (namespaces, or the proxy's listeners), also
+when a stop fails, after which the cluster cannot start again; the network is also
+removed when the interpreter exits.
 Lifecycle and cuts from one thread; ``wait_healthy`` and the read-only helpers may run
 in others.
 """
 from __future__ import annotations
 
 import logging
+import os
 
-from .cluster import DEFAULT_CLUSTER_STOP_TIMEOUT_S, STATUS_TIMEOUT_S, ClusterProcess
+from .cluster import (
+    DEFAULT_CLUSTER_STOP_TIMEOUT_S,
+    STATUS_TIMEOUT_S,
+    ClusterProcess,
+    free_ports,
+)
 from .netns import CLIENTS, NamespaceNetwork, netem_supported, netns_available
-from .process import BrokerError
+from .process import LOCALHOST, BrokerError
+from .proxy import LoopbackProxy, proxy_unavailable
 
 log = logging.getLogger(__name__)
 
 CHAOS_PORTS = (9192, 9193)   # (Kafka, Raft) of every broker, each in its own namespace
 DEFAULT_HEALTHY_TIMEOUT_S = 60.0
+CHAOS_MODES = ("netns", "proxy")
+MODE_ENVIRONMENT = "RAFTWOOD_CHAOS_MODE"   # netns, proxy or auto (the default)
 
 
 class ChaosUnavailable(BrokerError):
     """This process cannot build a chaos cluster (the message says why)."""
 
 
-def chaos_unavailable() -> str | None:
-    """None when a ChaosCluster can run here, else why not."""
+def pick_chaos_mode(mode: str | None = None) -> str:
+    """``mode``, else ``$RAFTWOOD_CHAOS_MODE``, else (also for ``auto``) ``netns`` where
+    namespaces can be built and ``proxy`` otherwise.  ValueError for another name."""
+    mode = (mode or os.environ.get(MODE_ENVIRONMENT) or "auto").strip().lower()
+    if mode == "auto":
+        return "netns" if netns_available()[0] else "proxy"
+    if mode not in CHAOS_MODES:
+        raise ValueError(f"chaos mode {mode!r}: one of {', '.join(CHAOS_MODES)} or auto "
+                         f"(${MODE_ENVIRONMENT})")
+    return mode
+
+
+def chaos_unavailable(mode: str | None = None) -> str | None:
+    """None when a ChaosCluster of ``mode`` (``pick_chaos_mode``) can run here, else
+    why not."""
+    mode = pick_chaos_mode(mode)
+    if mode == "proxy":
+        return proxy_unavailable()
     usable, why = netns_available()
     return None if usable else why
 
@@ -96,27 +134,74 @@ def _partition_problem(cluster, statuses, image, topic: str, index: int) -> str 
 
 class ChaosCluster(ClusterProcess):
     """A ClusterProcess (same arguments, but not ``hosts``, ``ports`` or
-    ``command_prefixes``, which it sets) whose brokers each live in a network namespace
-    (see the module docstring).  ``CLIENTS`` stands for this process (every client) in
-    ``partition``.  Raises ChaosUnavailable when namespaces cannot be built here."""
+    ``command_prefixes``, which it sets) whose network can be cut (see the module
+    docstring); ``mode`` is ``netns``, ``proxy`` or ``auto`` (``pick_chaos_mode``), and
+    ``chaos_mode`` (also ``mode``) the one in use.  ``CLIENTS`` stands for this process
+    (every client) in ``partition``.  Raises ChaosUnavailable when the mode cannot run
+    here."""
 
     CLIENTS = CLIENTS
-    chaos_mode = "netns"
 
-    def __init__(self, home, size: int = 3, **options):
+    def __init__(self, home, size: int = 3, *, mode: str | None = None, **options):
         for managed in ("hosts", "ports", "command_prefixes"):
             if managed in options:
                 raise ValueError(f"{managed} is managed by ChaosCluster")
-        why = chaos_unavailable()
+        self.chaos_mode = pick_chaos_mode(mode)
+        why = chaos_unavailable(self.chaos_mode)
         if why is not None:
-            raise ChaosUnavailable(f"a chaos cluster needs network namespaces: {why}")
+            raise ChaosUnavailable(f"a chaos cluster in mode {self.chaos_mode} cannot run "
+                                   f"here: {why}")
+        self._net_state = "planned"   # planned -> up -> closed
+        self._proxy_ports: dict[int, int] = {}
+        if self.chaos_mode == "proxy":
+            super().__init__(home, size, **options)
+            self.net = self._plan_proxy()
+            return
         nodes = range(1, size + 1)
         self.net = NamespaceNetwork(nodes)
-        self._net_state = "planned"   # planned -> up -> closed
         super().__init__(home, size, hosts={n: self.net.address(n) for n in nodes},
                          ports=CHAOS_PORTS,
                          command_prefixes={n: self.net.exec_prefix(n) for n in nodes},
                          **options)
+
+    @property
+    def mode(self) -> str:
+        """How cuts are made: ``netns`` or ``proxy``."""
+        return self.chaos_mode
+
+    def _plan_proxy(self) -> LoopbackProxy:
+        """Every broker advertises its proxy's Kafka port and, as its voter entry, its
+        proxy's Raft port, binding its real Raft port (``controller.quorum.bind.address``)."""
+        for broker in self.brokers:
+            if "advertised.listeners" in broker.extra_settings:
+                raise ValueError("advertised.listeners is managed by a proxy ChaosCluster")
+        ports = free_ports(2 * self.size)
+        kafka = dict(zip(self.node_ids, ports[:self.size], strict=True))
+        raft = dict(zip(self.node_ids, ports[self.size:], strict=True))
+        self._proxy_ports = kafka
+        voter_ids = [int(v.split("@")[0]) for v in self.voters.split(",")] if self.voters else []
+        self.voters = ",".join(f"{n}@{LOCALHOST}:{raft[n]}" for n in voter_ids)
+        for broker, plan in zip(self.brokers, self.plans, strict=True):
+            own = broker.extra_settings
+            own["advertised.listeners"] = f"PLAINTEXT://{LOCALHOST}:{kafka[plan.node_id]}"
+            if self.voters:
+                own["controller.quorum.voters"] = self.voters
+            if plan.node_id in voter_ids:
+                own["controller.quorum.bind.address"] = f"{LOCALHOST}:{plan.raft_port}"
+        routes = {p.node_id: [(kafka[p.node_id], p.port), (raft[p.node_id], p.raft_port)]
+                  for p in self.plans}
+        return LoopbackProxy(routes, self._broker_pids)
+
+    def _broker_pids(self) -> dict[int, int]:
+        """{pid: node id} of the brokers launched (the proxy's owner lookup)."""
+        return {b.pid: b.node_id for b in self.brokers if b.pid is not None}
+
+    @property
+    def bootstrap(self) -> str:
+        """Where clients go: the bridge addresses (netns) or the proxies (proxy)."""
+        if self._proxy_ports:
+            return ",".join(f"{LOCALHOST}:{port}" for port in self._proxy_ports.values())
+        return super().bootstrap
 
     # -- lifecycle -------------------------------------------------------------------------
     def _start(self, nodes: list[int], timeout_s: float) -> ChaosCluster:
@@ -165,12 +250,13 @@ class ChaosCluster(ClusterProcess):
                 loss_pct: float = 0.0) -> str:
         """Delay (with jitter) and drop at random ``loss_pct`` % of everything
         ``node_id`` sends (to brokers and clients alike) until ``heal``; returns what was
-        applied.  ChaosUnavailable asking for delay on a kernel without the netem qdisc
-        (loss alone is then made with an nftables rule)."""
+        applied.  netns: ChaosUnavailable asking for delay on a kernel without the netem
+        qdisc (loss alone is then made with an nftables rule).  proxy: a lost chunk
+        arrives a retransmission timeout late, 100 % loss forwards nothing."""
         self._need_network([node_id])
         if not 0 <= loss_pct <= 100 or delay_ms < 0 or jitter_ms < 0:
             raise ValueError("delay and jitter >= 0 ms, loss in 0..100 %")
-        if (delay_ms or jitter_ms) and not netem_supported():
+        if (delay_ms or jitter_ms) and self.chaos_mode == "netns" and not netem_supported():
             raise ChaosUnavailable("no netem qdisc in this kernel: delay cannot be added "
                                    "(loss alone can)")
         applied = self.net.netem(node_id, delay_ms, jitter_ms, loss_pct)

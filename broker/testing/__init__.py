@@ -28,12 +28,12 @@ A cluster whose metadata lives in a Raft quorum of its brokers::
         cluster.start(leader)                          # back as follower, same data
 
 Network faults (a *chaos cluster*): ``raftwood_cluster_factory(chaos=True)`` (or
-``ChaosCluster(directory)`` outside pytest) starts every broker in a network namespace of
-its own, so a test can cut the network the way a real one fails::
+``ChaosCluster(directory)`` outside pytest) starts brokers whose network a test can cut
+the way a real one fails, as root or not (``chaos_mode`` below)::
 
     def test_pipeline_survives_a_partition(raftwood_cluster_factory):
         cluster = raftwood_cluster_factory(chaos=True)   # skipped where it cannot run
-        assert cluster.chaos_mode == "netns"
+        assert cluster.mode in ("netns", "proxy")
         cluster.create_topic("in", partitions=1, replication_factor=3)
         leader = cluster.leader_of("in", 0)
         followers = [n for n in cluster.node_ids if n != leader]
@@ -55,14 +55,24 @@ elsewhere; one cut from clients only keeps replicating with the other brokers.
 A client connecting to a cut broker is not refused, it waits for its own timeout.
 ``wait_healthy(timeout_s=60)`` waits until every broker is registered and unfenced, one
 controller is elected and every partition (internal topics included) has its full ISR;
-AssertionError naming the last problem otherwise.  ``chaos_mode`` says how cuts are
-made: ``"netns"`` (network namespaces and nftables rules; needs root with ``ip`` and
-``nft``, like ``raftwood verify --network netns``).  Brokers then listen on their
-namespace's bridge address (``bootstrap`` names them: ``10.213.R.N:9192``) instead of
-127.0.0.1.  Where namespaces cannot be built, ``chaos=True`` skips the test with the
-reason (``chaos_unavailable()`` gives it; ``ChaosCluster`` raises ``ChaosUnavailable``).
+AssertionError naming the last problem otherwise.  ``chaos_mode`` (or ``mode``) says how
+cuts are made.  ``"netns"``: every broker in a network namespace of its own, cuts by
+nftables rules (needs root with ``ip`` and ``nft``, like ``raftwood verify --network
+netns``); brokers listen on their namespace's bridge address (``bootstrap`` names them:
+``10.213.R.N:9192``).  ``"proxy"``: no root needed (Linux); brokers listen on 127.0.0.1
+and advertise a loopback proxy in front of their Kafka and Raft ports, which tells
+brokers from clients by the process holding each connection; a cut stalls the proxied
+connections (nothing forwarded, nothing refused) and ``heal`` closes them so both sides
+reconnect; a lost chunk arrives 200 ms late (as a TCP retransmission), 100 % loss
+forwards nothing.  ``chaos=True`` picks ``netns`` where namespaces can be built and
+``proxy`` elsewhere; ``chaos="proxy"`` or ``"netns"`` (or the environment's
+``RAFTWOOD_CHAOS_MODE``) forces one.  Where the mode cannot run the test is skipped with
+the reason (``chaos_unavailable(mode)`` gives it; ``ChaosCluster`` raises
+``ChaosUnavailable``).  The harness's own status requests go to the brokers directly, in
+either mode they skip brokers cut from clients.
 At teardown, also after a failure, the cuts are healed, the brokers stopped and every
-namespace, veth and bridge removed (and at interpreter exit if teardown never ran).
+namespace, veth and bridge, or the proxy, removed (and at interpreter exit if teardown
+never ran).
 
 Fixtures:
 
@@ -140,12 +150,13 @@ from broker.harness import (  # noqa: F401  (re-exported: the public names of th
     chaos_unavailable,
     free_port,
     free_ports,
+    pick_chaos_mode,
     read_records,
     settings_from_kwargs,
 )
 
 __all__ = ["BrokerError", "BrokerProcess", "ChaosCluster", "ChaosUnavailable",
-           "ClusterProcess", "ConnectionFailed", "chaos_unavailable",
+           "ClusterProcess", "ConnectionFailed", "chaos_unavailable", "pick_chaos_mode",
            "FAST_CLUSTER_SETTINGS", "KafkaConnection", "free_port", "free_ports", "build_batch",
            "read_records", "settings_from_kwargs"]
 
@@ -202,7 +213,8 @@ if pytest is not None:
         """``factory(size=3, *, broker_settings=None, fast=True, start=True, voters=None,
         chaos=False, **settings) -> ClusterProcess``, started unless ``start=False``
         (``voters``: only the first brokers vote in the metadata quorum, the others are
-        observers; ``chaos``: a ChaosCluster, the test skipped where it cannot run); its
+        observers; ``chaos``: a ChaosCluster, True for the mode picked here, or
+        ``"netns"``/``"proxy"``/``"auto"``, the test skipped where it cannot run); its
         quorum shares a generated secret file (``controller_quorum_allow_unauthenticated=True``
         runs one without); every broker of every cluster is stopped at teardown
         (SIGTERM at once, SIGKILL after a bound).  Teardown fails
@@ -212,17 +224,19 @@ if pytest is not None:
         counter = itertools.count(1)
 
         def factory(size: int = 3, *, broker_settings: dict | None = None, fast: bool = True,
-                    start: bool = True, voters: int | None = None, chaos: bool = False,
+                    start: bool = True, voters: int | None = None, chaos: bool | str = False,
                     **settings) -> ClusterProcess:
+            options = {}
             kind = ClusterProcess
             if chaos:
-                why = chaos_unavailable()
+                mode = None if chaos is True else chaos
+                why = chaos_unavailable(mode)
                 if why is not None:
-                    pytest.skip(f"a chaos cluster needs network namespaces: {why}")
-                kind = ChaosCluster
+                    pytest.skip(f"a chaos cluster cannot run here: {why}")
+                kind, options = ChaosCluster, {"mode": mode}
             cluster = kind(tmp_path / f"cluster-{next(counter)}", size,
                            settings=settings, broker_settings=broker_settings,
-                           fast=fast, voters=voters)
+                           fast=fast, voters=voters, **options)
             clusters.append(cluster)
             return cluster.start_all() if start else cluster
 

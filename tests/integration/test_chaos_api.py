@@ -1,6 +1,8 @@
 """The pytest plugin's chaos API, used only as its docstring documents it: a ChaosCluster
-(every broker in a network namespace of its own) whose network the test cuts with
-``isolate``, ``partition`` and ``heal``, waiting with ``wait_healthy``.
+whose network the test cuts with ``isolate``, ``partition`` and ``heal``, waiting with
+``wait_healthy``, in both modes: ``netns`` (every broker in a network namespace of its
+own; root) and ``proxy`` (a loopback proxy in front of every broker; no root needed, and
+run as root too).
 
 * a consume-transform-produce pipeline (confluent-kafka: read_committed group consumer,
   transactional producer, offsets sent to the transaction) keeps running while the leader
@@ -10,8 +12,9 @@
 * isolating a partition leader fences it and moves the leadership to the majority;
   healing brings it back into the ISR.
 
-One cluster for the module; each test heals what it cut and waits for health before it
-ends.  Skipped where network namespaces cannot be built (not root, no ``ip``/``nft``).
+One cluster per mode for the module; each test heals what it cut and waits for health
+before it ends.  The netns variant is skipped where network namespaces cannot be built
+(not root, no ``ip``/``nft``).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ import time
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from broker.testing import BrokerError, ChaosCluster, chaos_unavailable
+from broker.testing import BrokerError, ChaosCluster, chaos_unavailable, pick_chaos_mode
 
 WAIT_S = 60.0
 PIPELINE_S = 240.0        # bound of the whole pipeline run
@@ -31,14 +34,16 @@ SETTINGS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
 TOPIC_CONFIGS = {"min.insync.replicas": 2}
 
 
-@pytest.fixture(scope="module")
-def chaos_cluster(tmp_path_factory):
-    """One started ChaosCluster of three brokers; at the end every broker must stop with
-    exit code 0 and the namespaces are gone."""
-    why = chaos_unavailable()
+@pytest.fixture(scope="module", params=["netns", "proxy"])
+def chaos_cluster(request, tmp_path_factory):
+    """One started ChaosCluster of three brokers in each mode; at the end every broker
+    must stop with exit code 0 and the network is gone."""
+    why = chaos_unavailable(request.param)
     if why is not None:
-        pytest.skip(f"a chaos cluster needs network namespaces: {why}")
-    cluster = ChaosCluster(tmp_path_factory.mktemp("chaos"), 3, settings=SETTINGS)
+        pytest.skip(f"a chaos cluster in mode {request.param} cannot run here: {why}")
+    cluster = ChaosCluster(tmp_path_factory.mktemp(f"chaos-{request.param}"), 3,
+                           mode=request.param, settings=SETTINGS)
+    assert cluster.mode == request.param
     try:
         cluster.start_all()
         yield cluster
@@ -275,21 +280,31 @@ def test_isolating_a_leader_moves_leadership_and_heal_brings_it_back(cluster):
 
 
 def test_cluster_factory_gives_a_chaos_cluster_on_request(raftwood_cluster_factory):
-    """``chaos=True`` gives a ChaosCluster (namespaces, bridge addresses) and checks a
-    partition's sides; without it the factory's cluster is the plain loopback one.
-    Neither is started: teardown removes the unbuilt network as well."""
+    """``chaos=True`` gives a ChaosCluster (netns where namespaces can be built, else
+    proxy), ``chaos="proxy"`` one behind loopback proxies, both checking a partition's
+    sides; without it the factory's cluster is the plain loopback one.  None is started:
+    teardown removes the unbuilt network as well."""
     plain = raftwood_cluster_factory(start=False)
     assert not isinstance(plain, ChaosCluster)
     assert all(address.startswith("127.0.0.1:") for address in plain.bootstrap.split(","))
+    picked = pick_chaos_mode()   # netns where it can run, else proxy; the environment's first
     chaos = raftwood_cluster_factory(chaos=True, start=False)
-    assert isinstance(chaos, ChaosCluster) and chaos.chaos_mode == "netns"
-    assert not any(a.startswith("127.") for a in chaos.bootstrap.split(","))
+    assert isinstance(chaos, ChaosCluster) and chaos.mode == picked
+    proxied = raftwood_cluster_factory(chaos="proxy", start=False)
+    assert proxied.mode == "proxy"
+    assert all(a.startswith("127.0.0.1:") for a in proxied.bootstrap.split(","))
+    assert proxied.bootstrap != ",".join(b.bootstrap for b in proxied.brokers)
+    if picked == "netns":
+        assert not any(a.startswith("127.") for a in chaos.bootstrap.split(","))
+    for each in (chaos, proxied):
+        with pytest.raises(ValueError):
+            each.partition([1], [1, 2])
+        with pytest.raises(ValueError):
+            each.partition([1], [])
+        with pytest.raises(BrokerError):      # not started: there is no network to cut yet
+            each.isolate(1)
     with pytest.raises(ValueError):
-        chaos.partition([1], [1, 2])
-    with pytest.raises(ValueError):
-        chaos.partition([1], [])
-    with pytest.raises(BrokerError):      # not started: there is no network to cut yet
-        chaos.isolate(1)
+        raftwood_cluster_factory(chaos="firewall", start=False)
 
 
 def test_a_follower_losing_every_packet_leaves_the_isr_until_healed(cluster):
