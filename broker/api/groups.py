@@ -365,7 +365,7 @@ async def handle_consumer_group_describe(
                 rack_id=d.member.rack_id, member_epoch=d.member.member_epoch,
                 client_id=d.member.client_id, client_host=d.member.client_host,
                 subscribed_topic_names=list(d.member.subscribed_topic_names),
-                subscribed_topic_regex=None,
+                subscribed_topic_regex=d.member.subscribed_topic_regex,
                 assignment=_described_partitions(d.assignment),
                 target_assignment=_described_partitions(d.target_assignment))
                 for d in group.members]))

@@ -34,8 +34,16 @@ while joining as an instance whose member has not left gets UNRELEASED_INSTANCE_
 and a heartbeat naming the instance with an older member id FENCED_INSTANCE_ID.  Its
 session timeout, from the leave, removes it for good.
 
-Not served, refused with a message: regex subscriptions (INVALID_REQUEST).
-Client-side assignors do not exist in Kafka 4.0's protocol either.
+Regex subscriptions (``SubscribedTopicRegex``, RE2 syntax, regex_subscriptions.py): a
+member subscribes to its topic names and to every topic of this broker's image whose
+whole name its pattern matches, resolved again on each heartbeat against the current
+image (cached per image), so a topic created or deleted moves the group epoch at the
+next heartbeat of any member, as a changed partition count does.  A pattern that does
+not compile, or that RE2 would refuse, is answered INVALID_REGULAR_EXPRESSION; an empty
+one clears the member's regex.  The pattern is kept in the member's metadata record;
+Kafka's resolved-regex record (ConsumerGroupRegularExpression) is not written: a loading
+coordinator resolves again from its image.  Client-side assignors do not exist in Kafka
+4.0's protocol either.
 
 Classic and consumer groups (Kafka 4.0's conversion, reduced to empty groups): a
 heartbeat with epoch 0 turns an *empty* classic group into a consumer group, a classic
@@ -67,6 +75,7 @@ from .consumer_group import (
 )
 from .group_configs import GroupSettings, group_settings
 from .manager import GroupMetadataManager
+from .regex_subscriptions import InvalidRegex, RegexResolver, compile_subscription
 from .state import GroupMetadata, GroupState
 from .waiters import call_later
 
@@ -144,6 +153,7 @@ class ConsumerGroups:
                              f"{self.consumer_session_timeout_ms} is outside [{low}, {high}]")
         self.consumer_assignors = assignor_names(config["group.consumer.assignors"])
         self.consumer_max_size = config["group.consumer.max.size"]
+        self._regexes = RegexResolver()
 
     # -- ConsumerGroupHeartbeat -------------------------------------------------------------
 
@@ -195,21 +205,23 @@ class ConsumerGroups:
             return found
         member, bump = found
         consumer = group.consumer
-        before = (member.subscribed_topic_names, member.server_assignor,
-                  member.rebalance_timeout_ms, member.rack_id)
+        before = (member.subscribed_topic_names, member.subscribed_topic_regex,
+                  member.server_assignor, member.rebalance_timeout_ms, member.rack_id)
         if subscribed_topic_names is not None:
             member.subscribed_topic_names = tuple(sorted(set(subscribed_topic_names)))
+        if subscribed_topic_regex is not None:  # "" clears it, as Kafka reads it
+            member.subscribed_topic_regex = subscribed_topic_regex or None
         if server_assignor is not None:
             member.server_assignor = server_assignor
         if rebalance_timeout_ms >= 0:
             member.rebalance_timeout_ms = rebalance_timeout_ms
         if rack_id is not None:
             member.rack_id = rack_id
-        after = (member.subscribed_topic_names, member.server_assignor,
-                 member.rebalance_timeout_ms, member.rack_id)
+        after = (member.subscribed_topic_names, member.subscribed_topic_regex,
+                 member.server_assignor, member.rebalance_timeout_ms, member.rack_id)
         if after != before or member_epoch == 0:
             entries.append(_member_metadata_record(group_id, member))
-        bump = bump or after[:2] != before[:2] \
+        bump = bump or after[:3] != before[:3] \
             or self._subscribed_metadata(consumer) != consumer.subscribed_metadata
         if bump:
             entries += self._bump_group_epoch(group)
@@ -334,13 +346,16 @@ class ConsumerGroups:
         if not member_id and (member_epoch != 0 or client_makes_member_id):
             return invalid("MemberId can't be empty.")
         if subscribed_topic_regex:  # librdkafka sends "" for none, as Kafka reads it
-            return invalid("Regular expression subscriptions are not served with "
-                           "group.protocol=consumer; subscribe to topic names.")
+            try:
+                compile_subscription(subscribed_topic_regex)
+            except InvalidRegex as exc:
+                return HeartbeatAnswer(ErrorCode.INVALID_REGULAR_EXPRESSION, str(exc))
         if member_epoch == 0:
             if rebalance_timeout_ms < 0:
                 return invalid("RebalanceTimeoutMs must be provided in first request.")
-            if subscribed_topic_names is None:
-                return invalid("SubscribedTopicNames must be set in first request.")
+            if subscribed_topic_names is None and not subscribed_topic_regex:
+                return invalid("SubscribedTopicNames or SubscribedTopicRegex must be set "
+                               "in first request.")
         if server_assignor is not None and server_assignor not in self.consumer_assignors:
             return HeartbeatAnswer(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                    f"ServerAssignor {server_assignor} is not supported. "
@@ -358,10 +373,20 @@ class ConsumerGroups:
         return epoch < member.member_epoch and epoch == member.previous_member_epoch \
             and owned is not None and contains(member.assigned, owned)
 
+    def _member_topics(self, member: ConsumerMember, topics) -> set[str]:
+        """The topics ``member`` subscribes to: its names, and what its regex matches
+        among ``topics`` (the image's)."""
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            names |= self._regexes.resolve(member.subscribed_topic_regex, topics)
+        return names
+
     def _subscribed_metadata(self, consumer: ConsumerGroupState) -> dict[str, tuple[str, int]]:
         topics = self._image().topics
+        subscribed = set().union(*(self._member_topics(m, topics)
+                                   for m in consumer.members.values()))
         return {name: (topics[name].topic_id, len(topics[name].partitions))
-                for name in sorted(consumer.subscribed_topics()) if name in topics}
+                for name in sorted(subscribed) if name in topics}
 
     def _bump_group_epoch(self, group: GroupMetadata) -> list[tuple[bytes, bytes | None]]:
         """The group's inputs changed: next group epoch, a new target assignment at it."""
@@ -369,8 +394,9 @@ class ConsumerGroups:
         consumer.group_epoch += 1
         consumer.subscribed_metadata = self._subscribed_metadata(consumer)
         assignor = consumer.chosen_assignor(self.consumer_assignors[0])
+        topics = self._image().topics
         target = assign(assignor,
-                        {m.member_id: set(m.subscribed_topic_names)
+                        {m.member_id: self._member_topics(m, topics)
                          for m in consumer.members.values()},
                         consumer.subscribed_metadata, consumer.target)
         group_id = group.group_id
@@ -537,7 +563,7 @@ def _member_metadata_record(group_id: str, member: ConsumerMember) -> tuple[byte
             records.consumer_member_value(records.ConsumerMemberValue(
                 member.instance_id, member.rack_id, member.client_id, member.client_host,
                 member.subscribed_topic_names, member.rebalance_timeout_ms,
-                member.server_assignor)))
+                member.server_assignor, member.subscribed_topic_regex)))
 
 
 def _current_assignment_record(group_id: str, member: ConsumerMember) -> tuple[bytes, bytes]:

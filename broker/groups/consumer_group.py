@@ -78,6 +78,7 @@ class ConsumerMember:
     rebalance_timeout_ms: int = -1
     subscribed_topic_names: tuple[str, ...] = ()
     server_assignor: str | None = None
+    subscribed_topic_regex: str | None = None  # KIP-848 regex subscription, RE2 syntax
     member_epoch: int = 0
     previous_member_epoch: int = -1
     state: MemberState = MemberState.STABLE

@@ -540,7 +540,8 @@ class _ConsumerRecords:
         for member_id, meta in self.members.items():
             member = ConsumerMember(
                 member_id, meta.client_id, meta.client_host, meta.instance_id, meta.rack_id,
-                meta.rebalance_timeout_ms, meta.subscribed_topic_names, meta.server_assignor)
+                meta.rebalance_timeout_ms, meta.subscribed_topic_names, meta.server_assignor,
+                meta.subscribed_topic_regex)
             current = self.current.get(member_id)
             if current is not None:
                 member.member_epoch = current.member_epoch

@@ -136,6 +136,7 @@ class ConsumerMemberValue:
     subscribed_topic_names: tuple[str, ...]
     rebalance_timeout_ms: int
     server_assignor: str | None
+    subscribed_topic_regex: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ def consumer_member_value(value: ConsumerMemberValue) -> bytes:
         flex.compact_string(value.instance_id) + flex.compact_string(value.rack_id)
         + flex.compact_string(value.client_id) + flex.compact_string(value.client_host)
         + flex.compact_array(value.subscribed_topic_names, flex.compact_string)
-        + flex.compact_string(None) + int32(value.rebalance_timeout_ms)
+        + flex.compact_string(value.subscribed_topic_regex) + int32(value.rebalance_timeout_ms)
         + flex.compact_string(value.server_assignor))
 
 
@@ -274,9 +275,9 @@ def decode_consumer_member_value(reader: flex.FlexReader) -> ConsumerMemberValue
     instance_id, rack_id = reader.nullable_string(), reader.nullable_string()
     client_id, client_host = reader.string(), reader.string()
     topics = tuple(reader.array(reader.string) or ())
-    reader.nullable_string()  # the regex subscription: refused, never written
+    regex = reader.nullable_string()
     return ConsumerMemberValue(instance_id, rack_id, client_id, client_host, topics,
-                               reader.int32(), reader.nullable_string())
+                               reader.int32(), reader.nullable_string(), regex)
 
 
 @_flex_read

@@ -89,8 +89,8 @@ def test_epochs_are_checked_and_leaving_releases_partitions(tmp_path):
 def test_refusals_name_what_is_not_served(tmp_path):  # and requests Kafka refuses
     async def scenario():
         _, c = await consumer_started(tmp_path)
-        regex = await heartbeat(c, "a", 0, regex="t.*")
-        assert regex.error == ErrorCode.INVALID_REQUEST and "Regular expression" in regex.message
+        regex = await heartbeat(c, "a", 0, regex="(t)\\1")
+        assert regex.error == ErrorCode.INVALID_REGULAR_EXPRESSION and "(t)\\1" in regex.message
         assert (await heartbeat(c, "a", 0, assignor="sticky")).error == \
             ErrorCode.UNSUPPORTED_ASSIGNOR
         assert (await heartbeat(c, "", 0)).error == ErrorCode.INVALID_REQUEST
@@ -241,4 +241,32 @@ def test_a_static_member_restarts_under_a_new_id_and_keeps_its_partitions(tmp_pa
         assert (reloaded.members["a2"].instance_id, reloaded.members["a2"].assigned) == \
             ("i-a", {TOPIC_ID: kept})
         assert "a1" not in reloaded.members and reloaded.target["a2"] == {TOPIC_ID: kept}
+    run(scenario())
+
+
+def test_a_regex_member_gets_matching_topics_also_created_later_and_keeps_it_on_reload(
+        tmp_path):
+    async def scenario():
+        broker, c = await consumer_started(tmp_path, group_consumer_session_timeout_ms=5000)
+        a = await heartbeat(c, "a", 0, topics=[], regex="t|u.*")
+        assert (a.error, a.member_epoch, parts(a)) == (NONE, 1, set(range(6)))
+        assert (await heartbeat(c, "a", 1, owned={TOPIC_ID: set(range(6))})).assignment is None
+        u_id = str(uuid.UUID(int=0xDEF))
+        broker.image.topics["u1"] = TopicInfo("u1", u_id, {}, {
+            i: PartitionInfo([1], 1, 0, 0, [1]) for i in range(2)})
+        broker.image.topics["xu"] = TopicInfo("xu", str(uuid.UUID(int=0x123)), {}, {
+            0: PartitionInfo([1], 1, 0, 0, [1])})  # matches only in part: not subscribed
+        a2 = await heartbeat(c, "a", 1, owned={TOPIC_ID: set(range(6))})
+        assert (a2.member_epoch, a2.assignment) == (2, {TOPIC_ID: set(range(6)), u_id: {0, 1}})
+        assert c.describe_consumer_group("g").members[0].member.subscribed_topic_regex == "t|u.*"
+        broker.replica_manager.follow(0)
+        broker.replica_manager.lead(0, epoch=2)
+        await until(lambda: c.manager.get_group("g") is not None)
+        assert c.manager.get_group("g").consumer.members["a"].subscribed_topic_regex == "t|u.*"
+        del broker.image.topics["u1"]
+        a3 = await heartbeat(c, "a", 2, owned={TOPIC_ID: set(range(6)), u_id: {0, 1}})
+        assert a3.assignment == {TOPIC_ID: set(range(6))}  # u1's partitions revoked
+        assert c.manager.get_group("g").consumer.group_epoch == 3
+        a4 = await heartbeat(c, "a", 2, owned={TOPIC_ID: set(range(6))})
+        assert (a4.error, a4.member_epoch) == (NONE, 3)
     run(scenario())

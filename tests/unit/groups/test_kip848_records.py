@@ -31,6 +31,8 @@ def test_member_and_assignment_values_round_trip():
     member = records.ConsumerMemberValue(None, "rack-1", "client", "/127.0.0.1", ("a", "b"),
                                          300_000, "uniform")
     assert records.decode_consumer_member_value(records.consumer_member_value(member)) == member
+    regex = records.ConsumerMemberValue(None, None, "c", "/h", (), 1000, None, "^orders-.*")
+    assert records.decode_consumer_member_value(records.consumer_member_value(regex)) == regex
     target = {TOPIC: {0, 2}}
     assert records.decode_target_member_value(records.target_member_value(target)) == target
     current = records.CurrentAssignmentValue(4, 3, 1, {TOPIC: {0}}, {TOPIC: {5}})
