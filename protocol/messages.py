@@ -277,10 +277,10 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(DescribeAclsRequest, DescribeAclsResponse, 1, 3),
     _spec(CreateAclsRequest, CreateAclsResponse, 1, 3),
     _spec(DeleteAclsRequest, DeleteAclsResponse, 1, 3),
-    # Transactions.  AddPartitionsToTxn, AddOffsetsToTxn and EndTxn stop at v3 (v4+ are
-    # KIP-890's: brokers' batched verification, transaction version 2);
+    # Transactions.  AddPartitionsToTxn v4-v5 are the brokers' batched form (KIP-890);
+    # AddOffsetsToTxn and EndTxn stop at v3 (v4+ are transaction version 2's);
     # ListTransactions at v1 (v2 filters by a regular expression).
-    _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
+    _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
     _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
     _spec(EndTxnRequest, EndTxnResponse, 0, 3),
     _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),

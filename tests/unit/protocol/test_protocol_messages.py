@@ -223,7 +223,7 @@ EXPECTED_RANGES = {
     43: (0, 2),   # ElectLeaders
     75: (0, 0),   # DescribeTopicPartitions
     # Transactions (issue 15): the versions before KIP-890's transaction version 2.
-    24: (0, 3),   # AddPartitionsToTxn
+    24: (0, 5),   # AddPartitionsToTxn
     25: (0, 3),   # AddOffsetsToTxn
     26: (0, 3),   # EndTxn
     27: (1, 1),   # WriteTxnMarkers (v0 is gone from Kafka 4 and kafka-python)
@@ -993,6 +993,12 @@ _REQUESTS = {
                                           terminating=False, compression_type=1,
                                           metrics=b"otlp"),
 }
+def _add_partitions_results() -> list:
+    Result = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+    return [Result(name="t", results_by_partition=[Result.AddPartitionsToTxnPartitionResult(
+        partition_index=3, partition_error_code=51)])]
+
+
 _RESPONSES = {
     0: (_produce_response, _check_produce, ProduceResponse),
     1: (_fetch_response, _check_fetch, FetchResponse),
@@ -1087,16 +1093,14 @@ _RESPONSES = {
                           and resp.next_cursor.partition_index == 4)
          or pytest.fail("DescribeTopicPartitions"), DescribeTopicPartitionsResponse),
     24: (lambda v: AddPartitionsToTxnResponse[v](
-            throttle_time_ms=0, error_code=0, results_by_transaction=[],
-            results_by_topic_v3_and_below=[
-                AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(
-                    name="t", results_by_partition=[
-                        AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
-                        .AddPartitionsToTxnPartitionResult(partition_index=3,
-                                                           partition_error_code=51)])]),
-         lambda resp, v: resp.results_by_topic_v3_and_below[0].results_by_partition[0]
-         .partition_error_code == 51 or pytest.fail("AddPartitionsToTxn"),
-         AddPartitionsToTxnResponse),
+            throttle_time_ms=0, error_code=0,
+            results_by_transaction=[AddPartitionsToTxnResponse.AddPartitionsToTxnResult(
+                transactional_id="tx", topic_results=_add_partitions_results())],
+            results_by_topic_v3_and_below=_add_partitions_results()),
+         lambda resp, v: (resp.results_by_topic_v3_and_below if v < 4
+                          else resp.results_by_transaction[0].topic_results)[0]
+         .results_by_partition[0].partition_error_code == 51
+         or pytest.fail("AddPartitionsToTxn"), AddPartitionsToTxnResponse),
     25: (_error_only_response(AddOffsetsToTxnResponse, 51), _check_error_code(51),
          AddOffsetsToTxnResponse),
     26: (_error_only_response(EndTxnResponse, 48), _check_error_code(48), EndTxnResponse),
