@@ -174,6 +174,11 @@ class ProducerStateManager:
         #: a snapshot file at this offset holds the state as of this offset; while
         #: map_end_offset is still there, ``take_snapshot`` need not rewrite it
         self._snapshot_matches: int | None = None
+        #: producer id -> the guard of its transaction verification in flight (KIP-890
+        #: part 1); a marker for that producer drops it, so a write verified before the
+        #: transaction ended finds its guard gone.  In memory only: a lost guard makes
+        #: the write verify again.
+        self._verification_guards: dict[int, object] = {}
 
     @property
     def snapshot_offsets(self) -> tuple[int, ...]:
@@ -230,6 +235,27 @@ class ProducerStateManager:
                 "TRANSACTION_COORDINATOR_FENCED",
                 f"marker for producer {producer_id} comes from coordinator epoch "
                 f"{coordinator_epoch}, older than {entry.coordinator_epoch}")
+
+    def needs_verification(self, header: BatchHeader) -> bool:
+        """Whether a client's transactional ``header`` would open a transaction here,
+        which the transaction coordinator must confirm first (KIP-890 part 1): the
+        producer has no transaction open here in that epoch."""
+        if not header.is_transactional or header.producer_id == NO_PRODUCER_ID:
+            return False
+        entry = self.producers.get(header.producer_id)
+        return entry is None or entry.current_txn_first_offset < 0 \
+            or entry.producer_epoch != header.producer_epoch
+
+    def start_verification(self, producer_id: int) -> object:
+        """A new guard for ``producer_id``'s verification (it replaces any older one)."""
+        guard = object()
+        self._verification_guards[producer_id] = guard
+        return guard
+
+    def verification_holds(self, producer_id: int, guard: object) -> bool:
+        """True while no marker for ``producer_id`` came since ``guard`` was started:
+        the coordinator's yes still describes the transaction the write belongs to."""
+        return self._verification_guards.get(producer_id) is guard
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest transaction not yet decided for readers (open, or
@@ -307,6 +333,7 @@ class ProducerStateManager:
         entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
         entry.last_timestamp = header.max_timestamp
         self._last_marker_offset = header.base_offset
+        self._verification_guards.pop(header.producer_id, None)
         first = entry.current_txn_first_offset
         if first < 0:
             return
@@ -346,6 +373,7 @@ class ProducerStateManager:
         self._last_marker_offset = -1
         self.map_end_offset = offset
         self._snapshot_matches = None
+        self._verification_guards = {}
 
     def take_snapshot(self, offset: int) -> None:
         """Write the state as the snapshot at ``offset`` (a segment roll, a clean close).

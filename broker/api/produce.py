@@ -6,6 +6,17 @@ Authorization (Kafka's): Write on each topic (TOPIC_AUTHORIZATION_FAILED per par
 a transactional produce (``transactional_id`` set) also needs Write on that
 TransactionalId, else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
+Transactions (KIP-890 part 1): a producer's transactional batch that would open a
+transaction on a partition this broker leads (none of that producer open there) is
+appended only once the transaction's coordinator confirmed the partition is in the
+ongoing transaction (``broker/transactions/verification.py``); otherwise the partition
+answers the coordinator's error: INVALID_TXN_STATE for a partition not in it (a write
+delayed past its transaction's end, which would hang), INVALID_PRODUCER_EPOCH for a
+fenced producer, NOT_ENOUGH_REPLICAS (retriable) while the coordinator is unavailable,
+loading, moving or ending the transaction.  A marker for the producer written while the
+question was out voids the answer (INVALID_TXN_STATE): the transaction it confirmed is
+over.  Such a request is answered from a task; every other stays on the hot path.
+
 Client quotas (KIP-546): the request's bytes count against the client's
 producer_byte_rate; over it, the answer carries throttle_time_ms and the connection
 stops reading for that time (client_quotas.throttle).
@@ -13,6 +24,7 @@ stops reading for that time (client_quotas.throttle).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer import ProduceResponse
@@ -20,6 +32,7 @@ from kafka.protocol.producer import ProduceResponse
 from protocol.errors import ErrorCode
 from protocol.hot_requests import encode_produce_response
 from protocol.messages import Framed, Request
+from protocol.records import parse_header
 
 from ..quotas.rates import PRODUCER_BYTE_RATE
 from ..replication import acks
@@ -27,7 +40,7 @@ from ..replication.acks import ProducePartitionStatus
 from ..replication.origin import AppendOrigin
 from ..security.acls import AclOperation, ResourceType
 from .client_quotas import throttle
-from .outcome import CLOSE, Answer, Later
+from .outcome import CLOSE, Answer, Later, answer_of
 
 if TYPE_CHECKING:
     from .context import ApiContext
@@ -53,18 +66,39 @@ def handle_produce(ctx: ApiContext, request: Request) -> Answer:
     if body.transactional_id is not None and not ctx.authorizer.allows(
             request, WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         return _uniform(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    denied = ctx.authorizer.refused(request, WRITE, (t.name for t in body.topic_data))
+    if body.transactional_id is not None:
+        unverified = _unverified(ctx, body, denied)
+        if unverified:
+            return _verify_then_produce(ctx, request, denied, unverified)
+    return _answer(ctx, request, _append_all(ctx, body, denied, {}))
+
+
+def _append_all(ctx: ApiContext, body: Any, denied: set[str],
+                refused: dict[tuple[str, int], ErrorCode]
+                ) -> dict[tuple[str, int], ProducePartitionStatus]:
+    """Append every partition's batch, except those of ``denied`` topics and those
+    ``refused`` (answered with that error)."""
     statuses = {}
     max_batch = ctx.config["message.max.bytes"]
-    denied = ctx.authorizer.refused(request, WRITE, (t.name for t in body.topic_data))
     for topic in body.topic_data:
         for data in topic.partition_data:
+            key = (topic.name, data.index)
             if topic.name in denied:  # Write on the topic (checked before any append)
-                statuses[(topic.name, data.index)] = ProducePartitionStatus(
+                statuses[key] = ProducePartitionStatus(
                     None, -1, -1, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                continue
-            statuses[(topic.name, data.index)] = ctx.replica_manager.append_one(
-                topic.name, data.index, data.records, required_acks, max_batch,
-                origin=AppendOrigin.CLIENT)
+            elif key in refused:
+                statuses[key] = ProducePartitionStatus(None, -1, -1, refused[key])
+            else:
+                statuses[key] = ctx.replica_manager.append_one(
+                    topic.name, data.index, data.records, body.acks, max_batch,
+                    origin=AppendOrigin.CLIENT)
+    return statuses
+
+
+def _answer(ctx: ApiContext, request: Request,
+            statuses: dict[tuple[str, int], ProducePartitionStatus]) -> Answer:
+    required_acks = request.body.acks
     throttle(ctx, request, PRODUCER_BYTE_RATE, request.size_bytes)
     if required_acks == acks.ACKS_NONE:
         if acks.closes_connection(s.error for s in statuses.values()):
@@ -74,12 +108,82 @@ def handle_produce(ctx: ApiContext, request: Request) -> Answer:
         return _response(request, statuses)
     later = Later()
     operation = ctx.replica_manager.watch_acks(
-        statuses, body.timeout_ms,
+        statuses, request.body.timeout_ms,
         lambda done: later.resolve(lambda: _response(request, done)))
     if later.resolved:  # every partition was done at once (failed, or an ISR of one)
         return _response(request, statuses)
     later.on_cancel = operation.withdraw  # the connection is gone: stop watching
     return later
+
+
+# -- transaction verification (KIP-890 part 1) ---------------------------------------------
+
+@dataclass
+class _Unverified:
+    """A partition's batch waiting for its coordinator's confirmation."""
+
+    producer_id: int
+    producer_epoch: int
+    producer_state: Any  # storage.producer_state.ProducerStateManager
+    guard: object
+
+
+# What a partition answers for its coordinator's error; the others pass as they are.
+_VERIFY_ERRORS = {
+    ErrorCode.NOT_COORDINATOR: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+}
+
+
+def _unverified(ctx: ApiContext, body: Any,
+                denied: set[str]) -> dict[tuple[str, int], _Unverified]:
+    """The partitions led here whose batch would open a transaction; a guard is started
+    for each.  A batch that does not parse is left to the append's checks."""
+    found = {}
+    for topic in body.topic_data:
+        if topic.name in denied:
+            continue
+        for data in topic.partition_data:
+            partition = ctx.replica_manager.get_partition(topic.name, data.index)
+            if partition is None or not partition.is_leader or not data.records:
+                continue
+            header = parse_header(data.records)
+            state = partition.log.producer_state
+            if header is not None and state.needs_verification(header):
+                found[(topic.name, data.index)] = _Unverified(
+                    header.producer_id, header.producer_epoch, state,
+                    state.start_verification(header.producer_id))
+    return found
+
+
+async def _verify_then_produce(ctx: ApiContext, request: Request, denied: set[str],
+                               unverified: dict[tuple[str, int], _Unverified]) -> Answer:
+    """Ask the coordinator about ``unverified`` (one question per producer id and epoch),
+    then append, in one pass, every batch whose partition was confirmed and whose guard
+    still holds."""
+    by_producer: dict[tuple[int, int], set[tuple[str, int]]] = {}
+    for tp, u in unverified.items():
+        by_producer.setdefault((u.producer_id, u.producer_epoch), set()).add(tp)
+    transactional_id = request.body.transactional_id
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    for (producer_id, producer_epoch), partitions in by_producer.items():
+        errors = await ctx.transactions.verifier.verify(
+            transactional_id, producer_id, producer_epoch, partitions)
+        for tp, error in errors.items():
+            if error != ErrorCode.NONE:
+                refused[tp] = _VERIFY_ERRORS.get(error, error)
+    for tp, u in unverified.items():  # no await from here to the appends
+        if tp not in refused and not u.producer_state.verification_holds(u.producer_id,
+                                                                          u.guard):
+            refused[tp] = ErrorCode.INVALID_TXN_STATE
+    if refused:
+        log.info("refused transactional produce of %s: %s", transactional_id,
+                 {f"{t}-{i}": e.name for (t, i), e in refused.items()})
+    return await answer_of(_answer(ctx, request, _append_all(ctx, request.body, denied,
+                                                             refused)))
 
 
 def _response(request: Request,

@@ -10,6 +10,11 @@ The transaction coordinator (``broker/transactions/``) behind Kafka's KafkaApis 
 * AddPartitionsToTxn: a refused or unknown partition fails the request with its own
   error, every other partition OPERATION_NOT_ATTEMPTED; else the coordinator's one error
   for every partition;
+* AddPartitionsToTxn v4+ is the brokers' batched form (KIP-890): ClusterAction on the
+  cluster (else CLUSTER_AUTHORIZATION_FAILED for the request); per transaction,
+  ``VerifyOnly`` asks whether each partition is in the ongoing transaction (NONE or
+  INVALID_TXN_STATE, ``TransactionCoordinator.verify_partitions``), otherwise the
+  partitions are added as v3 adds them;
 * PRODUCER_FENCED (KIP-588) is answered as INVALID_PRODUCER_EPOCH below version 2 of
   these three APIs (``fenced_for_version``), which older clients understand.
 """
@@ -40,6 +45,8 @@ TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 # The first version of AddPartitionsToTxn, AddOffsetsToTxn and EndTxn that knows
 # PRODUCER_FENCED.
 PRODUCER_FENCED_SINCE_VERSION = 2
+# AddPartitionsToTxn v4 is the brokers' batched form (KIP-890 part 1).
+BATCHED_SINCE_VERSION = 4
 
 
 def fenced_for_version(error: ErrorCode, version: int,
@@ -67,6 +74,8 @@ def _partition_results(errors: dict[tuple[str, int], int]) -> list:
 
 async def handle_add_partitions_to_txn(ctx: ApiContext,
                                        request: Request) -> AddPartitionsToTxnResponse:
+    if request.api_version >= BATCHED_SINCE_VERSION:
+        return await _add_partitions_batched(ctx, request)
     body = request.body
     wanted = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
     transactional_id = body.v3_and_below_transactional_id
@@ -92,6 +101,30 @@ async def handle_add_partitions_to_txn(ctx: ApiContext,
         set(wanted))
     error = fenced_for_version(error, request.api_version)
     return answer(dict.fromkeys(wanted, error))
+
+
+async def _add_partitions_batched(ctx: ApiContext,
+                                  request: Request) -> AddPartitionsToTxnResponse:
+    """v4+: the inter-broker form, one result per transaction."""
+    Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
+    if not ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION):
+        return AddPartitionsToTxnResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+            results_by_transaction=[])
+    results = []
+    for txn in request.body.transactions:
+        wanted = {(t.name, p) for t in txn.topics for p in t.partitions}
+        if txn.verify_only:
+            errors = ctx.transactions.verify_partitions(
+                txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
+        else:
+            error = await ctx.transactions.add_partitions(
+                txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
+            errors = dict.fromkeys(wanted, error)
+        results.append(Result(transactional_id=txn.transactional_id,
+                              topic_results=_partition_results(errors)))
+    return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                      results_by_transaction=results)
 
 
 # -- AddOffsetsToTxn --------------------------------------------------------------------------

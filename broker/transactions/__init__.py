@@ -5,6 +5,8 @@
     manager.py      the transaction cache, the core's shard for ``__transaction_state``:
                     loading, writes to the topic
     markers.py      WriteTxnMarkers to the leaders of a transaction's partitions
+    verification.py a partition leader asks a transaction's coordinator whether a
+                    partition is in it (KIP-890 part 1, AddPartitionsToTxn VerifyOnly)
     coordinator.py  InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
                     DescribeTransactions, ListTransactions, FindCoordinator key type 1;
                     aborting timed-out transactions, forgetting expired ids

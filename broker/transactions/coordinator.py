@@ -55,6 +55,7 @@ from .metadata import (
     TxnTransitMetadata,
     is_epoch_exhausted,
 )
+from .verification import TransactionVerifier
 
 if TYPE_CHECKING:
     from ..coordinator.context import CoordinatorContext
@@ -120,6 +121,7 @@ class TransactionCoordinator:
                                                **kwargs)
         self.clock_ms = self.manager.clock_ms
         self.markers = TransactionMarkerChannelManager(context)
+        self.verifier = TransactionVerifier(context, self)
         # The transactions whose markers and Complete* are being written (their pending
         # state may be as old as the markers take); by identity, one tenure's metadata.
         self._completing: set[TransactionMetadata] = set()
@@ -140,6 +142,7 @@ class TransactionCoordinator:
         await self.tasks.shutdown()
         self.manager.runtime.shutdown()
         await self.markers.shutdown()
+        await self.verifier.shutdown()
 
     # -- FindCoordinator -------------------------------------------------------------------------
 
@@ -274,6 +277,37 @@ class TransactionCoordinator:
         coordinator_epoch = self.manager.coordinator_epoch(metadata)
         transit = metadata.prepare_add_partitions(partitions, self.clock_ms())
         return await self.manager.append(metadata, coordinator_epoch, transit)
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: set[tuple[str, int]]) -> dict[tuple[str, int], ErrorCode]:
+        """AddPartitionsToTxn ``VerifyOnly`` (KIP-890 part 1): whether each partition is in
+        the producer's ongoing transaction (NONE) or not (INVALID_TXN_STATE); an error of
+        the transaction itself answers every partition.  Reads only, writes nothing."""
+        error = self._verify_transaction(transactional_id, producer_id, producer_epoch)
+        if error != ErrorCode.NONE:
+            return dict.fromkeys(partitions, error)
+        _error, metadata = self.manager.lookup(transactional_id)
+        assert metadata is not None
+        ongoing = metadata.state is S.ONGOING
+        return {tp: ErrorCode.NONE if ongoing and tp in metadata.topic_partitions
+                else ErrorCode.INVALID_TXN_STATE for tp in partitions}
+
+    def _verify_transaction(self, transactional_id: str, producer_id: int,
+                            producer_epoch: int) -> ErrorCode:
+        if not transactional_id:
+            return ErrorCode.INVALID_REQUEST
+        error, metadata = self.manager.lookup(transactional_id)
+        if error != ErrorCode.NONE:
+            return error
+        if metadata is None or metadata.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if metadata.producer_epoch != producer_epoch:
+            return ErrorCode.PRODUCER_FENCED
+        if (metadata.pending_transition_in_progress
+                and metadata.pending_state is not S.PREPARE_EPOCH_FENCE) \
+                or metadata.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return ErrorCode.CONCURRENT_TRANSACTIONS
+        return ErrorCode.NONE
 
     # -- EndTxn ----------------------------------------------------------------------------------
 
