@@ -165,6 +165,8 @@ from .share_group_messages import (
 from .share_state_messages import (
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
@@ -263,6 +265,9 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     # share-partition leader to the share coordinator of its key.
     _spec(ReadShareGroupStateRequest, ReadShareGroupStateResponse, 0, 0),
     _spec(WriteShareGroupStateRequest, WriteShareGroupStateResponse, 0, 0),
+    # The group coordinator's read of a start offset there (DescribeShareGroupOffsets);
+    # v1 adds DeliveryCompleteCount (KIP-1226).
+    _spec(ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, 0, 1),
     # KIP-714's client telemetry (telemetry_messages.py), v0 as Kafka 4.x.
     _spec(GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse, 0, 0),
     _spec(PushTelemetryRequest, PushTelemetryResponse, 0, 0),

@@ -1,5 +1,7 @@
 """ReadShareGroupState (API 84) and WriteShareGroupState (API 85): the share-partition
-leader's calls to the share coordinator (KIP-932), between brokers only (pure).
+leader's calls to the share coordinator (KIP-932), between brokers only (pure); and
+ReadShareGroupStateSummary (API 87): the group coordinator's read of a share partition's
+start offset at its share coordinator (v1 adds DeliveryCompleteCount, KIP-1226).
 
 kafka-python 3.0.12 has no classes for them; these are built by its metaclass from the
 JSON layouts in ``protocol/schemas/`` (v0, flexible).  Raftwood's brokers are the only
@@ -24,6 +26,14 @@ class ReadShareGroupStateResponse(ApiMessage, load_json=schemas):  # type: ignor
     pass
 
 
+class ReadShareGroupStateSummaryRequest(ApiMessage, load_json=schemas):  # type: ignore[misc, call-arg]
+    pass
+
+
+class ReadShareGroupStateSummaryResponse(ApiMessage, load_json=schemas):  # type: ignore[misc, call-arg]
+    pass
+
+
 class WriteShareGroupStateRequest(ApiMessage, load_json=schemas):  # type: ignore[misc, call-arg]
     pass
 
@@ -33,4 +43,5 @@ class WriteShareGroupStateResponse(ApiMessage, load_json=schemas):  # type: igno
 
 
 __all__ = ["ReadShareGroupStateRequest", "ReadShareGroupStateResponse",
+           "ReadShareGroupStateSummaryRequest", "ReadShareGroupStateSummaryResponse",
            "WriteShareGroupStateRequest", "WriteShareGroupStateResponse"]

@@ -99,6 +99,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ShareAcknowledge: share_fetch.handle_share_acknowledge,
     ApiKey.ReadShareGroupState: share_state.handle_read_share_group_state,
     ApiKey.WriteShareGroupState: share_state.handle_write_share_group_state,
+    ApiKey.ReadShareGroupStateSummary: share_state.handle_read_share_group_state_summary,
     ApiKey.SaslHandshake: sasl.handle_sasl_handshake,
     ApiKey.SaslAuthenticate: sasl.handle_sasl_authenticate,
     ApiKey.DescribeUserScramCredentials: scram_users.handle_describe_user_scram_credentials,

@@ -16,15 +16,17 @@ TOPIC_AUTHORIZATION_FAILED).
 
 DescribeShareGroupOffsets answers each partition's share-partition start offset (SPSO)
 from the share-group state (broker/share/): the snapshot on ``__share_group_state`` when
-this broker's share coordinator serves its key, else the live share partition when this
-broker leads the partition; -1 when the group has no state for it.  Where neither is
-here the partition answers COORDINATOR_NOT_AVAILABLE: Kafka's group coordinator asks
-the share coordinator over the network (ReadShareGroupStateSummary), which Raftwood
-does not yet.  With no topics named, every partition with a start offset is listed, of
-the members' subscribed topics and of the topics the group has state of here.
+this broker's share coordinator serves its key, else the share coordinator's answer to
+ReadShareGroupStateSummary over the inter-broker listener (as Kafka's group coordinator
+asks), else the live share partition when this broker leads the partition; -1 when the
+group has no state for it.  A partition whose coordinator cannot be reached (and that is
+not led here) answers COORDINATOR_NOT_AVAILABLE.  With no topics named, every partition
+with a start offset is listed, of the members' subscribed topics and of the topics the
+group has state of here.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -138,10 +140,10 @@ def _error_group(group_id: str, error: ErrorCode, message: str | None) -> Descri
 async def handle_describe_share_group_offsets(
         ctx: ApiContext, request: Request) -> DescribeShareGroupOffsetsResponse:
     return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=[
-        _describe_offsets(ctx, request, wanted) for wanted in request.body.groups])
+        await _describe_offsets(ctx, request, wanted) for wanted in request.body.groups])
 
 
-def _describe_offsets(ctx: ApiContext, request: Request, wanted: Any) -> OffsetsGroup:
+async def _describe_offsets(ctx: ApiContext, request: Request, wanted: Any) -> OffsetsGroup:
     group_id = wanted.group_id
     if not _may(ctx, request, AclOperation.DESCRIBE, group_id):
         return OffsetsGroup(group_id=group_id, topics=[], error_code=GROUP_DENIED,
@@ -170,8 +172,9 @@ def _describe_offsets(ctx: ApiContext, request: Request, wanted: Any) -> Offsets
                 for p in partitions]))
             continue
         rows = []
-        for p in partitions:
-            start, epoch, code = _start_offset(ctx, group_id, name, topic.topic_id, p)
+        starts = await asyncio.gather(*(_start_offset(ctx, group_id, name, topic.topic_id, p)
+                                        for p in partitions))
+        for p, (start, epoch, code) in zip(partitions, starts):
             if wanted.topics is None and start < 0 and code == ErrorCode.NONE:
                 continue  # listing everything: only partitions with state
             rows.append(OffsetsPartition(partition_index=p, start_offset=start,
@@ -202,17 +205,23 @@ def _topics_with_state(ctx: ApiContext, group_id: str) -> set[str]:
     return names
 
 
-def _start_offset(ctx: ApiContext, group_id: str, topic: str, topic_id: str,
-                  partition: int) -> tuple[int, int, ErrorCode]:
+async def _start_offset(ctx: ApiContext, group_id: str, topic: str, topic_id: str,
+                        partition: int) -> tuple[int, int, ErrorCode]:
     """(start offset, leader epoch, error) of one share partition; see the module doc."""
     share = ctx.share
     if share is None:
         return -1, -1, ErrorCode.NONE
     reachable = share.coordinator is None
     if share.coordinator is not None:
-        error, snapshot = share.coordinator.read(share_key(group_id, topic_id, partition))
+        key = share_key(group_id, topic_id, partition)
+        error, snapshot = share.coordinator.read(key)
         if error == ErrorCode.NONE and snapshot is not None:
             return snapshot.start_offset, snapshot.leader_epoch, ErrorCode.NONE
+        persister = share.partitions.persister
+        if error == ErrorCode.NOT_COORDINATOR and persister is not None:
+            error, summary = await persister.read_summary(key)  # another broker's
+            if error == ErrorCode.NONE and summary is not None:
+                return summary.start_offset, summary.leader_epoch, ErrorCode.NONE
         reachable = error == ErrorCode.NONE or not share.coordinator.topic_exists()
     live = share.partitions.get((group_id, topic, partition))
     if live is not None:

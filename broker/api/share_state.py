@@ -1,5 +1,7 @@
 """ReadShareGroupState (84) and WriteShareGroupState (85): a share-partition leader reads
-and writes share state at the share coordinator of its key (KIP-932's inter-broker APIs).
+and writes share state at the share coordinator of its key (KIP-932's inter-broker APIs);
+ReadShareGroupStateSummary (87): a group coordinator reads a share partition's start
+offset there (DescribeShareGroupOffsets), with v1's DeliveryCompleteCount (KIP-1226).
 
 Each partition named is answered by this broker's share coordinator
 (broker/share/coordinator.py) for the key ``"group:topicId:partition"``: NOT_COORDINATOR
@@ -18,11 +20,15 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode
-from protocol.share_state_messages import ReadShareGroupStateResponse, WriteShareGroupStateResponse
+from protocol.share_state_messages import (
+    ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryResponse,
+    WriteShareGroupStateResponse,
+)
 
 from ..security.acls import AclOperation
 from ..share.partition import RecordState, StateBatch
-from ..share.records import ShareSnapshot, share_key
+from ..share.records import ShareSnapshot, ShareSummary, share_key
 
 if TYPE_CHECKING:
     from protocol.messages import Request
@@ -31,6 +37,8 @@ if TYPE_CHECKING:
 
 ReadResult = ReadShareGroupStateResponse.ReadStateResult
 ReadPartition = ReadResult.PartitionResult
+SummaryResult = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult
+SummaryPartition = SummaryResult.PartitionResult
 WriteResult = WriteShareGroupStateResponse.WriteStateResult
 WritePartition = WriteResult.PartitionResult
 #: the widest in-flight window a write may describe (a leader's is at most
@@ -64,6 +72,31 @@ def _read_partition(index: int, error: ErrorCode,
         state_batches=[ReadPartition.StateBatch(
             first_offset=b.first_offset, last_offset=b.last_offset,
             delivery_state=int(b.state), delivery_count=b.delivery_count) for b in batches])
+
+
+async def handle_read_share_group_state_summary(
+        ctx: ApiContext, request: Request) -> ReadShareGroupStateSummaryResponse:
+    """Each partition's start offset, state epoch (the snapshot sequence), leader epoch
+    and delivery-complete count; StartOffset -1 for a key never written."""
+    body = request.body
+    allowed = ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION)
+    coordinator = ctx.share.coordinator
+    results = []
+    for topic in body.topics:
+        partitions = []
+        for p in topic.partitions:
+            error, snapshot = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) if not allowed \
+                else coordinator.read(share_key(body.group_id, str(topic.topic_id), p.partition))
+            summary = ShareSummary.of(snapshot) if snapshot is not None else None
+            partitions.append(SummaryPartition(
+                partition=p.partition, error_code=error, error_message=None,
+                state_epoch=snapshot.seq if snapshot is not None else 0,
+                leader_epoch=summary.leader_epoch if summary is not None else -1,
+                start_offset=summary.start_offset if summary is not None else -1,
+                delivery_complete_count=summary.delivery_complete_count
+                if summary is not None else 0))
+        results.append(SummaryResult(topic_id=topic.topic_id, partitions=partitions))
+    return ReadShareGroupStateSummaryResponse(results=results)
 
 
 async def handle_write_share_group_state(

@@ -33,6 +33,29 @@ class ShareSnapshot:
     def supersedes(self, other: ShareSnapshot | None) -> bool:
         return other is None or (self.leader_epoch, self.seq) > (other.leader_epoch, other.seq)
 
+    def delivery_complete_count(self) -> int:
+        """Kafka's DeliveryCompleteCount (KIP-1226): the records at or past the start
+        offset whose delivery is finished (ACKNOWLEDGED or ARCHIVED), which the start
+        offset has not passed yet because an earlier one is still in flight."""
+        return sum(b.last_offset - max(b.first_offset, self.start_offset) + 1
+                   for b in self.batches
+                   if b.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+                   and b.last_offset >= self.start_offset)
+
+
+@dataclass(frozen=True)
+class ShareSummary:
+    """What ReadShareGroupStateSummary answers of a share partition's state."""
+
+    start_offset: int
+    leader_epoch: int
+    delivery_complete_count: int
+
+    @classmethod
+    def of(cls, snapshot: ShareSnapshot) -> ShareSummary:
+        return cls(snapshot.start_offset, snapshot.leader_epoch,
+                   snapshot.delivery_complete_count())
+
 
 def share_key(group_id: str, topic_id: str, partition: int) -> str:
     return f"{group_id}:{topic_id}:{partition}"

@@ -1,5 +1,6 @@
 """ShareStateClient: a share-partition leader's ReadShareGroupState / WriteShareGroupState
-calls to the broker leading the key's ``__share_group_state`` partition (KIP-932).
+calls to the broker leading the key's ``__share_group_state`` partition (KIP-932), and
+the group coordinator's ReadShareGroupStateSummary (v1) for DescribeShareGroupOffsets.
 
 One connection per coordinator broker, on the inter-broker listener with its security,
 used by one request at a time (``AsyncConnection``); a lost connection or a coordinator
@@ -18,6 +19,8 @@ from protocol.errors import ErrorCode
 from protocol.share_state_messages import (
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
@@ -25,12 +28,14 @@ from protocol.share_state_messages import (
 from ..client.kafka_client import AsyncConnection, ConnectionFailed
 from ..security.client import inter_broker_security
 from .partition import RecordState, StateBatch
-from .records import ShareSnapshot
+from .records import ShareSnapshot, ShareSummary
 
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 10.0
+SUMMARY_VERSION = 1
 ReadTopic = ReadShareGroupStateRequest.ReadStateData
+SummaryTopic = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
 WriteTopic = WriteShareGroupStateRequest.WriteStateData
 WritePartition = WriteTopic.PartitionData
 
@@ -108,6 +113,22 @@ class ShareStateClient:
                         for b in result.state_batches)
         return ErrorCode.NONE, ShareSnapshot(-1, result.state_epoch, result.start_offset,
                                              batches)
+
+    async def read_summary(self, key: str) -> tuple[ErrorCode, ShareSummary | None]:
+        group, topic_id, index = _split(key)
+        request = ReadShareGroupStateSummaryRequest[SUMMARY_VERSION](
+            group_id=group, topics=[SummaryTopic(topic_id=topic_id, partitions=[
+                SummaryTopic.PartitionData(partition=index, leader_epoch=-1)])])
+        response = await self._call(key, request, ReadShareGroupStateSummaryResponse)
+        if response is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+        result = response.results[0].partitions[0]
+        if result.error_code != ErrorCode.NONE:
+            return ErrorCode(result.error_code), None
+        if result.start_offset < 0:
+            return ErrorCode.NONE, None
+        return ErrorCode.NONE, ShareSummary(result.start_offset, result.leader_epoch,
+                                            result.delivery_complete_count)
 
     async def write(self, key: str, snapshot: ShareSnapshot | None) -> ErrorCode:
         if snapshot is None:  # deleting state is the coordinator's own (not sent)

@@ -14,8 +14,10 @@ import time
 import uuid
 
 import pytest
+from kafka.protocol.metadata import FindCoordinatorRequest
 
 from protocol.share_fetch_messages import ShareFetchRequest
+from protocol.share_state_messages import ReadShareGroupStateSummaryRequest
 from tests.integration.test_share_fetch_wire import (
     ACCEPT,
     INVALID_REQUEST,
@@ -32,7 +34,9 @@ from tests.integration.test_share_fetch_wire import (
     partition_of,
     produce,
 )
+from tests.integration.test_share_group_membership import heartbeat, start_offsets
 
+STATE_TOPIC = "__share_group_state"
 LONG_POLL_MS = 30_000
 WOKEN_WITHIN_S = 20.0  # far below the long poll: only a wake answers this early
 
@@ -122,3 +126,52 @@ def test_a_renew_only_fetch_renews_and_acquires_nothing(cluster):
         # Offset 0 is still a's; offsets 1-2, never handed out, go to b.
         assert acquired(fetch_until(b, acquired)) == [(1, 2, 1)]
         assert partition_of(a.acknowledge([(0, 0, [ACCEPT])])).error_code == NONE
+
+
+def group_coordinator(cluster, group: str) -> int:
+    """The group coordinator FindCoordinator names for ``group`` (bounded retries while
+    ``__consumer_offsets`` is created and led)."""
+    def found(_statuses):
+        with cluster.connect(cluster.node_ids[0]) as conn:
+            answer = conn.request(FindCoordinatorRequest[3](key=group, key_type=0))
+        return answer.node_id if answer.error_code == NONE else None
+    return cluster.wait_for(found, what=f"a coordinator of {group}")
+
+
+def test_describe_offsets_asks_another_brokers_share_coordinator(cluster):
+    """DescribeShareGroupOffsets at a group coordinator that neither keeps the share
+    partition's state nor leads the partition reads the start offset from the share
+    coordinator with ReadShareGroupStateSummary (before: COORDINATOR_NOT_AVAILABLE);
+    that API answers the start offset and, in v1, the records finished past it."""
+    warm_leader, warm_id = led_topic(cluster, "summary-warm")
+    with cluster.connect(warm_leader) as conn:  # the first share fetch makes the state topic
+        open_member(conn, "g-summary-warm", warm_id)
+    share_coordinator = cluster.wait_for_leader(STATE_TOPIC, 0)
+    group = next((g for g in (f"g-summary-{i}" for i in range(40))
+                  if group_coordinator(cluster, g) != share_coordinator), None)
+    assert group is not None, "every candidate group coordinated by the share coordinator"
+    coordinator = group_coordinator(cluster, group)
+    leader = next(n for n in cluster.node_ids if n != coordinator)
+    cluster.create_topic("summary", assignments=[
+        [leader] + [n for n in cluster.node_ids if n != leader]])
+    assert cluster.wait_for_leader("summary", 0) == leader
+    with cluster.connect(coordinator) as conn:
+        member_id = str(uuid.uuid4())
+        assert heartbeat(conn, group, member_id, 0, ["summary"]).error_code == NONE
+    with cluster.connect(leader) as conn:
+        topic_id = conn.metadata(["summary"], version=12).topics[0].topic_id
+        member = open_member(conn, group, topic_id)
+        produce(conn, "summary", 5)
+        assert acquired(fetch_until(member, acquired)) == [(0, 4, 1)]
+        done = member.acknowledge([(0, 1, [ACCEPT]), (3, 3, [ACCEPT])])
+        assert partition_of(done).error_code == NONE  # written before it is answered
+    with cluster.connect(coordinator) as conn:
+        assert start_offsets(conn, group) == {("summary", 0): 2}
+    summary_topic = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
+    with cluster.connect(share_coordinator) as conn:
+        answer = conn.request(ReadShareGroupStateSummaryRequest[1](group_id=group, topics=[
+            summary_topic(topic_id=topic_id, partitions=[
+                summary_topic.PartitionData(partition=0, leader_epoch=-1)])]))
+    [result] = answer.results[0].partitions
+    assert (result.error_code, result.start_offset, result.delivery_complete_count) == \
+        (NONE, 2, 1), "offsets 0-1 passed, 3 finished but not passed (2 and 4 in flight)"

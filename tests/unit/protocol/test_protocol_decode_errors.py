@@ -83,6 +83,7 @@ from protocol.share_group_messages import (
 )
 from protocol.share_state_messages import (
     ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest,
     WriteShareGroupStateRequest,
 )
 from protocol.telemetry_messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
@@ -279,6 +280,12 @@ def _share_acknowledge(v):
 def _read_share_group_state(v):
     topic = ReadShareGroupStateRequest.ReadStateData
     return ReadShareGroupStateRequest[v](group_id="g", topics=[topic(
+        topic_id=uuid.uuid4(), partitions=[topic.PartitionData(partition=0, leader_epoch=3)])])
+
+
+def _read_share_group_state_summary(v):
+    topic = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
+    return ReadShareGroupStateSummaryRequest[v](group_id="g", topics=[topic(
         topic_id=uuid.uuid4(), partitions=[topic.PartitionData(partition=0, leader_epoch=3)])])
 
 
@@ -546,6 +553,7 @@ CORPUS_BUILDERS = {
     "ShareAcknowledge": (_share_acknowledge, [1, 2]),
     "ReadShareGroupState": (_read_share_group_state, [0]),
     "WriteShareGroupState": (_write_share_group_state, [0]),
+    "ReadShareGroupStateSummary": (_read_share_group_state_summary, [0, 1]),
     "SaslHandshake": (_sasl_handshake, [0, 1]),
     "SaslAuthenticate": (_sasl_authenticate, [0, 1, 2]),
     "DescribeUserScramCredentials": (_describe_scram, [0]),

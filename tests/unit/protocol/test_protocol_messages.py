@@ -169,6 +169,8 @@ from protocol.share_group_messages import (
 from protocol.share_state_messages import (
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
     WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 )
@@ -244,6 +246,7 @@ EXPECTED_RANGES = {
     79: (1, 2),   # ShareAcknowledge
     84: (0, 0),   # ReadShareGroupState
     85: (0, 0),   # WriteShareGroupState
+    87: (0, 1),   # ReadShareGroupStateSummary
     61: (0, 0),   # DescribeProducers
     45: (0, 1),   # AlterPartitionReassignments
     46: (0, 0),   # ListPartitionReassignments
@@ -267,7 +270,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
                   45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1, 90: 0, 91: 0, 92: 0,
                   57: 0, 47: 99, 48: 1, 49: 1,  # OffsetDelete is never flexible
-                  78: 0, 79: 0, 84: 0, 85: 0, 71: 0, 72: 0}
+                  78: 0, 79: 0, 84: 0, 85: 0, 87: 0, 71: 0, 72: 0}
 
 CLIENT_ID = "raftwood-unit"
 _OffsetsGroup = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
@@ -978,6 +981,7 @@ _REQUESTS = {
                                              share_session_epoch=1, is_renew_ack=False,
                                              topics=[]),
     84: lambda v: ReadShareGroupStateRequest[v](group_id="g", topics=[]),
+    87: lambda v: ReadShareGroupStateSummaryRequest[v](group_id="g", topics=[]),
     76: lambda v: ShareGroupHeartbeatRequest[v](group_id="g", member_id="m", member_epoch=0,
                                                 rack_id=None, subscribed_topic_names=["t"]),
     77: lambda v: ShareGroupDescribeRequest[v](group_ids=["g"],
@@ -1204,6 +1208,15 @@ _RESPONSES = {
                     start_offset=-1, state_batches=[])])]),
          lambda resp, v: resp.results[0].partitions[0].error_code == 16
          or pytest.fail("ReadShareGroupState"), ReadShareGroupStateResponse),
+    87: (lambda v: ReadShareGroupStateSummaryResponse[v](results=[
+            ReadShareGroupStateSummaryResponse.ReadStateSummaryResult(
+                topic_id=TOPIC_ID, partitions=[
+                    ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.PartitionResult(
+                        partition=1, error_code=0, error_message=None, state_epoch=3,
+                        leader_epoch=2, start_offset=40, delivery_complete_count=5)])]),
+         lambda resp, v: resp.results[0].partitions[0].start_offset == 40
+         and (v < 1 or resp.results[0].partitions[0].delivery_complete_count == 5)
+         or pytest.fail("ReadShareGroupStateSummary"), ReadShareGroupStateSummaryResponse),
     71: (lambda v: GetTelemetrySubscriptionsResponse[v](
             throttle_time_ms=0, error_code=0, client_instance_id=TOPIC_ID, subscription_id=-5,
             accepted_compression_types=[4, 1], push_interval_ms=1000,
