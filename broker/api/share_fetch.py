@@ -243,7 +243,7 @@ async def _fetch(ctx: ApiContext, request: Request, targets: list[Target],
         else READ_UNCOMMITTED
     deadline_ms = manager.clock() + max(0, body.max_wait_ms)
     for attempt in range(MAX_WAKES + 1):
-        plan = await _plan(ctx, request, targets, outcomes)
+        plan = await _plan(ctx, request, targets, outcomes, isolation)
         wait_ms = 0 if plan.ready else max(0, deadline_ms - manager.clock())
         watch = wait_ms > 0 and attempt < MAX_WAKES
         waiter = manager.watch(plan.watched) if watch else None
@@ -259,9 +259,10 @@ async def _fetch(ctx: ApiContext, request: Request, targets: list[Target],
 
 
 async def _plan(ctx: ApiContext, request: Request, targets: list[Target],
-                outcomes: dict[Key, PartitionOutcome]) -> ReadPlan:
+                outcomes: dict[Key, PartitionOutcome], isolation: int) -> ReadPlan:
     """Load the targets' share partitions and plan their reads from each one's next
-    fetch offset; the errors into ``outcomes``."""
+    fetch offset; the errors into ``outcomes``.  The plan is ready (no long poll) only
+    when AVAILABLE records are readable now (``_readable_now``)."""
     body = request.body
     manager = ctx.share.partitions
     plan = ReadPlan()
@@ -282,12 +283,25 @@ async def _plan(ctx: ApiContext, request: Request, targets: list[Target],
         share.maybe_follow_log_start(partition.log_start_offset)
         if not share.has_available() and not share.can_acquire_new():
             continue  # the window is full of locked records: nothing to hand out
-        plan.ready = plan.ready or share.has_available()
+        plan.ready = plan.ready or _readable_now(share, partition, isolation)
         plan.reads.append((target, share))
         plan.statuses.append(FetchPartitionStatus(partition.key, partition,
                                                   share.next_fetch_offset(), body.max_bytes,
                                                   -1))
     return plan
+
+
+def _readable_now(share: Any, partition: Any, isolation: int) -> bool:
+    """Whether ``share`` has AVAILABLE records a consumer's read sees now: its next
+    fetch offset is in the window and below the high watermark (the last stable offset
+    for read_committed).  A new leader's high watermark trails the records the old
+    leader handed out until its followers fetch from it (it starts at what it knew as a
+    follower), so the share partition it loads can hold AVAILABLE records it may not
+    read yet: then the fetch long-polls, and the high watermark's move wakes it (the
+    fetch purgatory), as Kafka's DelayedShareFetch waits, instead of answering nothing
+    at once to a consumer that asks again at once."""
+    offset = share.next_fetch_offset()
+    return offset < share.end_offset and offset < partition.available_to(-1, isolation)
 
 
 async def _read(ctx: ApiContext, statuses: list, max_wait_ms: int, min_bytes: int,
