@@ -24,7 +24,10 @@ image this broker has applied):
      "quorum": null for a lone broker, else {"role": "voter"|"observer", "running",
                 "leader_id", "leading", "term", "commit_index", "last_applied",
                 "voters": [{"id", "address", "connected", "match_index" (leader only)}],
-                "observers_connected" (leader only)}}
+                "observers_connected" (leader only)},
+     "share_partitions": [{"group", "topic", "partition", "start_offset", "end_offset",
+                           "acquired", "finished", "available"}] (the share partitions
+                           this broker leads, KIP-932)}
 """
 from __future__ import annotations
 

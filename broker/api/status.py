@@ -56,6 +56,7 @@ def status(ctx: ApiContext) -> dict:
         } for t in sorted(image.topics.values(), key=lambda t: t.name)],
         "hosted": hosted,
         "quorum": ctx.metadata.quorum_status(),
+        "share_partitions": ctx.share.partitions.describe() if ctx.share is not None else [],
     }
 
 

@@ -41,7 +41,13 @@ from .client import (
     format_address,
     guarded,
 )
-from .share_groups import describe_share_group, render_share_group, share_group_view
+from .share_groups import (
+    describe_share_group,
+    render_share_group,
+    share_group_view,
+    share_partition_rows,
+    share_start_offsets,
+)
 from .tables import format_table
 
 METADATA_VERSION = 8
@@ -284,8 +290,13 @@ def _describe_share_group(args, deadline: float) -> int:
                                           deadline, args.security)
         with Connection(address, args.timeout, args.security) as conn:
             described = describe_share_group(conn, args.group)
+            starts = share_start_offsets(conn, args.group) \
+                if described.error_code == ErrorCode.NONE else {}
         if described.error_code == ErrorCode.NONE:
             break
         _maybe_retry(described.error_code, deadline, f"group {args.group}")
-    print(render_share_group(share_group_view(described, (node, format_address(address)))))
+    view = share_group_view(described, (node, format_address(address)))
+    view.partitions = share_partition_rows(args.bootstrap_server, args.group, starts,
+                                           args.timeout, args.security)
+    print(render_share_group(view))
     return EXIT_OK

@@ -35,7 +35,7 @@ from typing import Any
 from protocol.errors import ErrorCode
 
 from .coordinator import ShareCoordinator
-from .partition import ShareLimits, SharePartition
+from .partition import RecordState, ShareLimits, SharePartition
 from .persister import SharePersister
 from .records import ShareSnapshot, share_key
 from .remote import ShareStateClient
@@ -250,6 +250,21 @@ class SharePartitionManager:
         """{(topic, partition): SPSO} of ``group_id``'s share partitions led here."""
         return {(k[1], k[2]): share.start_offset for k, share in self.partitions.items()
                 if k[0] == group_id}
+
+    def describe(self) -> list[dict]:
+        """Every share partition led here, as the status request shows it: its start
+        and end offsets and how many records of its window are ACQUIRED (in flight),
+        finished past the start offset (ACKNOWLEDGED or ARCHIVED) and AVAILABLE."""
+        described = []
+        for (group_id, topic, index), share in sorted(self.partitions.items()):
+            described.append({
+                "group": group_id, "topic": topic, "partition": index,
+                "start_offset": share.start_offset, "end_offset": share.end_offset,
+                "acquired": share.count(RecordState.ACQUIRED),
+                "finished": share.count(RecordState.ACKNOWLEDGED)
+                + share.count(RecordState.ARCHIVED),
+                "available": share.count(RecordState.AVAILABLE)})
+        return described
 
     def delete_state(self, group_id: str, topics: Iterable[str] | None = None) -> int:
         """Forget ``group_id``'s share partitions (of ``topics``, or all); how many."""

@@ -33,8 +33,9 @@ from tests.integration.test_share_fetch_wire import (
     open_member,
     partition_of,
     produce,
+    set_group_configs,
 )
-from tests.integration.test_share_group_membership import heartbeat, start_offsets
+from tests.integration.test_share_group_membership import heartbeat, raftwood, start_offsets
 
 STATE_TOPIC = "__share_group_state"
 LONG_POLL_MS = 30_000
@@ -138,11 +139,13 @@ def group_coordinator(cluster, group: str) -> int:
     return cluster.wait_for(found, what=f"a coordinator of {group}")
 
 
-def test_describe_offsets_asks_another_brokers_share_coordinator(cluster):
+def test_describe_offsets_asks_another_brokers_share_coordinator(cluster, capsys):
     """DescribeShareGroupOffsets at a group coordinator that neither keeps the share
     partition's state nor leads the partition reads the start offset from the share
     coordinator with ReadShareGroupStateSummary (before: COORDINATOR_NOT_AVAILABLE);
-    that API answers the start offset and, in v1, the records finished past it."""
+    that API answers the start offset and, in v1, the records finished past it; and
+    ``raftwood groups describe`` shows the partition's start offset, high watermark,
+    lag, records in flight and acknowledged past the start."""
     warm_leader, warm_id = led_topic(cluster, "summary-warm")
     with cluster.connect(warm_leader) as conn:  # the first share fetch makes the state topic
         open_member(conn, "g-summary-warm", warm_id)
@@ -158,6 +161,9 @@ def test_describe_offsets_asks_another_brokers_share_coordinator(cluster):
     with cluster.connect(coordinator) as conn:
         member_id = str(uuid.uuid4())
         assert heartbeat(conn, group, member_id, 0, ["summary"]).error_code == NONE
+        # Locks far longer than this test takes (the group's maximum), so the records
+        # still in flight when the CLI looks are still locked, however loaded the host.
+        set_group_configs(conn, group, {"share.record.lock.duration.ms": "60000"})
     with cluster.connect(leader) as conn:
         topic_id = conn.metadata(["summary"], version=12).topics[0].topic_id
         member = open_member(conn, group, topic_id)
@@ -175,3 +181,9 @@ def test_describe_offsets_asks_another_brokers_share_coordinator(cluster):
     [result] = answer.results[0].partitions
     assert (result.error_code, result.start_offset, result.delivery_complete_count) == \
         (NONE, 2, 1), "offsets 0-1 passed, 3 finished but not passed (2 and 4 in flight)"
+    code, out, err = raftwood(capsys, "groups", "describe", group, "--bootstrap-server",
+                              cluster.broker(coordinator).bootstrap)
+    assert code == 0, err
+    rows = [line.split() for line in out.splitlines() if line.startswith("summary ")]
+    # TOPIC PARTITION START-OFFSET HIGH-WATERMARK LAG IN-FLIGHT ACKNOWLEDGED
+    assert rows == [["summary", "0", "2", "5", "2", "2", "1"]], out
