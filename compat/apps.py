@@ -105,3 +105,19 @@ def committed_offset(bootstrap: str, group: str, topic: str, partition: int = 0)
         return answer.offset
     finally:
         consumer.close()
+
+
+def wait_while_running(predicate, timeout_s: float, what: str, app: AppProcess,
+                       interval_s: float = 0.5) -> None:
+    """Poll ``predicate()`` until it returns True, for at most ``timeout_s``; anything else
+    it returns is kept as "the last result".  AssertionError (with the app's log) when the
+    app exits first or the time is up."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        assert app.running(), f"the app exited while waiting for {what}\n{app.log_tail()}"
+        last = predicate()
+        if last is True:
+            return
+        time.sleep(interval_s)
+    raise AssertionError(f"not {what} in {timeout_s} s (last: {last})\n{app.log_tail()}")
