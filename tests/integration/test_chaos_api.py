@@ -10,7 +10,9 @@ run as root too).
   then healed: the output is exactly the input transformed, in order, none lost, none
   twice, and the group's committed offset is the input's end;
 * isolating a partition leader fences it and moves the leadership to the majority;
-  healing brings it back into the ISR.
+  healing brings it back into the ISR;
+* (proxy mode) a restarted broker partitioned from the other brokers alone is fenced,
+  yet clients still reach it.
 
 One cluster per mode for the module; each test heals what it cut and waits for health
 before it ends.  The netns variant is skipped where network namespaces cannot be built
@@ -24,7 +26,13 @@ import time
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from broker.testing import BrokerError, ChaosCluster, chaos_unavailable, pick_chaos_mode
+from broker.testing import (
+    BrokerError,
+    ChaosCluster,
+    KafkaConnection,
+    chaos_unavailable,
+    pick_chaos_mode,
+)
 
 WAIT_S = 60.0
 PIPELINE_S = 240.0        # bound of the whole pipeline run
@@ -322,3 +330,25 @@ def test_a_follower_losing_every_packet_leaves_the_isr_until_healed(cluster):
     assert cluster.degraded() == []
     cluster.wait_healthy(90)
     assert sorted(cluster.partition_state(topic, 0)["isr"]) == cluster.node_ids
+
+
+def test_a_restarted_broker_cut_from_the_brokers_only_is_fenced_and_clients_still_reach_it(
+        cluster):
+    """proxy mode: the proxy knows a restarted broker by its new process, so a partition
+    of the brokers alone cuts its links too: the majority fences it, while a client
+    still reaches it through its proxy; ``heal`` brings it back."""
+    if cluster.mode != "proxy":
+        pytest.skip("the proxy's own concern: telling a broker from a client by process")
+    controller = cluster.controller_id()
+    node = next(n for n in cluster.node_ids if n != controller)
+    cluster.restart(node)
+    others = [n for n in cluster.node_ids if n != node]
+    cluster.partition([node], others)
+    assert cluster.unreachable() == []
+    cluster.wait_for(lambda s: next(b["fenced"] for b in cluster.freshest(s)["brokers"]
+                                    if b["id"] == node), WAIT_S,
+                     f"broker {node} fenced by the majority", nodes=others)
+    with KafkaConnection(cluster.bootstrap.split(",")[node - 1], timeout_s=WAIT_S) as conn:
+        assert conn.api_versions().error_code == 0
+    cluster.heal()
+    cluster.wait_healthy(90)
