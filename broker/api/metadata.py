@@ -36,6 +36,9 @@ PartitionMeta = Topic.MetadataResponsePartition
 
 
 async def handle_api_versions(ctx: ApiContext, request: Request) -> ApiVersionsResponse:
+    if request.api_version >= 3 and request.session is not None:  # KIP-714's selectors
+        request.session.client_software = (request.body.client_software_name or "",
+                                           request.body.client_software_version or "")
     body = api_versions_body(version=request.api_version)
     return features.add_features(body, ctx.image, request.api_version)
 

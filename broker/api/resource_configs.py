@@ -1,5 +1,6 @@
 """DescribeConfigs and (Incremental)AlterConfigs of the resources other than topics:
-BROKER (4), BROKER_LOGGER (8) and GROUP (32), as Kafka 4.x answers them.
+BROKER (4), BROKER_LOGGER (8), CLIENT_METRICS (16) and GROUP (32), as Kafka 4.x answers
+them.
 
 * BROKER ``"<id>"`` (this broker only) describes every setting with its value, source
   and synonyms, highest first: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
@@ -9,12 +10,15 @@ BROKER (4), BROKER_LOGGER (8) and GROUP (32), as Kafka 4.x answers them.
   ``dynamic_config.validate``; every broker applies it from its next image.
 * BROKER_LOGGER ``"<id>"``: this broker's loggers (broker_loggers.py); only
   IncrementalAlterConfigs changes them, at once and on this broker only.
+* CLIENT_METRICS ``"<subscription name>"`` (KIP-714): ``metrics``, ``interval.ms`` and
+  ``match`` (broker/metrics/client_metrics_resources.py), stored in the metadata like
+  BROKER changes; described as Kafka does, the keys set only (CLIENT_METRICS_CONFIG).
 * GROUP ``"<group id>"``: the group configs (groups/group_configs.py), GROUP_CONFIG
   when set, else the broker setting behind them (STATIC_BROKER_CONFIG / DEFAULT_CONFIG).
 
-Authorization (Kafka's): the cluster's DESCRIBE_CONFIGS / ALTER_CONFIGS for BROKER and
-BROKER_LOGGER, the group's for GROUP.  ``validate_only`` checks and changes nothing.
-Each function returns (error code, message, entries) or (error code, message).
+Authorization (Kafka's): the cluster's DESCRIBE_CONFIGS / ALTER_CONFIGS for BROKER,
+BROKER_LOGGER and CLIENT_METRICS, the group's for GROUP.  ``validate_only`` checks and
+changes nothing.  Each function returns (error code, message, entries) or (error code, message).
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from ..dynamic_config import (
     validate,
 )
 from ..groups import group_configs
+from ..metrics import client_metrics_resources as client_metrics
 from ..security.acls import AclOperation, ResourceType
 from . import broker_loggers
 
@@ -46,13 +51,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-BROKER, BROKER_LOGGER, GROUP = 4, 8, 32
+BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 4, 8, 16, 32
 DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 2, 3, 4, 5
-DYNAMIC_BROKER_LOGGER, GROUP_CONFIG = 6, 8
+DYNAMIC_BROKER_LOGGER, CLIENT_METRICS_CONFIG, GROUP_CONFIG = 6, 7, 8
 SET, DELETE = 0, 1
 # Kafka's ConfigType codes (DescribeConfigs v3+).
-BOOLEAN, STRING, INT, LONG, DOUBLE, PASSWORD = 1, 2, 3, 5, 6, 9
-SERVED = (BROKER, BROKER_LOGGER, GROUP)
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST, PASSWORD = 1, 2, 3, 5, 6, 7, 9
+SERVED = (BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
 
 Entry = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
 Synonym = Entry.DescribeConfigsSynonym
@@ -82,6 +87,8 @@ def describe(ctx: ApiContext, request: Request,
                        for n, level in broker_loggers.levels().items()]
         elif kind == GROUP:
             entries = _describe_group(ctx, name, synonyms)
+        elif kind == CLIENT_METRICS:
+            entries = _describe_client_metrics(ctx, name)
         else:
             raise Refused(ErrorCode.INVALID_REQUEST, f"resource type {kind} not served")
     except Refused as exc:
@@ -100,7 +107,7 @@ async def alter(ctx: ApiContext, request: Request, resource: Any,
         _authorize(ctx, request, AclOperation.ALTER_CONFIGS, kind, name)
         if kind == BROKER_LOGGER:
             _alter_loggers(ctx, name, changes, validate_only, replace)
-        elif kind in (BROKER, GROUP):
+        elif kind in (BROKER, GROUP, CLIENT_METRICS):
             bad = [key for key, operation, _ in changes if operation not in (SET, DELETE)]
             if bad:
                 raise Refused(ErrorCode.INVALID_REQUEST,
@@ -152,7 +159,7 @@ def _broker_entry(ctx: ApiContext, key: str, found: list[tuple[int, str]], synon
 
 async def _alter_stored(ctx: ApiContext, kind: int, name: str, values: dict, validate_only: bool,
                         replace: bool) -> None:
-    """Validate and store a BROKER or GROUP change in the metadata."""
+    """Validate and store a BROKER, GROUP or CLIENT_METRICS change in the metadata."""
     current = getattr(ctx.image, "resource_configs", {}).get(kind, {}).get(name, {})
     if replace:
         values = {**dict.fromkeys(current), **values}
@@ -165,6 +172,13 @@ async def _alter_stored(ctx: ApiContext, kind: int, name: str, values: dict, val
             validate(ctx.config, ctx.image, name, values)
         except DynamicConfigError as exc:
             raise Refused(exc.code, str(exc)) from exc
+    elif kind == CLIENT_METRICS:
+        try:
+            client_metrics.check(name, current, values)
+        except ValueError as exc:
+            code = ErrorCode.INVALID_REQUEST if str(exc).startswith("name") \
+                else ErrorCode.INVALID_CONFIG
+            raise Refused(code, str(exc)) from exc
     else:
         if not name:
             raise Refused(ErrorCode.INVALID_REQUEST, "a GROUP resource needs a group id")
@@ -217,6 +231,18 @@ def _describe_group(ctx: ApiContext, name: str, synonyms: bool) -> list:
         kind = STRING if key.endswith((".reset", ".level")) else INT
         entries.append(_entry(key, found[0][2], found[0][0], listed, kind, None, False))
     return entries
+
+
+def _describe_client_metrics(ctx: ApiContext, name: str) -> list:
+    """The keys set on one client-metrics resource, as Kafka's ConfigHelper lists them
+    (none for a name never set)."""
+    if not name:
+        raise Refused(ErrorCode.INVALID_REQUEST,
+                      "Client metrics subscription name must not be empty")
+    own = getattr(ctx.image, "resource_configs", {}).get(CLIENT_METRICS, {}).get(name, {})
+    return [_entry(key, own[key], CLIENT_METRICS_CONFIG, [],
+                   INT if key == client_metrics.INTERVAL_MS else LIST, None, False)
+            for key in client_metrics.CONFIGS if key in own]
 
 
 # -- shared ---------------------------------------------------------------------------

@@ -8,17 +8,25 @@
         --add-config consumer.session.timeout.ms=50000
     raftwood configs --entity-type broker-loggers --entity-name 1 --alter \\
         --add-config broker.replication=DEBUG
+    raftwood configs --entity-type client-metrics --entity-name producers --alter \\
+        --add-config 'metrics=org.apache.kafka.producer.,interval.ms=5000,match=[client_id=app-.*]'
+    raftwood configs --entity-type client-metrics --describe
 
 ``--describe`` prints the configs that are set (as kafka-configs.sh: dynamic ones for
 brokers, overrides for topics and groups); ``--all`` prints every config with its
 source.  ``--alter`` sends one IncrementalAlterConfigs (SET for ``--add-config``, DELETE
 for ``--delete-config``).  A request about one broker (brokers, broker-loggers with
 ``--entity-name``) goes to that broker, as Kafka's admin client sends it; the others go
-to ``--bootstrap-server``.
+to ``--bootstrap-server``.  ``client-metrics`` (KIP-714 subscriptions) without
+``--entity-name`` describes every one the cluster has (ListConfigResources).
 """
 from __future__ import annotations
 
-from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin import (
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+    ListConfigResourcesRequest,
+)
 from kafka.protocol.metadata import MetadataRequest
 
 from protocol.errors import ErrorCode
@@ -27,23 +35,26 @@ from .admin import KafkaFailure, _client_options
 from .client import EXIT_OK, CommandFailure, Connection, guarded
 from .tables import format_table
 
-ENTITY_TYPES = {"brokers": 4, "topics": 2, "groups": 32, "broker-loggers": 8}
+ENTITY_TYPES = {"brokers": 4, "topics": 2, "groups": 32, "broker-loggers": 8,
+                "client-metrics": 16}
 SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
            3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
            6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "CLIENT_METRICS_CONFIG", 8: "GROUP_CONFIG"}
 # Sources that count as "set" for --describe without --all, by entity type.
-SET_SOURCES = {4: {2, 3}, 2: {1}, 32: {8}, 8: {6}}
+SET_SOURCES = {4: {2, 3}, 2: {1}, 32: {8}, 8: {6}, 16: {7}}
 SET, DELETE = 0, 1
 
 
 def add_commands(commands) -> None:
     parser = commands.add_parser(
         "configs", parents=[_client_options()],
-        help="describe or alter broker, topic, group and logger configs (kafka-configs.sh)")
+        help="describe or alter broker, topic, group, logger and client-metrics configs "
+             "(kafka-configs.sh)")
     parser.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES))
-    entity = parser.add_mutually_exclusive_group(required=True)
+    entity = parser.add_mutually_exclusive_group()
     entity.add_argument("--entity-name", metavar="NAME",
-                        help="broker id, topic, group id (broker-loggers: broker id)")
+                        help="broker id, topic, group id, client-metrics subscription "
+                             "(broker-loggers: broker id)")
     entity.add_argument("--entity-default", action="store_true",
                         help="the cluster-wide default (brokers only)")
     action = parser.add_mutually_exclusive_group(required=True)
@@ -86,8 +97,13 @@ def _target(args, conn: Connection):
     raise CommandFailure(f"no broker {args.entity_name} in the cluster")
 
 
-def _entity(args) -> tuple[int, str]:
+def _entity(args) -> tuple[int, str | None]:
+    """(resource type, name); name None: every client-metrics resource (--describe)."""
     kind = ENTITY_TYPES[args.entity_type]
+    if args.entity_name is None and not args.entity_default:
+        if kind == 16 and args.describe:
+            return kind, None
+        raise CommandFailure("--entity-name or --entity-default is required")
     if args.entity_default:
         if kind != 4:
             raise CommandFailure("--entity-default applies to --entity-type brokers only")
@@ -101,11 +117,25 @@ def cmd_configs(args) -> int:
     with Connection(args.bootstrap_server, args.timeout, args.security) as conn:
         address = _target(args, conn)
     with Connection(address, args.timeout, args.security) as conn:
-        if args.describe:
+        if name is None:
+            _describe_every(args, conn, kind)
+        elif args.describe:
             _describe(args, conn, kind, name)
         else:
             _alter(args, conn, kind, name)
     return EXIT_OK
+
+
+def _describe_every(args, conn: Connection, kind: int) -> None:
+    response = conn.request(ListConfigResourcesRequest[1](resource_types=[kind]))
+    if response.error_code != ErrorCode.NONE:
+        raise KafkaFailure(response.error_code, None, args.entity_type)
+    names = sorted(r.resource_name for r in response.config_resources)
+    if not names:
+        print(f"no {args.entity_type} resources")
+    for name in names:
+        args.entity_name = name
+        _describe(args, conn, kind, name)
 
 
 def _describe(args, conn: Connection, kind: int, name: str) -> None:
@@ -123,6 +153,8 @@ def _describe(args, conn: Connection, kind: int, name: str) -> None:
     if not rows and not args.all:
         print(f"{_subject(args)}: no configs set (--all lists every config)")
         return
+    if kind == 16:
+        print(f"{_subject(args)}:")
     print(format_table(["NAME", "VALUE", "SOURCE"], rows))
 
 
@@ -148,5 +180,6 @@ def _subject(args) -> str:
     if args.entity_default:
         return "default broker"
     singular = {"brokers": "broker", "topics": "topic", "groups": "group",
-                "broker-loggers": "broker-logger"}[args.entity_type]
+                "broker-loggers": "broker-logger",
+                "client-metrics": "client-metrics"}[args.entity_type]
     return f"{singular} {args.entity_name}"

@@ -1,17 +1,21 @@
 """KIP-714 client telemetry on one broker: client instances, their subscription, the
 pushes they are allowed, and their last pushed metrics as Prometheus families.
 
-The subscription is the broker's (``raftwood.client.metrics.subscription``: metric-name
-prefixes, ``*`` for all, empty for none; ``raftwood.client.metrics.push.interval.ms``),
-the same for every client; Kafka keeps it as client-metrics resources matched per
-client.  A subscription id is a CRC32 of the prefixes, the interval and the client
-instance id, so every broker (and this one after a restart) computes the same id for an
-instance, and a changed setting changes it.
+An instance's subscription (its ``Plan``: metric-name prefixes and push interval) is
+what the client-metrics resources matching it ask for (client_metrics_resources.py), with
+the broker setting ``raftwood.client.metrics.subscription`` (prefixes, ``*`` for all,
+empty for none; ``raftwood.client.metrics.push.interval.ms``) as one more resource
+matching every client.  The handlers compute the plan from the image at every request;
+when it changed the instance's subscription id changes, so a push under the old id gets
+UNKNOWN_SUBSCRIPTION_ID and the client asks again, as with Kafka.  A subscription id is a
+CRC32 of the prefixes, the interval and the client instance id, so every broker (and this
+one after a restart) computes the same id for an instance.
 
 Rate (as Kafka's ClientMetricsManager): a GetTelemetrySubscriptions is allowed once per
-push interval since the instance's last request, or at once after a push refused with
-UNKNOWN_SUBSCRIPTION_ID or UNSUPPORTED_COMPRESSION_TYPE; a push is allowed as the first
-after a Get, or a push interval after the previous push, or when ``Terminating``.
+push interval (the instance's) since the instance's last request, or at once after a
+push refused with UNKNOWN_SUBSCRIPTION_ID or UNSUPPORTED_COMPRESSION_TYPE; a push is
+allowed as the first after a Get, or a push interval after the previous push, or when
+``Terminating``.
 Else THROTTLING_QUOTA_EXCEEDED.  After a terminating push, further pushes of that
 instance are INVALID_REQUEST.
 
@@ -39,6 +43,7 @@ from prometheus_client.registry import Collector
 from protocol.errors import ErrorCode, RecordError
 from protocol.record_validation import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 
+from .client_metrics_resources import Plan
 from .otlp import COUNTER, OtlpError, Sample, decode
 
 log = logging.getLogger(__name__)
@@ -64,6 +69,7 @@ def accepted_compression_types() -> list[int]:
 class ClientInstance:
     instance_id: uuid.UUID
     client_id: str
+    plan: Plan
     subscription_id: int
     last_get_ms: float | None = None
     last_push_ms: float | None = None
@@ -92,7 +98,9 @@ class ClientTelemetry(Collector):
         names = [p.strip() for p in prefixes.split(",") if p.strip()]
         # Kafka's wire form: no element, no subscription; one empty string, everything.
         self.requested_metrics = ("",) if "*" in names else tuple(names)
+        self.prefixes = prefixes
         self.push_interval_ms = push_interval_ms
+        self.default_plan = Plan(self.requested_metrics, push_interval_ms)
         self.max_bytes = max_bytes
         self.compression_types = accepted_compression_types()
         self._clock = clock
@@ -106,37 +114,42 @@ class ClientTelemetry(Collector):
                    config["raftwood.client.metrics.push.interval.ms"],
                    config["telemetry.max.bytes"])
 
-    def subscription_id(self, instance_id: uuid.UUID) -> int:
-        """Signed int32, the same on every broker for the same settings and instance."""
-        text = f"{','.join(self.requested_metrics)}|{self.push_interval_ms}|{instance_id}"
+    def subscription_id(self, instance_id: uuid.UUID, plan: Plan | None = None) -> int:
+        """Signed int32, the same on every broker for the same plan and instance."""
+        plan = plan or self.default_plan
+        text = f"{','.join(plan.requested_metrics)}|{plan.push_interval_ms}|{instance_id}"
         crc = zlib.crc32(text.encode())
         return crc - (1 << 32) if crc >= 1 << 31 else crc
 
-    def get_subscription(self, instance_id: uuid.UUID | None,
-                         client_id: str | None) -> Subscription:
+    def get_subscription(self, instance_id: uuid.UUID | None, client_id: str | None,
+                         plan: Callable[[uuid.UUID], Plan] | None = None) -> Subscription:
         """GetTelemetrySubscriptions: ZERO_UUID (None as kafka-python decodes it) gets a
-        new instance id."""
+        new instance id.  ``plan(instance_id)``: the instance's plan now (None: the
+        broker setting's)."""
         now = self._now_ms()
         if instance_id is None or instance_id == ZERO_UUID:
             instance_id = uuid.uuid4()
-        instance = self._instance(instance_id, client_id, now)
+        instance = self._instance(instance_id, client_id, now, plan)
+        interval_ms = instance.plan.push_interval_ms
         last = max(instance.last_get_ms or 0.0, instance.last_push_ms or 0.0)
         waited = instance.last_get_ms is None and instance.last_push_ms is None
-        if not (waited or now - last >= self.push_interval_ms or instance.last_error in (
+        if not (waited or now - last >= interval_ms or instance.last_error in (
                 ErrorCode.UNKNOWN_SUBSCRIPTION_ID, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)):
             return Subscription(ErrorCode.THROTTLING_QUOTA_EXCEEDED, instance_id)
         instance.last_get_ms = now
         instance.last_error = ErrorCode.NONE
         return Subscription(ErrorCode.NONE, instance_id, instance.subscription_id,
-                            self.push_interval_ms, self.requested_metrics)
+                            interval_ms, instance.plan.requested_metrics)
 
     def push(self, instance_id: uuid.UUID | None, client_id: str | None, subscription_id: int,
-             terminating: bool, compression: int, payload: bytes) -> tuple[ErrorCode, str]:
-        """PushTelemetry's error code and, for the log, why."""
+             terminating: bool, compression: int, payload: bytes,
+             plan: Callable[[uuid.UUID], Plan] | None = None) -> tuple[ErrorCode, str]:
+        """PushTelemetry's error code and, for the log, why (``plan`` as for
+        get_subscription: a changed plan makes the old subscription id unknown)."""
         if instance_id is None or instance_id == ZERO_UUID:
             return ErrorCode.INVALID_REQUEST, "the zero client instance id"
         now = self._now_ms()
-        instance = self._instance(instance_id, client_id, now)
+        instance = self._instance(instance_id, client_id, now, plan)
         error, why = self._refusal(instance, subscription_id, terminating, compression,
                                    len(payload), now)
         instance.last_error = error
@@ -164,23 +177,29 @@ class ClientTelemetry(Collector):
         after_get = instance.last_get_ms is not None and (
             instance.last_push_ms is None or instance.last_get_ms > instance.last_push_ms)
         on_time = (instance.last_push_ms is None
-                   or now - instance.last_push_ms >= self.push_interval_ms)
+                   or now - instance.last_push_ms >= instance.plan.push_interval_ms)
         if not (terminating or after_get or on_time):
             return ErrorCode.THROTTLING_QUOTA_EXCEEDED, "pushed before the push interval"
         if size > self.max_bytes:
             return ErrorCode.TELEMETRY_TOO_LARGE, f"{size} bytes > telemetry.max.bytes"
         return ErrorCode.NONE, ""
 
-    def _instance(self, instance_id: uuid.UUID, client_id: str | None,
-                  now: float) -> ClientInstance:
+    def _instance(self, instance_id: uuid.UUID, client_id: str | None, now: float,
+                  plan: Callable[[uuid.UUID], Plan] | None) -> ClientInstance:
+        """The instance, made or updated: its client id, and its plan (and subscription
+        id) when the plan changed."""
         self._expire(now)
+        current = plan(instance_id) if plan is not None else self.default_plan
         instance = self._instances.get(instance_id)
         if instance is None:
-            instance = ClientInstance(instance_id, client_id or "",
-                                      self.subscription_id(instance_id))
+            instance = ClientInstance(instance_id, client_id or "", current,
+                                      self.subscription_id(instance_id, current))
             self._instances[instance_id] = instance
             while len(self._instances) > MAX_INSTANCES:
                 self._instances.popitem(last=False)
+        elif instance.plan != current:
+            instance.plan = current
+            instance.subscription_id = self.subscription_id(instance_id, current)
         self._instances.move_to_end(instance_id)
         instance.last_seen_ms = now
         if client_id:
@@ -188,11 +207,12 @@ class ClientTelemetry(Collector):
         return instance
 
     def _expire(self, now: float) -> None:
-        """Forgets the instances unseen for EXPIRY_INTERVALS push intervals (oldest first)."""
-        horizon = now - EXPIRY_INTERVALS * self.push_interval_ms
+        """Forgets the instances unseen for EXPIRY_INTERVALS of their push intervals,
+        least recently seen first (stopping at the first one still live: one with a
+        shorter interval behind it waits, within MAX_INSTANCES)."""
         while self._instances:
             oldest = next(iter(self._instances.values()))
-            if oldest.last_seen_ms >= horizon:
+            if oldest.last_seen_ms >= now - EXPIRY_INTERVALS * oldest.plan.push_interval_ms:
                 return
             self._instances.popitem(last=False)
 
@@ -204,9 +224,9 @@ class ClientTelemetry(Collector):
         seen for a name wins)."""
         now = self._now_ms()
         self._expire(now)
-        horizon = now - EXPIRY_INTERVALS * self.push_interval_ms
         families: dict[str, tuple[str, list[tuple[dict[str, str], float]]]] = {}
         for instance in self._instances.values():
+            horizon = now - EXPIRY_INTERVALS * instance.plan.push_interval_ms
             if instance.last_push_ms is None or instance.last_push_ms < horizon:
                 continue
             own = {"client_instance_id": str(instance.instance_id),

@@ -31,8 +31,14 @@ class SecuritySession:
         self.legacy_tokens = False
         # Set by a SASL handler that answered with a failure: close after that answer.
         self.close_requested = False
+        # What client-metrics resources match on (KIP-714): ApiVersions v3's software
+        # name and version, the peer's port.
+        self.client_software = ("", "")
+        self.peer_port = -1
 
     def on_connection_made(self, transport) -> None:
+        peer = transport.get_extra_info("peername")
+        self.peer_port = peer[1] if isinstance(peer, tuple) else -1
         if self.listener.uses_tls:
             self.principal = principal_of(transport.get_extra_info("peercert"))
 
