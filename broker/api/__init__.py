@@ -26,6 +26,7 @@ from . import (  # issue #16  # security (broker/security/)
     admin,
     client_quotas,  # KIP-546
     cluster,
+    config_resources,  # ListConfigResources (KIP-1142, KIP-714's v0)
     configs,
     describe_partitions,
     describe_producers,
@@ -124,4 +125,5 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.AlterClientQuotas: client_quotas.handle_alter_client_quotas,
     ApiKey.GetTelemetrySubscriptions: telemetry.handle_get_telemetry_subscriptions,
     ApiKey.PushTelemetry: telemetry.handle_push_telemetry,
+    ApiKey.ListConfigResources: config_resources.handle_list_config_resources,
 }
