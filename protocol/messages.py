@@ -67,6 +67,8 @@ from kafka.protocol.admin import (
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     ListPartitionReassignmentsRequest,
@@ -228,6 +230,8 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
     _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
     _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+    # v0 was KIP-714's ListClientMetricsResources, v1 (KIP-1142) lists other types.
+    _spec(ListConfigResourcesRequest, ListConfigResourcesResponse, 0, 1),
     # Consumer groups (broker/groups/).  OffsetCommit and OffsetFetch stop at v9 (v10 names
     # topics by id) and start at v2 / v1, the first versions stored in Kafka rather than in
     # ZooKeeper.  FindCoordinator v4 batches keys (v5/v6 are for transactions and share
