@@ -373,6 +373,11 @@ def _push_telemetry(v):
                                    terminating=False, compression_type=1, metrics=b"\x1f\x8b")
 
 
+def _list_config_resources(v):
+    from kafka.protocol.admin import ListConfigResourcesRequest
+    return ListConfigResourcesRequest[v](resource_types=[16, 32])
+
+
 def _sasl_handshake(v):
     return SaslHandshakeRequest[v](mechanism="SCRAM-SHA-512")
 
@@ -586,6 +591,7 @@ CORPUS_BUILDERS = {
     "AlterClientQuotas": (_alter_client_quotas, [0, 1]),
     "GetTelemetrySubscriptions": (_get_telemetry_subscriptions, [0]),
     "PushTelemetry": (_push_telemetry, [0]),
+    "ListConfigResources": (_list_config_resources, [0, 1]),
 }
 
 

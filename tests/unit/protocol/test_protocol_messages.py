@@ -62,6 +62,8 @@ from kafka.protocol.admin import (
     ElectLeadersResponse,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListConfigResourcesRequest,
+    ListConfigResourcesResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     ListPartitionReassignmentsRequest,
@@ -259,6 +261,7 @@ EXPECTED_RANGES = {
     49: (0, 1),   # AlterClientQuotas
     71: (0, 0),   # GetTelemetrySubscriptions (KIP-714)
     72: (0, 0),   # PushTelemetry
+    74: (0, 1),   # ListConfigResources (v0: KIP-714's ListClientMetricsResources)
 }
 # First flexible version of each API, from Kafka's JSON schemas ("flexibleVersions").
 # Flexible requests use request header v2, flexible responses response header v1 --
@@ -270,7 +273,7 @@ FIRST_FLEXIBLE = {0: 9, 1: 12, 2: 6, 3: 9, 18: 3, 19: 5, 20: 4, 22: 2, 23: 4, 32
                   24: 3, 25: 3, 26: 3, 27: 1, 28: 3, 65: 0, 66: 0, 61: 0, 68: 0, 69: 0,
                   45: 0, 46: 0, 80: 0, 81: 0, 55: 0, 76: 1, 77: 1, 90: 0, 91: 0, 92: 0,
                   57: 0, 47: 99, 48: 1, 49: 1,  # OffsetDelete is never flexible
-                  78: 0, 79: 0, 84: 0, 85: 0, 87: 0, 71: 0, 72: 0}
+                  78: 0, 79: 0, 84: 0, 85: 0, 87: 0, 71: 0, 72: 0, 74: 0}
 
 CLIENT_ID = "raftwood-unit"
 _OffsetsGroup = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
@@ -996,6 +999,7 @@ _REQUESTS = {
     72: lambda v: PushTelemetryRequest[v](client_instance_id=TOPIC_ID, subscription_id=7,
                                           terminating=False, compression_type=1,
                                           metrics=b"otlp"),
+    74: lambda v: ListConfigResourcesRequest[v](resource_types=[16, 2]),
 }
 def _add_partitions_results() -> list:
     Result = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
@@ -1227,6 +1231,12 @@ _RESPONSES = {
     72: (lambda v: PushTelemetryResponse[v](throttle_time_ms=0, error_code=117),
          lambda resp, v: resp.error_code == 117 or pytest.fail("PushTelemetry"),
          PushTelemetryResponse),
+    74: (lambda v: ListConfigResourcesResponse[v](
+            throttle_time_ms=0, error_code=0, config_resources=[
+                ListConfigResourcesResponse.ConfigResource(resource_name="s",
+                                                           resource_type=16)]),
+         lambda resp, v: resp.config_resources[0].resource_name == "s"
+         or pytest.fail("ListConfigResources"), ListConfigResourcesResponse),
     85: (lambda v: WriteShareGroupStateResponse[v](results=[]),
          lambda resp, v: resp.results == [] or pytest.fail("WriteShareGroupState"),
          WriteShareGroupStateResponse),
