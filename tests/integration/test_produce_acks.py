@@ -63,7 +63,7 @@ def test_acks_all_with_an_isr_of_one_is_answered_at_its_offset(broker):
         assert _latest(conn, TOPIC) == before + 1, "acknowledged but not below the HW"
 
 
-def _closed_by_broker(sock: socket.socket, timeout_s: float = 10.0) -> bool:
+def _closed_by_broker(sock: socket.socket, timeout_s: float = 30.0) -> bool:
     sock.settimeout(timeout_s)
     try:
         while True:

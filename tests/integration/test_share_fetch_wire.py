@@ -109,16 +109,21 @@ def acquired(response) -> list[tuple[int, int, int]]:
                                  for r in p.acquired_records]
 
 
-def fetch_until(member: Member, want, *, seconds: float = 20.0, **kw):
-    """Fetch until ``want(response)`` holds (bounded in time and count)."""
+def fetch_until(member: Member, want, *, seconds: float = 30.0, **kw):
+    """Fetch until ``want(response)`` holds (bounded in time and count).  A partition
+    error (not led here yet, its state not loaded yet) is answered at once, without the
+    long poll: asked again after a pause, so the count does not run out first."""
     deadline = time.monotonic() + seconds
-    for _ in range(200):
+    for _ in range(300):
         response = member.fetch(max_wait_ms=200, **kw)
         assert response.error_code == NONE, response
         if want(response):
             return response
         assert time.monotonic() < deadline, f"condition not met; last answer {response}"
-    raise AssertionError("condition not met in 200 fetches")
+        partition = partition_of(response)
+        if partition is not None and partition.error_code != NONE:
+            time.sleep(0.1)
+    raise AssertionError(f"condition not met in 300 fetches; last answer {response}")
 
 
 def new_topic(conn: KafkaConnection, name: str) -> uuid.UUID:
@@ -131,14 +136,15 @@ def open_member(conn, group, topic_id) -> Member:
     starts it at the high watermark (share.auto.offset.reset latest), so tests produce
     after this."""
     member = Member(conn, group, topic_id)
-    for _ in range(100):
+    deadline = time.monotonic() + 30
+    while True:
         answer = member.fetch()
         assert answer.error_code == NONE, answer
         partition = partition_of(answer)
         if partition is None or partition.error_code == NONE:
             return member
+        assert time.monotonic() < deadline, f"partition 0 of {topic_id} never led: {answer}"
         time.sleep(0.1)  # the new partition's leadership is not applied yet
-    raise AssertionError(f"partition 0 of {topic_id} never led: {answer}")
 
 
 def produce(conn, name: str, count: int, tag: bytes = b"v") -> None:
