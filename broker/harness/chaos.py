@@ -175,7 +175,13 @@ class ChaosCluster(ClusterProcess):
         for broker in self.brokers:
             if "advertised.listeners" in broker.extra_settings:
                 raise ValueError("advertised.listeners is managed by a proxy ChaosCluster")
-        ports = free_ports(2 * self.size)
+        taken = {p.port for p in self.plans} | {p.raft_port for p in self.plans}
+        for _ in range(20):   # ports free now, none a broker's own
+            ports = free_ports(2 * self.size)
+            if not taken & set(ports):
+                break
+        else:
+            raise BrokerError("no free ports for the chaos proxies apart from the brokers'")
         kafka = dict(zip(self.node_ids, ports[:self.size], strict=True))
         raft = dict(zip(self.node_ids, ports[self.size:], strict=True))
         self._proxy_ports = kafka
