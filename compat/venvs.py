@@ -1,22 +1,28 @@
 """Virtualenvs of their own for the frameworks that cannot share the project's venv.
 
 Quix Streams pins confluent-kafka below 2.13 (the project's tests use 2.16) and PyFlink
-brings Apache Beam, pandas and a 300 MB jar bundle: each gets a venv made once under
-``compat/.cache/<name>-venv`` (ignored by git) with ``python -m venv`` and pip from the
-package index, and reused while its requirements are unchanged (a ``.requirements``
-file in the venv records what was installed; a change rebuilds it).  A file lock keeps
-two test processes from building the same venv at once.
+brings Apache Beam, pandas and a 300 MB jar bundle: each gets a venv made once with
+``python -m venv`` and pip from the package index, and reused while its requirements are
+unchanged (a ``.requirements`` file in the venv records what was installed; a change
+rebuilds it).  A file lock keeps two test processes from building the same venv at once.
+
+The venvs live outside the checkout, in ``$RAFTWOOD_COMPAT_CACHE`` or else
+``$XDG_CACHE_HOME/raftwood`` (``~/.cache/raftwood``): a fresh clone (CI's) finds the ones
+an earlier run on the machine built instead of paying for them again (Quix's takes
+30-40 s of CPU with pip's cache warm, PyFlink's minutes).
 """
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-CACHE = Path(__file__).resolve().parent / ".cache"
+CACHE = Path(os.environ.get("RAFTWOOD_COMPAT_CACHE") or Path(
+    os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "raftwood")
 INSTALL_TIMEOUT_S = 900.0
 
 
@@ -26,7 +32,7 @@ class VenvUnavailable(RuntimeError):
 
 def ensure_venv(name: str, requirements: list[str], *,
                 timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
-    """The python of ``compat/.cache/<name>-venv`` with ``requirements`` installed.
+    """The python of ``<CACHE>/<name>-venv`` with ``requirements`` installed.
 
     Built on first use (seconds to minutes: see compat/README.md), then reused as long as
     its recorded requirements equal ``requirements``.  VenvUnavailable otherwise.
