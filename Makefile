@@ -5,7 +5,7 @@ PY      = $(VENV)/bin/python
 PORT   ?= 9092
 DATA   ?= ./data
 
-.PHONY: run test test-fast venv shell system-deps compat-node unit bench lint clean
+.PHONY: run test test-fast venv shell system-deps compat-node compat-all unit bench lint clean
 
 # The project (editable) with its test extras: what `make run` needs, fast to install.
 $(VENV)/.installed: pyproject.toml
@@ -91,6 +91,14 @@ test: venv $(VENV)/.spark-installed system-deps compat-node
 ## e.g. make test-fast PYTEST_ARGS="-k fetch"
 test-fast: venv
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+
+## compat-all: the ecosystem runs of `make test` (Java kafka-clients 4.3.0, Faust, Quix
+## Streams) plus Flink 2.0 (PyFlink SQL, Kafka source -> exactly-once Kafka sink across a
+## leader kill -9), which `make test` leaves out: its venv (~/.cache/raftwood/flink-venv,
+## about 900 MB from PyPI) is built on the first run.  Times in compat/README.md.
+compat-all: venv system-deps
+	RAFTWOOD_COMPAT_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS) \
+	  tests/integration/test_ecosystem.py tests/integration/test_ecosystem_flink.py
 
 ## unit: the unit tests only (no broker processes)
 unit: venv
