@@ -18,6 +18,8 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from protocol.share_fetch_messages import ShareFetchRequest
 from protocol.share_state_messages import ReadShareGroupStateSummaryRequest
+from tests.integration.test_dynamic_configs import GROUP_R, GROUP_SOURCE, alter, wait_group_value
+from tests.integration.test_share_consumer_java import probe  # noqa: F401 (a fixture)
 from tests.integration.test_share_fetch_wire import (
     ACCEPT,
     INVALID_REQUEST,
@@ -85,6 +87,81 @@ def test_a_waiting_fetch_is_answered_by_a_release(cluster):
         assert answer.error_code == NONE
         assert acquired(answer) == [(0, 1, 2)], answer
         assert waited_s < WOKEN_WITHIN_S, f"answered after {waited_s:.1f} s, not woken"
+
+
+RENEW_PROBE = r"""
+import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.consumer.*;
+
+public class ShareRenewProbe {
+    // args: bootstrap topic group.  Prints "got <offset> <delivery count> <first|renewed>"
+    // per record the application sees, then accepted=<offset> or nothing.
+    public static void main(String[] args) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", args[0]);
+        p.put("group.id", args[2]);
+        p.put("share.acknowledgement.mode", "explicit");
+        p.put("key.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
+        p.put("value.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
+        long started = System.currentTimeMillis(), deadline = started + 60_000;
+        Set<Long> renewed = new HashSet<>();
+        try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(p)) {
+            consumer.subscribe(List.of(args[1]));
+            while (System.currentTimeMillis() < deadline) {
+                ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(500));
+                boolean done = false;
+                for (ConsumerRecord<String, String> r : records) {
+                    int count = r.deliveryCount().orElse((short) -1);
+                    boolean again = renewed.contains(r.offset());
+                    System.out.println("got " + r.offset() + " " + count + " "
+                                       + (again ? "renewed" : "first") + " "
+                                       + (System.currentTimeMillis() - started) + "ms");
+                    if (again) {
+                        consumer.acknowledge(r, AcknowledgeType.ACCEPT);
+                        System.out.println("accepted=" + r.offset());
+                        done = true;
+                    } else {
+                        consumer.acknowledge(r, AcknowledgeType.RENEW);  // sent by the next poll
+                        renewed.add(r.offset());
+                    }
+                }
+                if (done) {
+                    for (Map.Entry<?, Optional<org.apache.kafka.common.KafkaException>> e
+                             : consumer.commitSync().entrySet())
+                        if (e.getValue().isPresent())
+                            System.out.println("commit-error " + e.getKey() + " "
+                                               + e.getValue().get());
+                    return;
+                }
+            }
+        }
+        System.exit(1);
+    }
+}
+"""
+
+
+def test_the_java_43_share_consumer_renews_a_lock(probe, cluster):  # noqa: F811
+    """KafkaShareConsumer 4.3 in explicit mode acknowledges a record RENEW; its next poll
+    sends the renewal (the renew-only ShareFetch) and hands the same record back with
+    its delivery count unchanged; ACCEPT then commits without an error."""
+    group = "g-java-renew"
+    cluster.create_topic("java-renew", 1, replication_factor=3)
+    assert alter(cluster, cluster.node_ids[0], GROUP_R, group,
+                 {"share.auto.offset.reset": "earliest"}) == (NONE, None)
+    wait_group_value(cluster, group, "share.auto.offset.reset", "earliest", GROUP_SOURCE,
+                     nodes=cluster.node_ids)
+    leader = cluster.wait_for_leader("java-renew", 0)
+    with cluster.connect(leader) as conn:
+        produce(conn, "java-renew", 1)
+    run = probe.run(RENEW_PROBE, cluster.bootstrap, "java-renew", group, timeout_s=150)
+    assert run.passed, run.report()
+    print(f"JVM {run.elapsed_s:.1f} s")
+    got = [line.split()[1:4] for line in run.stdout.splitlines() if line.startswith("got ")]
+    assert got == [["0", "1", "first"], ["0", "1", "renewed"]], run.report()
+    assert run.facts().get("accepted") == "0", run.report()
+    assert "commit-error" not in run.stdout, run.report()
 
 
 def renew_fetch(member: Member, topic_id, acks, **fetch_params):
