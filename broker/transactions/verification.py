@@ -12,7 +12,11 @@ end, which would otherwise open a transaction nobody ends: a hanging transaction
 the transaction's own error otherwise.  A coordinator that cannot be reached, or is
 not known yet, answers COORDINATOR_NOT_AVAILABLE.
 
-One connection per coordinator broker, one request at a time on it.  Event-loop only.
+One connection per coordinator broker, one request at a time on it; a request waits for
+the connection at most as long as the round trip may take, so a stalled coordinator
+costs each write one timeout, not the queue's.  Cancellation (the producer's connection
+closed) is safe at any point: a round trip cancelled midway makes the next one
+reconnect.  Event-loop only.
 """
 from __future__ import annotations
 
@@ -111,13 +115,18 @@ class TransactionVerifier:
             producer_epoch=producer_epoch, verify_only=True,
             topics=[Transaction.AddPartitionsToTxnTopic(name=t, partitions=p)
                     for t, p in by_topic.items()])])
+        try:  # waiting for the channel counts too: a stalled peer must not queue requests
+            await asyncio.wait_for(channel.lock.acquire(), VERIFY_REQUEST_TIMEOUT_S)
+        except TimeoutError:
+            return unavailable
         try:
-            async with channel.lock:
-                response = await channel.connection.request(request, AddPartitionsToTxnResponse)
+            response = await channel.connection.request(request, AddPartitionsToTxnResponse)
         except ConnectionFailed as exc:
             log.info("%s AddPartitionsToTxn to broker %d failed: %s", self._prefix, broker_id,
                      exc)
             return unavailable
+        finally:
+            channel.lock.release()
         return _errors_of(response, transactional_id, partitions)
 
     async def shutdown(self) -> None:

@@ -23,6 +23,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 
 NONE = 0
 INVALID_TXN_STATE = 48
+NOT_ENOUGH_REPLICAS = 19
 RETRIABLE = {14, 15, 16, 51}  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT
 PARTITIONS = 3
 WAIT_S = 30.0
@@ -183,3 +184,34 @@ def test_only_the_partitions_of_the_ongoing_transaction_take_its_writes(shared_c
             == {0: NONE, 2: INVALID_TXN_STATE}
         end_txn(coord, txn_id, producer, commit=True)
     stable_everywhere(cluster, topic, {i: led[i] for i in (0, 1)})
+
+
+def test_a_stalled_coordinator_costs_a_retriable_answer_and_no_hanging_transaction(cluster):
+    """The coordinator stops answering (SIGSTOP) while another broker's partition gets
+    the transaction's first write there: the leader answers it (NONE if a new coordinator
+    confirmed it, else the retriable NOT_ENOUGH_REPLICAS), and once the coordinator is
+    back the producer's retry lands and the commit leaves nothing open."""
+    txn_id, topic = "kip890-stall", "kip890-stall-topic"
+    with cluster.connect(cluster.node_ids[0]) as conn:
+        create_topic(conn, topic)
+        led = leaders(cluster, conn, topic)
+    with coordinator(cluster, txn_id) as coord:
+        producer = init_producer(coord, txn_id)
+        assert add_partitions(coord, txn_id, producer, topic, list(led)) == [NONE] * PARTITIONS
+        stalled = coord.request(FindCoordinatorRequest[3](key=txn_id, key_type=1)).node_id
+    index, leader = next((i, n) for i, n in sorted(led.items()) if n != stalled)
+    batch = txn_batch(producer, b"during the stall")
+    cluster.pause(stalled)
+    try:
+        with cluster.connect(leader, timeout_s=60.0) as conn:
+            first = produce_txn(conn, txn_id, topic, {index: batch})
+    finally:
+        cluster.resume(stalled)
+    assert first[index] in (NONE, NOT_ENOUGH_REPLICAS), first
+    with cluster.connect(leader, timeout_s=60.0) as conn:  # the producer's retry
+        until(lambda: produce_txn(conn, txn_id, topic, {index: batch}),
+              lambda errors: errors[index] != NOT_ENOUGH_REPLICAS, "the retried write")
+        assert produce_txn(conn, txn_id, topic, {index: batch}) == {index: NONE}
+    with coordinator(cluster, txn_id) as coord:
+        end_txn(coord, txn_id, producer, commit=True)
+    stable_everywhere(cluster, topic, {index: leader})
