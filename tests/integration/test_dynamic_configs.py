@@ -40,7 +40,8 @@ RETENTION_CHECK_MS = "300"
 
 
 @pytest.fixture(scope="module")
-def cluster(module_cluster_factory):
+def shared_cluster(module_cluster_factory):
+    """The module's cluster (conftest's ``cluster`` heals it after each test)."""
     return module_cluster_factory(**{
         "log.retention.check.interval.ms": RETENTION_CHECK_MS,
         "group.consumer.min.session.timeout.ms": "1000",
@@ -93,6 +94,20 @@ def wait_value(cluster, key: str, value: str, nodes=(1, 2, 3), timeout_s: float 
         return all(describe(cluster, n, BROKER_R, str(n), [key])[1][key].value == value
                    for n in nodes)
     cluster.wait_for(known, timeout_s, f"{key}={value} on brokers {nodes}")
+
+
+def wait_group_value(cluster, group: str, key: str, value: str, source: int,
+                     nodes=(1, 2, 3), timeout_s: float = 30.0):
+    """Every node in ``nodes`` describes ``group``'s ``key`` as (``value``, ``source``):
+    a GROUP config lives in the cluster metadata, which each broker applies when the
+    quorum tells it (the broker that took the change has it when it answers)."""
+    def seen(node: int) -> tuple[str, int]:
+        entry = describe(cluster, node, GROUP_R, group, [key])[1][key]
+        return entry.value, entry.config_source
+
+    def known(_statuses):
+        return all(seen(n) == (value, source) for n in nodes)
+    cluster.wait_for(known, timeout_s, f"group {group} {key}={value} on brokers {nodes}")
 
 
 def test_broker_config_sources_synonyms_and_refusals(cluster):
@@ -277,9 +292,10 @@ def test_group_configs_change_what_a_kip848_member_gets(cluster):
         == INVALID_CONFIG  # the interval must be under the session timeout
     assert alter(cluster, 2, GROUP_R, group, {"consumer.session.timeout.ms": "2000"}) \
         == (NONE, None)
-    _, entries = describe(cluster, 3, GROUP_R, group)
+    _, entries = describe(cluster, 2, GROUP_R, group)  # the broker that took the change
     assert (entries["consumer.session.timeout.ms"].value,
             entries["consumer.session.timeout.ms"].config_source) == ("2000", GROUP_SOURCE)
+    wait_group_value(cluster, group, "consumer.session.timeout.ms", "2000", GROUP_SOURCE)
     node = _coordinator(cluster, group)
     with cluster.connect(node) as conn:
         joined = _heartbeat(conn, group, "", 0, topics=["none-such"])
@@ -296,6 +312,8 @@ def test_group_configs_change_what_a_kip848_member_gets(cluster):
     assert alter(cluster, 1, GROUP_R, group, {"consumer.session.timeout.ms": None,
                                               "consumer.heartbeat.interval.ms": "6000"}) \
         == (NONE, None)
+    wait_group_value(cluster, group, "consumer.heartbeat.interval.ms", "6000", GROUP_SOURCE,
+                     nodes=(node,))
     with cluster.connect(node) as conn:
         assert _heartbeat(conn, group, "", 0, topics=["none-such"]).heartbeat_interval_ms \
             == 6000
@@ -423,6 +441,11 @@ public class DynamicConfigsProbe {
             ConfigResource group = new ConfigResource(ConfigResource.Type.GROUP, args[1]);
             set(admin, group, "consumer.session.timeout.ms", "50000");
             ConfigEntry session = describe(admin, group).get("consumer.session.timeout.ms");
+            // The describe may reach a broker that applies the change a moment later.
+            for (int i = 0; i < 150 && !"50000".equals(session.value()); i++) {
+                Thread.sleep(200);
+                session = describe(admin, group).get("consumer.session.timeout.ms");
+            }
             System.out.println("group=" + session.value() + "/" + session.source());
             ConfigResource broker = new ConfigResource(ConfigResource.Type.BROKER, "1");
             set(admin, broker, "log.cleaner.backoff.ms", "16000");
@@ -467,6 +490,8 @@ def test_kafka_python_admin_alters_and_describes_broker_and_group_configs(cluste
             admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1",
                                                 configs={"node.id": "5"})])
         wait_value(cluster, "log.cleaner.backoff.ms", "17000", nodes=(1,))
+        wait_group_value(cluster, group, "consumer.heartbeat.interval.ms", "7000",
+                         GROUP_SOURCE)
         described = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1"),
                                             ConfigResource(ConfigResourceType.GROUP, group)])
         backoff = described["broker"]["1"]["log.cleaner.backoff.ms"]
