@@ -73,9 +73,9 @@ def consume(bootstrap: str, topic: str, rack: str | None, expected: set[bytes],
 
 
 @pytest.fixture(scope="module")
-def cluster(module_cluster_factory):
+def shared_cluster(module_cluster_factory):
     """Brokers 1, 2, 3 in racks r1, r2, r3 with the rack-aware selector, shared by the
-    module's tests (each has a topic of its own; none stops a broker)."""
+    module's tests (each has a topic of its own; conftest's ``cluster`` heals it)."""
     return module_cluster_factory(
         3, broker_settings={n: {"broker.rack": f"r{n}"} for n in (1, 2, 3)},
         **{"replica.selector.class": SELECTOR})

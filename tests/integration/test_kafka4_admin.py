@@ -52,7 +52,6 @@ from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, 
 from kafka.structs import OffsetAndMetadata
 
 from broker.cli.main import main as cli_main
-from broker.testing import ClusterProcess
 from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -64,15 +63,6 @@ pytestmark = pytest.mark.slow
 WAIT_S = 30.0
 PROBE_TIMEOUT_S = 120.0
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    cluster = ClusterProcess(tmp_path_factory.mktemp("kafka4-admin"))
-    cluster.start_all()
-    yield cluster
-    codes = cluster.stop_all()
-    assert all(code == 0 for code in codes.values()), codes
 
 
 @pytest.fixture(scope="module")
@@ -181,15 +171,17 @@ def test_a_downgrade_is_finalized_cluster_wide_and_validate_only_changes_nothing
 # -- OffsetDelete (KIP-496) -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def admin(cluster):
-    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+def admin(shared_cluster):
+    client = KafkaAdminClient(bootstrap_servers=shared_cluster.bootstrap,
+                              request_timeout_ms=30000)
     yield client
     client.close()
 
 
 @pytest.fixture(scope="module")
-def offsets_topic(cluster):
+def offsets_topic(shared_cluster):
     """A 2-partition topic with a record in each, and a second topic."""
+    cluster = shared_cluster
     cluster.create_topic("od-a", partitions=2, replication_factor=3)
     cluster.create_topic("od-b", partitions=1, replication_factor=3)
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
@@ -262,19 +254,16 @@ def test_an_offset_deletion_survives_the_coordinator_failover(cluster, admin, of
     assert admin.delete_group_offsets("od-failover", [a0]) == {a0: NoError}
     old = _coordinator(cluster, "od-failover")
     survivor = next(n for n in (1, 2, 3) if n != old)
-    cluster.kill(old)
-    try:
-        deadline = time.monotonic() + WAIT_S * 2
-        seen = None
-        while seen is None and time.monotonic() < deadline:
-            new = _coordinator(cluster, "od-failover", via=survivor)
-            if new not in (None, old):
-                seen = _raw_committed(cluster, new, "od-failover")
-            if seen is None:
-                time.sleep(0.3)
-        assert seen == {a1: 1}, "the deleted offset came back after the failover"
-    finally:
-        cluster.start(old)
+    cluster.kill(old)  # the cluster fixture starts it again
+    deadline = time.monotonic() + WAIT_S * 2
+    seen = None
+    while seen is None and time.monotonic() < deadline:
+        new = _coordinator(cluster, "od-failover", via=survivor)
+        if new not in (None, old):
+            seen = _raw_committed(cluster, new, "od-failover")
+        if seen is None:
+            time.sleep(0.3)
+    assert seen == {a1: 1}, "the deleted offset came back after the failover"
 
 
 # -- versions Kafka 4 removed (KIP-896) -------------------------------------------------------
@@ -345,7 +334,8 @@ def test_client_quotas_are_altered_and_described_with_kafkas_filters(cluster):
     everything = {alice: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
                   alice_app: {"request_percentage": 50.0},
                   default_client: {"producer_byte_rate": 4096.0}}
-    _wait_quotas(cluster, 3, [], everything)
+    for node_id in (1, 2, 3):  # each broker applies the metadata when the quorum tells it
+        _wait_quotas(cluster, node_id, [], everything)
     assert _describe_quotas(cluster, 3, [("user", 0, "alice")]) == {
         alice: everything[alice], alice_app: everything[alice_app]}
     assert _describe_quotas(cluster, 3, [("user", 0, "alice")], strict=True) == {

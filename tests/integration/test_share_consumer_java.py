@@ -13,12 +13,21 @@ The records come from a Python producer; the assertions are on what the JVM prin
 - one consumer that RELEASEs each record on its first delivery and ACCEPTs it on the
   next: every record comes back with its delivery count raised from 1 to 2.
 
-The cluster is shared by both tests (a topic and a group each); one JVM per test.
+The cluster (conftest's shared one) serves both tests (a topic and a group each); one JVM
+per test.
 """
 from __future__ import annotations
 
 import pytest
 from kafka import KafkaProducer
+
+from tests.integration.test_dynamic_configs import (
+    GROUP_R,
+    GROUP_SOURCE,
+    NONE,
+    alter,
+    wait_group_value,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -119,11 +128,6 @@ def probe(tmp_path_factory):
         pytest.skip(f"Java 4.3 probe unavailable: {exc}")
 
 
-@pytest.fixture(scope="module")
-def cluster(module_cluster_factory):
-    return module_cluster_factory(3)
-
-
 def produce(cluster, topic: str, partitions: int, count: int) -> set[tuple[int, str]]:
     """``count`` records round-robin over the partitions; (partition, value) of each."""
     producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", linger_ms=5)
@@ -153,6 +157,15 @@ def deliveries(stdout: str) -> list[tuple[str, int, int, int, str]]:
 
 def run_probe(probe, cluster, mode: str, topic: str, partitions: int, count: int,
               members: int):
+    # The probe sets earliest with the Java Admin, whose request reaches one broker; a
+    # share partition's leader reads the setting at the group's first fetch, from the
+    # metadata it has applied.  Set here first and seen by every broker, so no leader
+    # starts the group at the log end (latest) before the change reached it.
+    group = f"{topic}-group"
+    assert alter(cluster, 1, GROUP_R, group, {"share.auto.offset.reset": "earliest"}) \
+        == (NONE, None)
+    wait_group_value(cluster, group, "share.auto.offset.reset", "earliest", GROUP_SOURCE,
+                     nodes=cluster.node_ids)
     run = probe.run(SHARE_PROBE, cluster.bootstrap, mode, topic, f"{topic}-group",
                     str(partitions), str(count), str(members), timeout_s=150)
     assert run.passed, run.report()
