@@ -247,9 +247,11 @@ class ProducerStateManager:
             or entry.producer_epoch != header.producer_epoch
 
     def start_verification(self, producer_id: int) -> object:
-        """A new guard for ``producer_id``'s verification (it replaces any older one)."""
-        guard = object()
-        self._verification_guards[producer_id] = guard
+        """The guard of ``producer_id``'s verification: the one already started since its
+        last marker (pipelined writes of one transaction share it), else a new one."""
+        guard = self._verification_guards.get(producer_id)
+        if guard is None:
+            guard = self._verification_guards[producer_id] = object()
         return guard
 
     def verification_holds(self, producer_id: int, guard: object) -> bool:

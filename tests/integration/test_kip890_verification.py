@@ -98,22 +98,29 @@ def end_txn(conn, txn_id: str, producer: tuple[int, int], commit: bool) -> None:
           == ("CompleteCommit" if commit else "CompleteAbort"), "the markers written")
 
 
-def txn_batch(producer: tuple[int, int], value: bytes) -> bytes:
+def txn_batch(producer: tuple[int, int], value: bytes, sequence: int = 0) -> bytes:
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True,
                                         producer_id=producer[0], producer_epoch=producer[1],
-                                        base_sequence=0, batch_size=1 << 20)
+                                        base_sequence=sequence, batch_size=1 << 20)
     builder.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
     return bytes(builder.build())
 
 
-def produce_txn(conn, txn_id: str, topic: str, batches: dict[int, bytes]) -> dict[int, int]:
-    """One transactional Produce (acks=all) of ``batches`` by partition; errors by partition."""
+def txn_produce_request(txn_id: str, topic: str, batches: dict[int, bytes]):
     data = ProduceRequest.TopicProduceData
-    answer = conn.request(ProduceRequest[9](
+    return ProduceRequest[9](
         transactional_id=txn_id, acks=-1, timeout_ms=15_000, topic_data=[data(
             name=topic, partition_data=[data.PartitionProduceData(index=i, records=b)
-                                        for i, b in batches.items()])]))
+                                        for i, b in batches.items()])])
+
+
+def errors_of(answer) -> dict[int, int]:
     return {p.index: p.error_code for p in answer.responses[0].partition_responses}
+
+
+def produce_txn(conn, txn_id: str, topic: str, batches: dict[int, bytes]) -> dict[int, int]:
+    """One transactional Produce (acks=all) of ``batches`` by partition; errors by partition."""
+    return errors_of(conn.request(txn_produce_request(txn_id, topic, batches)))
 
 
 def stable_everywhere(cluster, topic: str, led: dict[int, int]) -> None:
@@ -184,6 +191,28 @@ def test_only_the_partitions_of_the_ongoing_transaction_take_its_writes(shared_c
             == {0: NONE, 2: INVALID_TXN_STATE}
         end_txn(coord, txn_id, producer, commit=True)
     stable_everywhere(cluster, topic, {i: led[i] for i in (0, 1)})
+
+
+def test_pipelined_first_writes_of_a_transaction_all_land(shared_cluster):
+    """A producer has several requests in flight: the second write to a partition is
+    verified while the first still is; neither may void the other's answer."""
+    cluster, txn_id, topic = shared_cluster, "kip890-pipelined", "kip890-pipelined-topic"
+    with cluster.connect(cluster.node_ids[0]) as conn:
+        create_topic(conn, topic)
+        led = leaders(cluster, conn, topic)
+    with coordinator(cluster, txn_id) as coord:
+        producer = init_producer(coord, txn_id)
+        assert add_partitions(coord, txn_id, producer, topic, list(led)) == [NONE] * PARTITIONS
+        for index, leader in led.items():
+            with cluster.connect(leader) as conn:
+                requests = [txn_produce_request(txn_id, topic, {
+                    index: txn_batch(producer, b"v%d" % sequence, sequence)})
+                    for sequence in range(3)]
+                sent = [(r, conn.send(r)) for r in requests]
+                answers = [errors_of(conn.receive(r, c)) for r, c in sent]
+                assert answers == [{index: NONE}] * 3, f"partition {index} on {leader}"
+        end_txn(coord, txn_id, producer, commit=True)
+    stable_everywhere(cluster, topic, led)
 
 
 def test_a_stalled_coordinator_costs_a_retriable_answer_and_no_hanging_transaction(cluster):

@@ -43,6 +43,15 @@ def test_a_marker_for_the_producer_voids_its_verification():
     assert state.verification_holds(PID, newer) and not state.verification_holds(PID, guard)
 
 
+def test_pipelined_writes_of_one_transaction_share_the_guard():
+    """A second write verified while the first is still being verified must not void the
+    first one's answer (a producer has up to five requests in flight)."""
+    state = ProducerStateManager()
+    first = state.start_verification(PID)
+    second = state.start_verification(PID)
+    assert first is second and state.verification_holds(PID, first)
+
+
 def test_a_reset_log_forgets_every_guard():
     state = ProducerStateManager()
     guard = state.start_verification(PID)
