@@ -367,30 +367,42 @@ def _acquire(ctx: ApiContext, body: Any, reads: list, results: list,
 def _fetch_answer(ctx: ApiContext, request: Request, error: ErrorCode,
                   outcomes: dict[Key, PartitionOutcome]) -> ShareFetchResponse:
     """The ShareFetch response: the partitions with something to say."""
+    return _answer(ctx, request, error, outcomes, ShareFetchResponse,
+                   ShareFetchResponse.ShareFetchableTopicResponse, _fetch_partition)
+
+
+def _fetch_partition(index: int, o: PartitionOutcome) -> Any:
+    return FetchPartitionData(
+        partition_index=index, error_code=o.error, error_message=None,
+        acknowledge_error_code=o.acknowledge_error or ErrorCode.NONE,
+        acknowledge_error_message=None,
+        current_leader=FetchPartitionData.LeaderIdAndEpoch(
+            leader_id=o.leader[0], leader_epoch=o.leader[1]),
+        records=o.records,
+        acquired_records=[FetchPartitionData.AcquiredRecords(
+            first_offset=r.first_offset, last_offset=r.last_offset,
+            delivery_count=r.delivery_count) for r in o.acquired])
+
+
+def _answer(ctx: ApiContext, request: Request, error: ErrorCode,
+            outcomes: dict[Key, PartitionOutcome], response_class: Any, topic_class: Any,
+            partition_data: Callable[[int, PartitionOutcome], Any]) -> Any:
+    """A ShareFetch or ShareAcknowledge response (``response_class``): each outcome as
+    ``partition_data(index, outcome)`` under its ``topic_class`` entry, the group's lock
+    duration, and NodeEndpoints for the leaders a NOT_LEADER_OR_FOLLOWER names."""
     by_topic: dict[uuid.UUID, list] = {}
     leaders: set[int] = set()
     for (topic_id, index), o in outcomes.items():
-        if o.error == ErrorCode.NOT_LEADER_OR_FOLLOWER or \
-                o.acknowledge_error == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+        if ErrorCode.NOT_LEADER_OR_FOLLOWER in (o.error, o.acknowledge_error):
             leaders.add(o.leader[0])
-        by_topic.setdefault(topic_id, []).append(FetchPartitionData(
-            partition_index=index, error_code=o.error, error_message=None,
-            acknowledge_error_code=o.acknowledge_error or ErrorCode.NONE,
-            acknowledge_error_message=None,
-            current_leader=FetchPartitionData.LeaderIdAndEpoch(
-                leader_id=o.leader[0], leader_epoch=o.leader[1]),
-            records=o.records,
-            acquired_records=[FetchPartitionData.AcquiredRecords(
-                first_offset=r.first_offset, last_offset=r.last_offset,
-                delivery_count=r.delivery_count) for r in o.acquired]))
+        by_topic.setdefault(topic_id, []).append(partition_data(index, o))
     settings = ctx.share.partitions.settings(request.body.group_id or "")
-    return ShareFetchResponse(
+    return response_class(
         throttle_time_ms=0, error_code=error, error_message=None,
         acquisition_lock_timeout_ms=settings.record_lock_duration_ms,
-        responses=[ShareFetchResponse.ShareFetchableTopicResponse(
-            topic_id=topic_id, partitions=partitions)
-            for topic_id, partitions in by_topic.items()],
-        node_endpoints=_endpoints(ctx, request, leaders, ShareFetchResponse))
+        responses=[topic_class(topic_id=topic_id, partitions=partitions)
+                   for topic_id, partitions in by_topic.items()],
+        node_endpoints=_endpoints(ctx, request, leaders, response_class))
 
 
 def _endpoints(ctx: ApiContext, request: Request, leaders: set[int],
@@ -432,21 +444,14 @@ async def handle_share_acknowledge(ctx: ApiContext,
 
 def _acknowledge_answer(ctx: ApiContext, request: Request, error: ErrorCode,
                         outcomes: dict[Key, PartitionOutcome]) -> ShareAcknowledgeResponse:
-    by_topic: dict[uuid.UUID, list] = {}
-    leaders: set[int] = set()
-    for (topic_id, index), o in outcomes.items():
-        code = o.acknowledge_error or ErrorCode.NONE
-        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-            leaders.add(o.leader[0])
-        by_topic.setdefault(topic_id, []).append(AckPartitionData(
-            partition_index=index, error_code=code, error_message=None,
-            current_leader=AckPartitionData.LeaderIdAndEpoch(
-                leader_id=o.leader[0], leader_epoch=o.leader[1])))
-    settings = ctx.share.partitions.settings(request.body.group_id or "")
-    return ShareAcknowledgeResponse(
-        throttle_time_ms=0, error_code=error, error_message=None,
-        acquisition_lock_timeout_ms=settings.record_lock_duration_ms,
-        responses=[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
-            topic_id=topic_id, partitions=partitions)
-            for topic_id, partitions in by_topic.items()],
-        node_endpoints=_endpoints(ctx, request, leaders, ShareAcknowledgeResponse))
+    """The ShareAcknowledge response: each partition's acknowledgement error."""
+    return _answer(ctx, request, error, outcomes, ShareAcknowledgeResponse,
+                   ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse,
+                   _acknowledge_partition)
+
+
+def _acknowledge_partition(index: int, o: PartitionOutcome) -> Any:
+    return AckPartitionData(
+        partition_index=index, error_code=o.acknowledge_error or ErrorCode.NONE,
+        error_message=None, current_leader=AckPartitionData.LeaderIdAndEpoch(
+            leader_id=o.leader[0], leader_epoch=o.leader[1]))
