@@ -257,7 +257,7 @@ def test_log_append_time_stamps_batches_and_clients_read_the_append_time(broker)
         producer.close(timeout=10)
     after = now_ms()
     consumer = KafkaConsumer("appended", bootstrap_servers=broker.bootstrap,
-                             auto_offset_reset="earliest", consumer_timeout_ms=10_000,
+                             auto_offset_reset="earliest", consumer_timeout_ms=30_000,
                              enable_auto_commit=False, check_crcs=True)
     try:
         seen = [m for _, m in zip(range(3), consumer)]
