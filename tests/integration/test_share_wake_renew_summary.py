@@ -164,6 +164,15 @@ def test_the_java_43_share_consumer_renews_a_lock(probe, cluster):  # noqa: F811
     assert "commit-error" not in run.stdout, run.report()
 
 
+def long_locks(cluster, group: str) -> None:
+    """The group's record locks last 60 s (its maximum), far longer than a test takes,
+    as every broker sees it before the group's first fetch."""
+    with cluster.connect(cluster.node_ids[0]) as conn:
+        set_group_configs(conn, group, {"share.record.lock.duration.ms": "60000"})
+    wait_group_value(cluster, group, "share.record.lock.duration.ms", "60000", GROUP_SOURCE,
+                     nodes=cluster.node_ids)
+
+
 def renew_fetch(member: Member, topic_id, acks, **fetch_params):
     """A ShareFetch v2 with IsRenewAck carrying ``acks`` (first, last, [types])."""
     params = {"max_wait_ms": 0, "min_bytes": 0, "max_bytes": 0, "max_records": 0}
@@ -187,6 +196,7 @@ def test_a_renew_only_fetch_renews_and_acquires_nothing(cluster):
     hands out no records, though new ones wait; a renew-only fetch asking for records
     (MaxWaitMs, MinBytes, MaxBytes or MaxRecords not 0) is INVALID_REQUEST."""
     leader, topic_id = led_topic(cluster, "renew-only")
+    long_locks(cluster, "g-renew-only")  # offset 0 stays a's however loaded the host
     with cluster.connect(leader) as conn:
         a = open_member(conn, "g-renew-only", topic_id)
         b = open_member(conn, "g-renew-only", topic_id)
@@ -238,9 +248,7 @@ def test_describe_offsets_asks_another_brokers_share_coordinator(cluster, capsys
     with cluster.connect(coordinator) as conn:
         member_id = str(uuid.uuid4())
         assert heartbeat(conn, group, member_id, 0, ["summary"]).error_code == NONE
-        # Locks far longer than this test takes (the group's maximum), so the records
-        # still in flight when the CLI looks are still locked, however loaded the host.
-        set_group_configs(conn, group, {"share.record.lock.duration.ms": "60000"})
+    long_locks(cluster, group)  # the records in flight when the CLI looks are still locked
     with cluster.connect(leader) as conn:
         topic_id = conn.metadata(["summary"], version=12).topics[0].topic_id
         member = open_member(conn, group, topic_id)
