@@ -64,6 +64,7 @@ peer_log = RateLimitedLog(log)
 
 _CLOSE_MARK = object()
 _MAX_IOV = 512  # buffers per os.writev (Linux allows 1024)
+MUTE_SLACK_S = 0.001  # a throttle mute ending within this is over (see _update_reading)
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,8 @@ class Connection(asyncio.Protocol):
             self._sendfile_fd = sock.fileno()
         self.session.on_connection_made(transport)
         self._address = peer[0] if peer else ""
-        refused = self.context.limits.admit(self._address, self.session.listener.name)
+        refused = self._ip_quota_refusal() or \
+            self.context.limits.admit(self._address, self.session.listener.name)
         if refused is not None:
             peer_log.warning(("refused", refused.split(" (")[0]),
                              "[Connection %s] closed at accept: %s",
@@ -182,6 +184,14 @@ class Connection(asyncio.Protocol):
         self._loop = loop = asyncio.get_running_loop()
         self._last_active = loop.time()
         self._idle_timer = loop.call_later(self._idle_s, self._maybe_close_idle)
+
+    def _ip_quota_refusal(self) -> str | None:
+        """The ``ip`` entity's connection_creation_rate (KIP-612), checked at accept."""
+        api = self.api_context
+        metadata = getattr(api, "metadata", None)
+        if metadata is None or getattr(api, "quotas", None) is None:
+            return None
+        return api.quotas.admit_connection(metadata.image.client_quotas, self._address)
 
     def _maybe_close_idle(self) -> None:
         """Timer (connections.max.idle.ms): close the connection when nothing was read or
@@ -523,8 +533,11 @@ class Connection(asyncio.Protocol):
             return
         if _CLOSE_MARK in self._queue:
             return
+        # The mute's timer may run a hair before its time (asyncio runs a timer when
+        # its time is within the clock resolution): a mute about to end has ended, or
+        # reading would never resume.
         busy = len(self._queue) >= self.max_in_flight or self._write_paused or (
-            self._muted_until and self._loop.time() < self._muted_until)
+            self._muted_until and self._loop.time() < self._muted_until - MUTE_SLACK_S)
         if busy and not self._read_paused:
             self.transport.pause_reading()
             self._read_paused = True
