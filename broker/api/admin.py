@@ -25,8 +25,10 @@ from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
+from ..quotas.mutations import EXCEEDED_MESSAGE
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal, topic_name_problem
+from . import client_quotas
 from .partitions import (
     EXCESSIVE_PARTITIONS,
     MAX_PARTITIONS_PER_REQUEST,
@@ -79,6 +81,7 @@ async def _create_topics(ctx: ApiContext, request: Request) -> CreateTopicsRespo
     seen: set[str] = set()
     authorizer = ctx.authorizer
     may_create_any = authorizer.allows_cluster(request, AclOperation.CREATE, log_denial=False)
+    quota = client_quotas.mutation_quota(ctx, request, "CreateTopics")  # KIP-599
     if _requested_partitions(ctx, body.topics) > MAX_PARTITIONS_PER_REQUEST:
         return CreateTopicsResponse(throttle_time_ms=0, topics=[
             _refused(t.name, ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
@@ -95,8 +98,11 @@ async def _create_topics(ctx: ApiContext, request: Request) -> CreateTopicsRespo
             partitions, replication, configs, assignment = _validate(ctx, topic)
             topic_id = None
             if not body.validate_only:
+                if quota.exceeded():
+                    raise TopicRefused(ErrorCode.THROTTLING_QUOTA_EXCEEDED, EXCEEDED_MESSAGE)
                 topic_id = await create_topic_now(ctx, topic.name, partitions, replication,
                                                   configs, assignment)
+                quota.record(partitions)
                 positions[topic.name] = ctx.image.position()
             results.append(_created(ctx, topic.name, topic_id, partitions, replication,
                                     configs))
@@ -109,7 +115,8 @@ async def _create_topics(ctx: ApiContext, request: Request) -> CreateTopicsRespo
     unknown = await unknown_after_wait(ctx, positions, deadline)  # partitions.py
     results = [_refused(r.name, ErrorCode.REQUEST_TIMED_OUT, "created, but not yet known to "
                         "every live broker") if r.name in unknown else r for r in results]
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    return CreateTopicsResponse(throttle_time_ms=client_quotas.throttled(request, quota),
+                                topics=results)
 
 
 def _requested_partitions(ctx: ApiContext, topics: list) -> int:
@@ -219,6 +226,7 @@ async def _delete_topics(ctx: ApiContext, request: Request) -> DeleteTopicsRespo
     else:
         wanted = [(name, None) for name in body.topic_names]
     results = []
+    quota = client_quotas.mutation_quota(ctx, request, "DeleteTopics")  # KIP-599
     for name, topic_id in wanted:
         image = ctx.image
         record = image.topics.get(name) if name else None
@@ -235,8 +243,14 @@ async def _delete_topics(ctx: ApiContext, request: Request) -> DeleteTopicsRespo
                                    error_message=f"internal topic {record.name} cannot be "
                                                  f"deleted"))
             continue
+        if quota.exceeded():
+            results.append(Deleted(name=record.name, topic_id=uuid.UUID(record.topic_id),
+                                   error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                   error_message=EXCEEDED_MESSAGE))
+            continue
         try:
             await ctx.metadata.delete_topic(record.name)
+            quota.record(len(record.partitions))
             code, message = ErrorCode.NONE, None
         except ApplyError as exc:
             code, message = ErrorCode[exc.code], str(exc)
@@ -244,4 +258,5 @@ async def _delete_topics(ctx: ApiContext, request: Request) -> DeleteTopicsRespo
             code, message = ErrorCode.REQUEST_TIMED_OUT, str(exc)
         results.append(Deleted(name=record.name, topic_id=uuid.UUID(record.topic_id),
                                error_code=code, error_message=message))
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    return DeleteTopicsResponse(throttle_time_ms=client_quotas.throttled(request, quota),
+                                responses=results)

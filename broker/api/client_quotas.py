@@ -2,7 +2,9 @@
 
 Quotas live in the Raft metadata (``ClusterState.client_quotas``), written by one
 AlterClientQuotas command per request; broker/quotas/entities.py has Kafka's
-validation and filter matching, broker/quotas/rates.py the enforcement.
+validation and filter matching, broker/quotas/rates.py the enforcement of the byte
+rates, broker/quotas/mutations.py of ``controller_mutation_rate`` (``mutation_quota``
+here, for the topic handlers).
 
 Authorization (Kafka's): DescribeConfigs on the cluster to describe (else the
 request's error CLUSTER_AUTHORIZATION_FAILED), AlterConfigs on the cluster to alter
@@ -20,6 +22,7 @@ from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..quotas.entities import QuotaError, check_value, describe, entity_of
+from ..quotas.mutations import MutationQuota
 from ..security.acls import AclOperation
 from ..security.tls import ANONYMOUS
 
@@ -37,6 +40,25 @@ Altered = AlterClientQuotasResponse.EntryData
 AlteredEntity = Altered.EntityData
 
 
+def _user(request: Request) -> str:
+    principal = request.session.principal if request.session is not None else ANONYMOUS
+    return principal.partition(":")[2] or principal
+
+
+def mutation_quota(ctx: ApiContext, request: Request, api: str) -> MutationQuota:
+    """The request's controller mutation quota (CreateTopics, CreatePartitions,
+    DeleteTopics); ``throttled`` gives the answer's throttle time."""
+    return MutationQuota(ctx.quotas, ctx.image.client_quotas, _user(request),
+                         request.client_id or "", api, request.api_version)
+
+
+def throttled(request: Request, quota: MutationQuota) -> int:
+    """``quota``'s throttle time, also set on ``request`` (the connection stops reading
+    for it after answering, KIP-219)."""
+    request.throttle_ms = max(request.throttle_ms, quota.throttle_ms)
+    return quota.throttle_ms
+
+
 def throttle(ctx: ApiContext, request: Request, key: str, size_bytes: int) -> int:
     """Record ``size_bytes`` against the client's ``key`` quota (producer_byte_rate,
     consumer_byte_rate); the throttle time in ms, also set on ``request`` so the
@@ -44,9 +66,8 @@ def throttle(ctx: ApiContext, request: Request, key: str, size_bytes: int) -> in
     quotas = ctx.image.client_quotas
     if not quotas:
         return 0
-    principal = request.session.principal if request.session is not None else ANONYMOUS
-    user = principal.partition(":")[2] or principal
-    throttle_ms = ctx.quotas.record(quotas, key, user, request.client_id or "", size_bytes)
+    throttle_ms = ctx.quotas.record(quotas, key, _user(request), request.client_id or "",
+                                    size_bytes)
     if throttle_ms > request.throttle_ms:
         request.throttle_ms = throttle_ms
     return throttle_ms

@@ -35,8 +35,10 @@ from kafka.protocol.admin import CreatePartitionsResponse
 from protocol.errors import ErrorCode
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable, assign_replicas
+from ..quotas.mutations import EXCEEDED_MESSAGE
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal
+from . import client_quotas
 
 if TYPE_CHECKING:
     from protocol.messages import Request
@@ -101,6 +103,7 @@ async def _create_partitions(ctx: ApiContext, request: Request) -> CreatePartiti
     positions: dict[str, tuple] = {}
     named = [topic.name for topic in body.topics]
     budget = MAX_PARTITIONS_PER_REQUEST
+    quota = client_quotas.mutation_quota(ctx, request, "CreatePartitions")  # KIP-599
     for topic in body.topics:
         try:
             if not ctx.authorizer.allows(request, AclOperation.ALTER, ResourceType.TOPIC,
@@ -112,8 +115,12 @@ async def _create_partitions(ctx: ApiContext, request: Request) -> CreatePartiti
             topic_id, assignment = _validate(ctx, topic, budget)
             budget -= len(assignment)
             if not body.validate_only:
+                if quota.exceeded():
+                    raise PartitionsRefused(ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                            EXCEEDED_MESSAGE)
                 await ctx.metadata.create_partitions(topic.name, topic_id, topic.count,
                                                      assignment)
+                quota.record(len(assignment))
                 positions[topic.name] = ctx.image.position()
                 log.info("[CreatePartitions broker=%d] %s now has %d partitions", ctx.node_id,
                          topic.name, topic.count)
@@ -128,7 +135,8 @@ async def _create_partitions(ctx: ApiContext, request: Request) -> CreatePartiti
     unknown = await unknown_after_wait(ctx, positions, deadline)
     results = [_refused(r.name, ErrorCode.REQUEST_TIMED_OUT, "created, but not yet known to "
                         "every live broker") if r.name in unknown else r for r in results]
-    return CreatePartitionsResponse(throttle_time_ms=0, results=results)
+    return CreatePartitionsResponse(throttle_time_ms=client_quotas.throttled(request, quota),
+                                    results=results)
 
 
 def _refused(name: str, code: ErrorCode, message: str) -> Result:

@@ -1,8 +1,8 @@
 """Client quota entities and keys, with Kafka's validation and matching (pure).
 
 An entity is a set of (entity type, name) pairs, name None for the type's default:
-``user``, ``client-id``, ``(user, client-id)`` (and ``ip``, which Kafka keeps for
-connection creation rates).  In the Raft metadata an entity is a sorted tuple of
+``user``, ``client-id``, ``(user, client-id)`` and ``ip`` (connection creation rates,
+enforced at accept: rates.py).  In the Raft metadata an entity is a sorted tuple of
 pairs and its values a dict key → float (``ClusterState.client_quotas``).
 
 Kafka's rules (ClientQuotaControlManager, ClientQuotasImage.describe):
@@ -12,6 +12,9 @@ Kafka's rules (ClientQuotaControlManager, ClientQuotasImage.describe):
   entity type"); a key the entity cannot have → INVALID_REQUEST ("Invalid
   configuration key"); a byte or mutation rate that is not a positive number, or a
   byte rate that is not whole → INVALID_REQUEST.
+* Enforced: the byte rates and the connection creation rate by rates.py,
+  ``controller_mutation_rate`` by mutations.py; ``request_percentage`` is stored and
+  described but not enforced (handler time is not measured per client).
 * DescribeClientQuotas: a filter component matches one type exactly (match type 0,
   a name), its default (1) or any named entity (2); a type named twice, or ``ip``
   with another type, is INVALID_REQUEST.  Strict: the entity has exactly the filter's

@@ -1,6 +1,9 @@
-"""Client quota enforcement: byte rates over a sliding window (Kafka's ClientQuotaManager).
+"""Client quota enforcement: rates over a sliding window (Kafka's ClientQuotaManager).
 
-Each Produce's record bytes and each Fetch's answered bytes are recorded against the
+Each Produce's record bytes and each Fetch's answered bytes (and each partition created
+or deleted, for ``controller_mutation_rate``: mutations.py; each connection accepted, for
+an ``ip`` entity's ``connection_creation_rate``: ``admit_connection``) are recorded
+against the
 quota that applies to the client (``quota_for``: Kafka's precedence, from
 ``user + client-id`` down to the default client id), per broker.  A quota set on a
 default entity applies to each user / client id on its own: the rate is kept per
@@ -22,7 +25,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 
-from .entities import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, USER
+from .entities import (
+    CLIENT_ID,
+    CONNECTION_CREATION_RATE,
+    CONSUMER_BYTE_RATE,
+    IP,
+    PRODUCER_BYTE_RATE,
+    USER,
+)
 
 SAMPLES = 11          # quota.window.num
 SAMPLE_MS = 1000      # quota.window.size.seconds
@@ -75,7 +85,7 @@ class ClientQuotas:
         self._windows: dict[tuple, _Window] = {}
 
     def record(self, quotas: Mapping[tuple, Mapping[str, float]], key: str, user: str,
-               client_id: str, size_bytes: int) -> int:
+               client_id: str, size_bytes: float) -> int:
         """Record ``size_bytes`` for the client; the throttle time in ms (0: within)."""
         if not quotas:
             return 0
@@ -83,14 +93,47 @@ class ClientQuotas:
         if found is None:
             return 0
         entity, quota = found
-        types = {t for t, _ in entity}
-        rate_key = (key, user if USER in types else "", client_id if CLIENT_ID in types else "")
-        window = self._windows.pop(rate_key, None) or _Window()
-        self._windows[rate_key] = window  # most recently used last
-        if len(self._windows) > MAX_TRACKED:
-            del self._windows[next(iter(self._windows))]
+        window = self._window(key, entity, user, client_id)
         rate = window.record(self._clock_ms(), size_bytes)
         if rate <= quota:
             return 0
         span_ms = max(self._clock_ms() - window.samples[0][0], (SAMPLES - 1) * SAMPLE_MS)
         return min(int((rate - quota) / quota * span_ms), MAX_THROTTLE_MS)
+
+    def exceeded(self, quotas: Mapping[tuple, Mapping[str, float]], key: str, user: str,
+                 client_id: str) -> bool:
+        """Whether the client's ``key`` rate is over its quota now, before anything more
+        is recorded (Kafka's strict controller mutation quota)."""
+        return self.record(quotas, key, user, client_id, 0.0) > 0
+
+    def admit_connection(self, quotas: Mapping[tuple, Mapping[str, float]],
+                         host: str) -> str | None:
+        """A connection accepted from ``host``: None when its IP's
+        ``connection_creation_rate`` (the ``ip`` entity named ``host``, else the default
+        ip entity) allows it, counted; else why it must be closed, and not counted (a
+        client that backs off gets in again)."""
+        if not quotas:
+            return None
+        quota = None
+        for entity in (((IP, host),), ((IP, None),)):
+            values = quotas.get(entity)
+            if values and CONNECTION_CREATION_RATE in values:
+                quota = float(values[CONNECTION_CREATION_RATE])
+                break
+        if quota is None:
+            return None
+        window = self._window(CONNECTION_CREATION_RATE, ((IP, host),), host, "")
+        if window.record(self._clock_ms(), 1.0) <= quota:
+            return None
+        window.samples[-1][1] -= 1.0
+        return f"connection_creation_rate quota ({quota:g}/s) of ip {host} exceeded"
+
+    def _window(self, key: str, entity: tuple, user: str, client_id: str) -> _Window:
+        types = {t for t, _ in entity}
+        rate_key = (key, user if USER in types or IP in types else "",
+                    client_id if CLIENT_ID in types else "")
+        window = self._windows.pop(rate_key, None) or _Window()
+        self._windows[rate_key] = window  # most recently used last
+        if len(self._windows) > MAX_TRACKED:
+            del self._windows[next(iter(self._windows))]
+        return window
