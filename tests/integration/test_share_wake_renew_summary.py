@@ -1,12 +1,14 @@
 """Share groups on three brokers: a long poll woken by records handed back, the renew-only
-ShareFetch, and DescribeShareGroupOffsets of state another broker's share coordinator keeps.
+ShareFetch (raw, and the Java 4.3 share consumer's RENEW), DescribeShareGroupOffsets of
+state another broker's share coordinator keeps, and ``raftwood groups describe``'s
+per-partition view of a share group.
 
-One cluster for the module (the conftest ``shared_cluster`` settings, with one
-``__consumer_offsets`` partition per broker and one ``__share_group_state`` partition);
-each test uses its own group and topic.  Raw ShareFetch / ShareAcknowledge through the
-helpers of test_share_fetch_wire.py, sent to the partition's leader.  Every wait is
-bounded; no assertion depends on how fast the broker is, only on an upper bound far
-below the long poll's ``max_wait_ms``.
+One cluster for the module (three ``__consumer_offsets`` partitions, so group ids spread
+over the brokers, and one ``__share_group_state`` partition); each test uses its own group
+and topic.  Raw ShareFetch / ShareAcknowledge through the helpers of
+test_share_fetch_wire.py, sent to the partition's leader.  Every wait is bounded; no
+assertion depends on how fast the broker is, only on an upper bound far below the long
+poll's ``max_wait_ms``.
 """
 from __future__ import annotations
 
