@@ -53,6 +53,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--raftwood-set", action="append", default=[], metavar="KEY=VALUE",
                         help="one more broker setting for every Raftwood broker, e.g. "
                              "socket.sendfile.enable=false (repeatable)")
+    parser.add_argument("--partitions", type=int, default=1000, metavar="N",
+                        help="partitions of the `partitions` workload's topic, RF 3 "
+                             "(default: %(default)s; the goal is 10,000)")
     parser.add_argument("--keep-data", action="store_true",
                         help="keep each deployment's temporary data dirs and logs")
     parser.add_argument("--json", nargs="?", const="-", metavar="PATH",
@@ -62,7 +65,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "PATH (.svg flamegraph, .txt raw, else speedscope JSON)")
     parser.add_argument("--profile-phase", default="W1.produce",
                         help="phase to profile: W1.produce, W1.consume, W2.produce, W2.consume, "
-                             "backlog.consume, W3.produce, W5.<rate>, partitions.produce "
+                             "backlog.consume, W3.produce, W5.<rate>, partitions.idle, "
+                             "partitions.produce "
                              "(default: %(default)s)")
     args = parser.parse_args(argv)
     args.workload_names = _names(parser, "--workloads", args.workloads, WORKLOADS)
@@ -79,6 +83,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--rates: not a list of integers: {args.rates}")
     if not args.rate_list or min(args.rate_list) < 0:
         parser.error("--rates: give rates >= 0 (0: one record in flight)")
+    if args.partitions < 1:
+        parser.error("--partitions: give at least 1")
     if args.timeout is None:
         args.timeout = 60.0 if args.quick else 300.0
     return args
@@ -156,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(quick=args.quick, targets=args.target_names, timeout_s=args.timeout,
                   start_timeout_s=args.start_timeout, keep_data=args.keep_data,
                   profiler=profiler, raftwood_src=args.raftwood_src,
-                  raftwood_settings=args.raftwood_settings)
+                  raftwood_settings=args.raftwood_settings, many_partitions=args.partitions)
     env = environment()
     print(f"bench {'--quick ' if args.quick else ''}at {args.started_utc}: "
           f"{', '.join(args.workload_names)}; confluent-kafka {env['confluent_kafka']} "

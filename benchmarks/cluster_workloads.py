@@ -1,6 +1,6 @@
 """Workloads on a 3-broker Raftwood cluster: W3 (replication cost), W5 (latency sweep) and
-many partitions (idle CPU, produce spread over 1,000 partitions). See workloads.py for
-the conventions: fresh brokers per workload, failures recorded in the Section.
+many partitions (create time, idle CPU, memory, produce spread over N partitions). See
+workloads.py for the conventions: fresh brokers per workload, failures recorded in the Section.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import time
 
 from cpu import CpuMeter
 from latency import LatencyResult, paced_produce, serial_produce
+from memory import MemorySample, group_memory
 from report import Section, SummaryRow, fmt_ratio, num, ratio
 from servers import TargetError
 from throughput import PhaseError, PhaseResult, create_topic
@@ -29,7 +30,8 @@ LATENCY_RATES = (0, 1000, 2500, 5000, 10000)  # 0: one record in flight (serial_
 SERIAL_RECORDS = 2000             # records of the one-in-flight run (--quick: / 10)
 LATENCY_SLACK_S = 60.0        # a rate's run may last its duration plus this, then fails
 ON_RATE = 0.9                 # achieved/asked below this: the rate was not sustained
-MANY_PARTITIONS = 1000
+CREATE_GOAL_S = 30.0          # the partitions workload: created and all led within this
+IDLE_GOAL_PCT = 10.0          # idle CPU of each broker holding them, % of a core, at most
 
 
 # --- W3: RF 3 acks=all on 3 brokers vs RF 1 acks=1 on one ------------------------------------
@@ -180,48 +182,104 @@ def _within_goal(result: LatencyResult) -> bool:
             and result.achieved_per_s >= ON_RATE * result.rate_per_s)
 
 
-# --- many partitions: idle CPU and produce spread over 1,000 partitions ----------------------
+# --- many partitions: create time, idle CPU, memory, produce spread -------------------------
 
 def partitions(ctx: Context) -> Section:
+    """`ctx.many_partitions` partitions (1,000 by default) RF 3 on 3 brokers: how long until
+    all are led, idle CPU and resident memory per broker, then acks=all produce to all."""
+    n = ctx.many_partitions
     idle_s = 5.0 if ctx.quick else 20.0
-    count = ctx.count(100_000)
-    workload = ctx.workload(count, partitions=MANY_PARTITIONS, topic="bench-partitions",
-                            acks="all", replication_factor=3, spread_partitions=MANY_PARTITIONS)
-    section = Section("partitions", f"Many partitions: {MANY_PARTITIONS:,} partitions, RF 3, "
-                      "Raftwood x3", ["measure", "value", "unit", "per broker", "status"])
+    count = ctx.count(max(100_000, 10 * n))
+    workload = ctx.workload(count, partitions=n, topic="bench-partitions",
+                            acks="all", replication_factor=3, spread_partitions=n)
+    section = Section("partitions", f"Many partitions: {n:,} partitions, RF 3, Raftwood x3",
+                      ["measure", "value", "unit", "per broker", "target / status"])
     try:
         with session("raftwood", CLUSTER_BROKERS, ctx) as run:
             _idle(run, idle_s, "idle CPU before the topic", section)
+            before = _memory(run, "resident set before the topic", section)
             started = time.monotonic()
             create_topic(run.deployment.bootstrap_servers, workload, run.progress)
             create_s = time.monotonic() - started
-            section.rows.append([f"create + all led ({MANY_PARTITIONS:,} partitions)",
-                                 f"{create_s:.1f}", "s", "", "ok"])
+            section.rows.append([f"create + all led ({n:,} partitions)", f"{create_s:.1f}",
+                                 "s", "", f"<= {CREATE_GOAL_S:g} s"])
             section.figures["create_s"] = round(create_s, 2)
-            idle_after = _idle(run, idle_s, f"idle CPU with {MANY_PARTITIONS:,} partitions",
-                               section)
+            with ctx.profiler.during("partitions.idle", run.deployment.pgids):
+                idle_after = _idle(run, idle_s, f"idle CPU with {n:,} partitions", section,
+                                   goal=f"<= {IDLE_GOAL_PCT:g} % per broker")
+            after = _memory(run, f"resident set with {n:,} partitions", section)
+            _memory_note(section, before, after, n)
             produced = measured_produce(run, workload, ctx, "partitions")
             section.rows.append([f"produce {count:,} x 100 B over all partitions, acks=all",
-                                 num(produced.msg_per_s), "msg/s",
-                                 "", "ok"])
+                                 num(produced.msg_per_s), "msg/s", "", "report"])
             section.rows.append(["  broker CPU per GB produced",
                                  _cpu_per_gb(ctx, "partitions", run.label, "produce"),
-                                 "CPU s/GB", "", "ok"])
+                                 "CPU s/GB", "", "report"])
             section.figures["produce"] = produced.as_json()
-            section.summary.append(SummaryRow(f"idle CPU, {MANY_PARTITIONS:,} partitions "
-                                              "(3 brokers)", "report", f"{idle_after:.1f} %"))
-            section.summary.append(SummaryRow(f"produce over {MANY_PARTITIONS:,} partitions",
-                                              "report", f"{produced.msg_per_s:,.0f} msg/s"))
+            _partitions_summary(section, n, create_s, idle_after, after, produced.msg_per_s)
     except (TargetError, PhaseError) as exc:
         section.errors.append(brief(exc))
         section.rows.append(["(stopped)", "-", "-", "-", f"FAILED: {brief(exc)}"])
-    section.notes.append(f"idle CPU: sum over the 3 brokers, % of one core, over {idle_s:g} s "
-                         "with no client traffic")
+    section.notes.append(f"idle CPU: % of one core over {idle_s:g} s with no client traffic, "
+                         "the sum of the 3 brokers, then each broker")
     return section
 
 
-def _idle(run: Running, idle_s: float, what: str, section: Section) -> float:
-    """CPU % of one core (sum of all brokers) over `idle_s` with no traffic."""
+def _partitions_summary(section: Section, n: int, create_s: float,
+                        idle: tuple[float, list[float]], memory: list[MemorySample],
+                        produce_per_s: float) -> None:
+    busiest = max(idle[1], default=0.0)
+    section.summary.append(SummaryRow(f"{n:,} partitions RF 3: create + all led",
+                                      f"<= {CREATE_GOAL_S:g} s", f"{create_s:.1f} s",
+                                      _yes(create_s <= CREATE_GOAL_S)))
+    section.summary.append(SummaryRow(f"idle CPU, {n:,} partitions, busiest broker",
+                                      f"<= {IDLE_GOAL_PCT:g} % of a core",
+                                      f"{busiest:.1f} % (3 brokers: {idle[0]:.1f} %)",
+                                      _yes(busiest <= IDLE_GOAL_PCT)))
+    section.summary.append(SummaryRow(f"resident set per broker, {n:,} partitions",
+                                      "report", " / ".join(f"{m.rss_mib:.0f}" for m in memory)
+                                      + " MiB"))
+    section.summary.append(SummaryRow(f"produce acks=all spread over {n:,} partitions",
+                                      "report", f"{produce_per_s:,.0f} msg/s"))
+
+
+def _yes(met: bool) -> str:
+    return "yes" if met else "no"
+
+
+def _memory(run: Running, what: str, section: Section) -> list[MemorySample]:
+    """Resident set and open files of each broker now, as a row."""
+    samples = [group_memory(pgid) for pgid in run.deployment.pgids]
+    section.rows.append([what, f"{sum(s.rss_mib for s in samples):.0f}", "MiB",
+                         " / ".join(f"{s.rss_mib:.0f}" for s in samples), "report"])
+    section.figures.setdefault("rss_mib", {})[what] = [round(s.rss_mib, 1) for s in samples]
+    section.figures.setdefault("open_fds", {})[what] = [s.open_fds for s in samples]
+    return samples
+
+
+def _memory_note(section: Section, before: list[MemorySample], after: list[MemorySample],
+                 n: int) -> None:
+    """What holds the memory: the growth per replica (each broker holds all n at RF 3)."""
+    if not before or len(before) != len(after):
+        return
+    grown = [a.rss_kib - b.rss_kib for b, a in zip(before, after)]
+    per_replica = sum(grown) / len(grown) / n
+    fds = [a.open_fds - b.open_fds for b, a in zip(before, after)]
+    section.rows.append(["  resident growth per partition replica", f"{per_replica:.1f}",
+                         "KiB", " / ".join(f"{g / 1024:.0f} MiB" for g in grown), "report"])
+    section.rows.append(["  open files added per broker", " / ".join(map(str, fds)),
+                         "fds", f"{sum(fds) / len(fds) / n:.2f} per replica", "report"])
+    section.figures["rss_kib_per_replica"] = round(per_replica, 2)
+    section.notes.append(
+        "resident set: VmRSS of each broker from /proc; at RF 3 on 3 brokers each broker "
+        "holds a replica of every partition, so the growth from creating the topic divided "
+        "by the partition count is what one replica holds (its Partition and log objects, "
+        "index maps and buffers; open files are the segment and index files)")
+
+
+def _idle(run: Running, idle_s: float, what: str, section: Section,
+          goal: str = "report") -> tuple[float, list[float]]:
+    """CPU % of one core over `idle_s` with no traffic: (sum of all brokers, each broker)."""
     meters = [CpuMeter([pgid]) for pgid in run.deployment.pgids]
     marks = [m.mark() for m in meters]
     total_mark = run.meter.mark()
@@ -235,8 +293,9 @@ def _idle(run: Running, idle_s: float, what: str, section: Section) -> float:
                              f"so far ({left:.0f} s left)")
     used = run.meter.since(total_mark)
     pct = 100.0 * used.cpu_s / used.wall_s
-    per = [m.since(mark) for m, mark in zip(meters, marks)]
-    per_text = " / ".join(f"{100.0 * p.cpu_s / p.wall_s:.1f}" for p in per)
-    section.rows.append([what, f"{pct:.1f}", "% of a core", per_text, "ok"])
+    each = [100.0 * p.cpu_s / p.wall_s for p in (m.since(mark) for m, mark in zip(meters, marks))]
+    section.rows.append([what, f"{pct:.1f}", "% of a core",
+                         " / ".join(f"{p:.1f}" for p in each), goal])
     section.figures.setdefault("idle_cpu_pct", {})[what] = round(pct, 2)
-    return pct
+    section.figures.setdefault("idle_cpu_pct_per_broker", {})[what] = [round(p, 2) for p in each]
+    return pct, each

@@ -45,6 +45,7 @@ class Context:
     profiler: Profiler
     raftwood_src: Path | None = None
     raftwood_settings: dict[str, str] = field(default_factory=dict)  # --raftwood-set
+    many_partitions: int = 1000  # --partitions: the `partitions` workload's topic
     cpu_rows: list[CpuRow] = field(default_factory=list)
 
     def count(self, full: int) -> int:
