@@ -93,7 +93,14 @@ class RecoveredLog:
 
 
 def recover_log(directory: str, config: LogConfig, log_prefix: str) -> RecoveredLog:
-    """Run every step on ``directory`` (which must exist) and return the consistent log."""
+    """Run every step on ``directory`` (which must exist) and return the consistent log.
+
+    An empty directory (a partition created just now) holds nothing to recover: its new
+    segment is not scanned and no index or epoch file is written for it yet (they are
+    written with the first data), which keeps creating thousands of partitions to one
+    checkpoint write each.
+    """
+    fresh = not os.listdir(directory)
     report = RecoveryReport(clean_shutdown=checkpoint.consume_clean_shutdown_marker(directory))
     report.leftover_files_removed = remove_leftover_files(directory)
     report.swaps_completed = complete_swaps(directory, log_prefix)
@@ -103,11 +110,11 @@ def recover_log(directory: str, config: LogConfig, log_prefix: str) -> Recovered
     if saved is None and (len(segments) > 1 or segments[0].size_bytes):
         logger.warning("%s no usable %s: recovering from the first segment",
                        log_prefix, checkpoint.OFFSETS_CHECKPOINT)
-    scans = recover_segments(segments, first_scan_index(segments, saved, report),
-                             report, log_prefix)
+    first_scan = len(segments) if fresh else first_scan_index(segments, saved, report)
+    scans = recover_segments(segments, first_scan, report, log_prefix)
     offsets = clamp_offsets(saved, segments, report)
-    epoch_cache = restore_epoch_cache(directory, saved_epochs, segments, scans, offsets,
-                                      log_prefix)
+    epoch_cache = restore_epoch_cache(directory, [] if fresh else saved_epochs, segments,
+                                      scans, offsets, log_prefix)
     producer_state = restore_producer_state(directory, segments, offsets, report, log_prefix)
     report.log_start_offset = offsets.log_start_offset
     report.log_end_offset = segments[-1].next_offset
