@@ -117,8 +117,9 @@ from .dev_layout import (  # noqa: F401  (the plan's names, as ``raftwood dev``'
     ui_url,
     voters,
 )
+from .dev_network import REAL_KAFKA_OFFSET, REAL_RAFT_OFFSET, DevNetwork, plan_layouts
 from .dev_tls import make_dev_pki  # noqa: F401  (used through this module by tests)
-from .ports import port_owner
+from .ports import busy_message, busy_ports, port_owner
 from .status import UNKNOWN, broker_summary
 from .tables import format_table
 
@@ -149,8 +150,9 @@ class DevCluster:
     def __init__(self, layout: list[BrokerPlan], extra: dict[str, str], out=sys.stdout,
                  secure: SecureDev | None = None, ui_port_base: int | None = None,
                  voter_count: int | None = None, secret_file: Path | None = None,
-                 data_dir: Path | None = None):
+                 data_dir: Path | None = None, network: DevNetwork | None = None):
         self.layout = layout
+        self.network = network
         self.data_dir = Path(data_dir) if data_dir is not None else layout[0].data_dir.parent
         environment = dict(os.environ, **{
             dev_faults.FAULTS_FILE_ENV: str(dev_faults.faults_file(self.data_dir).resolve())})
@@ -158,6 +160,10 @@ class DevCluster:
         self.ui_port_base = ui_port_base
         self.settings = [broker_settings(layout, b, extra, secure, ui_port_base, voter_count,
                                          secret_file) for b in layout]
+        if network is not None:
+            for member, settings in zip(layout, self.settings):
+                network.adjust(settings, member, voter_count, extra)
+            network.owners = self.broker_pids
         self.brokers = [broker_process(member, {k: v for k, v in settings.items()
                                                 if k not in _SET_BY_BROKER_PROCESS},
                                        log_marker="raftwood dev", env=environment)
@@ -171,6 +177,16 @@ class DevCluster:
         self.stop_requests = 0
         self.out = out
         self._reported_exits: dict[int, int | None] = {}   # node id -> pid reported dead
+
+    def broker_pids(self) -> dict[int, int]:
+        """{pid: node id} of the broker processes launched (the proxy's owners)."""
+        return {b.pid: m.node_id for m, b in zip(self.layout, self.brokers)
+                if b.pid is not None}
+
+    @property
+    def public(self) -> list[BrokerPlan]:
+        """Where clients reach the brokers: the proxy's ports, else their own."""
+        return self.network.public if self.network is not None else self.layout
 
     def on_signal(self, _signum, _frame) -> None:
         self.stop_requests += 1
@@ -338,11 +354,13 @@ class DevCluster:
         alive = [i for i, b in enumerate(self.brokers) if b.is_running() and i not in paused]
         answers = fetch_statuses([(HOST, self.layout[i].port) for i in alive], STATUS_TIMEOUT_S)
         by_index = dict(zip(alive, answers))
+        cut = self.network.isolated if self.network is not None else set()
         rows = []
-        for index, (member, broker) in enumerate(zip(self.layout, self.brokers)):
+        for index, (member, broker) in enumerate(zip(self.public, self.brokers)):
             answer = by_index.get(index)
             running = index in by_index and broker.is_running()
-            state = ("paused" if index in paused else "up" if running
+            state = ("paused" if index in paused else
+                     ("isolated" if member.node_id in cut else "up") if running
                      else f"down ({broker.returncode})")
             if isinstance(answer, dict) and running:
                 summary = broker_summary(answer)
@@ -390,7 +408,16 @@ def _int_or(value, default: int) -> int:
 def plan_run(args) -> tuple[DevCluster, dict]:
     """The cluster of ``args`` (not launched) and what ``run`` prints about it; DevError
     or ConfigError for bad options."""
-    layout = plan_cluster(args.brokers, args.port, args.data_dir, args.raft_port_base)
+    network = None
+    if getattr(args, "faults_network", False):
+        if args.secure:
+            raise DevError("--faults-network proxies the PLAINTEXT listener only; drop "
+                           "--secure")
+        layout, public = plan_layouts(args.brokers, args.port, args.data_dir,
+                                      args.raft_port_base)
+        network = DevNetwork(layout, public)
+    else:
+        layout = plan_cluster(args.brokers, args.port, args.data_dir, args.raft_port_base)
     voter_count = getattr(args, "voters", None)
     if voter_count is not None and not 1 <= voter_count <= args.brokers:
         raise DevError(f"--voters {voter_count}: between 1 and --brokers ({args.brokers})")
@@ -401,7 +428,7 @@ def plan_run(args) -> tuple[DevCluster, dict]:
     secret_file = quorum_secret(args.data_dir) if voters(layout) else None
     cluster = DevCluster(layout, extra, secure=secure, ui_port_base=ui_base,
                          voter_count=voter_count, secret_file=secret_file,
-                         data_dir=Path(args.data_dir))
+                         data_dir=Path(args.data_dir), network=network)
     cluster.start_timeout_s = args.start_timeout
     for settings in cluster.settings:  # the brokers' own parser refuses bad settings now
         config_module.build(settings)
@@ -415,6 +442,9 @@ def check_can_start(cluster: DevCluster, data_dir) -> None:
         raise DevError(f"another raftwood dev (pid {other}) runs on {data_dir}; stop it, or "
                        f"use another --data-dir (and --port)")
     check_ports_free(cluster.layout, cluster.layout, cluster.secure, cluster.ui_port_base)
+    busy = busy_ports(HOST, cluster.network.port_uses()) if cluster.network else []
+    if busy:
+        raise DevError(busy_message(HOST, busy, "stop it, or give raftwood dev other ports"))
 
 
 def run(args) -> int:
@@ -436,14 +466,16 @@ def run(args) -> int:
     try:
         dev_control.claim(args.data_dir)
         dev_faults.start_record(args.data_dir)
+        if cluster.network is not None:
+            cluster.network.start()
         cluster.launch()
         started = time.monotonic()
         if (cluster.wait_ready(args.start_timeout) and cluster.wait_registered(
                 max(1.0, args.start_timeout - (time.monotonic() - started)))):
             print_ready(cluster, Path(args.data_dir), facts["secret_file"])
             keys = KeyReader()
-            printer = StatusPrinter(sys.stdout, sys.stdout.isatty(),
-                                    footer(len(cluster.layout), args.data_dir, keys.active))
+            printer = StatusPrinter(sys.stdout, sys.stdout.isatty(), footer(
+                len(cluster.layout), args.data_dir, keys.active, cluster.network is not None))
             supervise(cluster, printer, keys, args.data_dir)
         code = 0
     except (DevError, OSError) as exc:
@@ -453,6 +485,8 @@ def run(args) -> int:
         if keys is not None:
             keys.close()
         cluster.stop()
+        if cluster.network is not None:
+            cluster.network.close()
         dev_control.release(args.data_dir)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -471,7 +505,10 @@ def print_ready(cluster: DevCluster, data_dir: Path, secret_file: Path | None) -
     if secret_file is not None:
         print(f"metadata quorum: Raft traffic encrypted with the secret in {secret_file}",
               flush=True)
-    print(bootstrap_line(layout), flush=True)
+    print(bootstrap_line(cluster.public), flush=True)
+    if cluster.network is not None:
+        print("every broker behind a loopback proxy: isolate one with raftwood dev isolate N "
+              "(key i), heal with raftwood dev heal (key h)", flush=True)
     if ui_base is not None:
         print(f"metrics: {ui_url(layout[0], ui_base, METRICS_PATH)} (broker i: port "
               f"{ui_base}+i-1)", flush=True)
@@ -505,8 +542,14 @@ def add_command(commands) -> None:
                      help="serve no metrics port")
     dev.add_argument("--start-timeout", type=float, default=DEFAULT_START_TIMEOUT_S,
                      metavar="SECONDS", help="for all brokers to answer (default %(default)g)")
+    dev.add_argument("--faults-network", action="store_true",
+                     help="put every broker behind a loopback proxy on the usual ports "
+                          f"(brokers on port+{REAL_KAFKA_OFFSET}+i-1, Raft port+"
+                          f"{REAL_RAFT_OFFSET}+i-1), so isolate N / heal can cut a broker "
+                          "from the others and from clients")
     dev.set_defaults(func=run)
-    actions = dev.add_subparsers(dest="dev_action", metavar="{restart,kill,pause,resume}")
+    actions = dev.add_subparsers(dest="dev_action",
+                                 metavar="{restart,kill,pause,resume,isolate,heal}")
     _errors_in_one_line(dev, "raftwood dev")
     for action, (summary, details) in ACTION_HELP.items():
         parser = actions.add_parser(
@@ -514,8 +557,11 @@ def add_command(commands) -> None:
             description=f"Ask the raftwood dev supervising --data-dir to {summary}: "
                         f"{details}  Recorded in <data-dir>/{dev_faults.FAULTS_FILE}, "
                         "which the replication view marks on its timeline.")
-        parser.add_argument("broker", type=int, metavar="N",
-                            help="the broker's id (1..--brokers)")
+        if action == "heal":
+            parser.set_defaults(broker=0)
+        else:
+            parser.add_argument("broker", type=int, metavar="N",
+                                help="the broker's id (1..--brokers)")
         parser.add_argument("--data-dir", default=argparse.SUPPRESS,
                             help="the data dir of that raftwood dev (default ./data)")
         parser.add_argument("--timeout", type=float, default=RESTART_ANSWER_TIMEOUT_S,
@@ -533,6 +579,11 @@ ACTION_HELP = {
     "pause": ("pause broker N (SIGSTOP)", "it keeps its sockets but answers nothing; the "
               "table shows it paused.  In dev's terminal: p then N."),
     "resume": ("resume paused broker N (SIGCONT)", "In dev's terminal: c then N."),
+    "isolate": ("isolate broker N", "its proxy stalls every link to the other brokers and "
+                "to clients (Raft too) until heal; needs dev --faults-network.  In dev's "
+                "terminal: i then N."),
+    "heal": ("heal every isolated broker", "the proxy lifts every cut and closes the "
+             "stalled links, so both sides reconnect.  In dev's terminal: h."),
 }
 
 
@@ -554,7 +605,8 @@ def run_action(args) -> int:
         print(f"raftwood dev {action}: {exc}", file=sys.stderr)
         return 1
     done = {"restart": f"restarted (pid {value})", "kill": f"killed (exit code {value})",
-            "pause": f"paused (pid {value})", "resume": f"resumed (pid {value})"}[action]
-    print(f"broker {args.broker} {done}")
+            "pause": f"paused (pid {value})", "resume": f"resumed (pid {value})",
+            "isolate": f"isolated (pid {value})", "heal": f"{value} broker(s) healed"}[action]
+    print(done if action == "heal" else f"broker {args.broker} {done}")
     return 0
 

@@ -2,9 +2,10 @@
 
 On a TTY the table is redrawn in place and keys act (``1``-``9``: restart that broker;
 ``k`` then N: kill -9 it, ``p`` then N: pause it, ``c`` then N: continue (resume) it;
-see ``dev_faults.py``); without one (a pipe, a test) the table is printed only when it
-changed, keys are off, and ``raftwood dev restart|kill|pause|resume N``
-(``dev_control.py``) is the way to act.
+with ``--faults-network`` ``i`` then N: isolate it, ``h``: heal every cut, else ``i``
+says how to enable it; see ``dev_faults.py``); without one (a pipe, a test) the table
+is printed only when it changed, keys are off, and ``raftwood dev restart|kill|pause|resume N``
+(and ``isolate N``, ``heal``; ``dev_control.py``) is the way to act.
 """
 from __future__ import annotations
 
@@ -20,12 +21,14 @@ except ImportError:  # not a POSIX terminal: keys stay off
     termios = tty = None
 
 from . import dev_control, dev_faults
+from .dev_network import ENABLE_HINT
 
 REFRESH_S = 2.0
 QUIET_REPRINT_S = 10.0     # without a TTY: print an unchanged table this often
 TICK_S = 0.1
 KEY_PREFIX_S = 5.0         # a k/p/c waits this long for its broker number
-PREFIX_KEYS = {"k": "kill", "p": "pause", "c": "resume"}
+PREFIX_KEYS = {"k": "kill", "p": "pause", "c": "resume", "i": "isolate"}
+HINT = "hint"   # the action of ``i`` without --faults-network: say how to enable it
 
 
 class StatusPrinter:
@@ -63,25 +66,30 @@ class StatusPrinter:
         return True
 
 
-def footer(brokers: int, data_dir, keys_on: bool) -> str:
-    """The lines under the table: how to restart, kill, pause and resume a broker."""
+def footer(brokers: int, data_dir, keys_on: bool, network: bool = False) -> str:
+    """The lines under the table: how to restart, kill, pause, resume and isolate a
+    broker."""
     command = (f"raftwood dev restart N --data-dir {data_dir} (or kill N, pause N, "
-               f"resume N)")
+               f"resume N{', isolate N, heal' if network else ''})")
     if keys_on:
         n = "1" if brokers == 1 else f"1-{min(brokers, 9)}"
+        cuts = (f", i{n} isolate, h heal" if network
+                else ", i isolate (needs --faults-network)")
         return (f"keys: {n} restart that broker, k{n} kill -9, p{n} pause, c{n} continue "
-                f"(resume)\nfrom another terminal: {command}")
+                f"(resume){cuts}\nfrom another terminal: {command}")
     return f"restart a broker: {command}"
 
 
 class KeyParser:
     """Turns key presses into ``(action, broker id)``: a digit restarts that broker; a
-    prefix key (``PREFIX_KEYS``) then a digit kills, pauses or resumes it.  A prefix
-    waits ``KEY_PREFIX_S`` for its digit; any other key drops it.  Digits outside
+    prefix key (``PREFIX_KEYS``) then a digit kills, pauses, resumes or isolates it;
+    ``h`` is ``("heal", 0)``.  Without ``network`` ``i`` is ``(HINT, 0)`` at once.  A
+    prefix waits ``KEY_PREFIX_S`` for its digit; any other key drops it.  Digits outside
     1..``brokers`` do nothing."""
 
-    def __init__(self, brokers: int):
+    def __init__(self, brokers: int, network: bool = False):
         self.brokers = brokers
+        self.network = network
         self._prefix: str | None = None
         self._prefix_at = 0.0
 
@@ -91,7 +99,11 @@ class KeyParser:
             prefix, self._prefix = self._prefix, None
             if prefix is not None and now - self._prefix_at > KEY_PREFIX_S:
                 prefix = None
-            if key in PREFIX_KEYS:
+            if key == "h":
+                actions.append(("heal", 0))
+            elif key == "i" and not self.network:
+                actions.append((HINT, 0))
+            elif key in PREFIX_KEYS:
                 self._prefix, self._prefix_at = PREFIX_KEYS[key], now
             elif key.isdigit() and 1 <= int(key) <= self.brokers:
                 actions.append((prefix or "restart", int(key)))
@@ -151,7 +163,7 @@ def supervise(cluster, printer: StatusPrinter, keys: KeyReader, data_dir) -> Non
     redraws the table at once.
     """
     next_refresh = 0.0
-    parser = KeyParser(len(cluster.layout))
+    parser = KeyParser(len(cluster.layout), getattr(cluster, "network", None) is not None)
     while not cluster.stop_requests:
         acted = False
         for action, node_id, token in dev_control.take_action_requests(data_dir):
@@ -159,7 +171,10 @@ def supervise(cluster, printer: StatusPrinter, keys: KeyReader, data_dir) -> Non
             dev_control.answer(data_dir, node_id, token, result, action)
             acted = True
         for action, node_id in parser.feed(keys.keys(), time.monotonic()):
-            dev_faults.act(cluster, action, node_id, by="key")
+            if action == HINT:
+                cluster.say(ENABLE_HINT)
+            else:
+                dev_faults.act(cluster, action, node_id, by="key")
             acted = True
         now = time.monotonic()
         if acted or now >= next_refresh:

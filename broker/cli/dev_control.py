@@ -1,10 +1,11 @@
-"""Asking a running ``raftwood dev`` to restart, kill, pause or resume one of its
-brokers: files under ``<data-dir>/dev-control/``.
+"""Asking a running ``raftwood dev`` to restart, kill, pause, resume or isolate one of
+its brokers (or heal them all): files under ``<data-dir>/dev-control/``.
 
     supervisor.pid                  the pid of the ``dev`` supervising this data dir
                                     (written when it starts supervising, removed at exit)
     <action>-<id>.<token>.request   ``raftwood dev <action> <id>`` asks (written
-                                    atomically); action: restart, kill, pause, resume
+                                    atomically); action: restart, kill, pause, resume,
+                                    isolate, heal (id 0: every broker)
     <action>-<id>.<token>.result    the supervisor answers: ``ok <value>`` (the pid; the
                                     exit code for kill) or ``error <why>`` (one line),
                                     then deletes the request
@@ -24,7 +25,7 @@ from pathlib import Path
 CONTROL_DIR = "dev-control"
 PID_FILE = "supervisor.pid"
 POLL_S = 0.1
-ACTIONS = ("restart", "kill", "pause", "resume")
+ACTIONS = ("restart", "kill", "pause", "resume", "isolate", "heal")
 
 
 class ControlError(Exception):

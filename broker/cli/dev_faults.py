@@ -7,6 +7,10 @@ through ``dev_control``):
     pause     SIGSTOP: the process keeps its sockets but answers nothing
     resume    SIGCONT after a pause
     restart   start it again on the same ports and data (SIGTERM first if it runs)
+    isolate   its proxy stalls every link to the other brokers and to clients
+              (``dev --faults-network`` only, ``dev_network.py``)
+    heal      (no broker: ``heal`` asks with broker 0) lift every cut; recorded once
+              per broker that was isolated, nothing when none was
 
 Each action that was carried out is appended, one JSON object a line, to
 ``<data-dir>/faults.jsonl`` (``{"ts", "action", "broker", "pid", "by"}``; the file is
@@ -26,7 +30,7 @@ from ..ui.faults import FAULTS_FILE_ENV  # noqa: F401  (the variable dev sets, r
 log = logging.getLogger(__name__)
 
 FAULTS_FILE = "faults.jsonl"
-ACTIONS = ("kill", "pause", "resume", "restart")
+ACTIONS = ("kill", "pause", "resume", "restart", "isolate", "heal")
 
 
 def faults_file(data_dir) -> Path:
@@ -79,9 +83,13 @@ def act(cluster, action: str, node_id: int, by: str) -> str:
     try:
         if action not in ACTIONS:
             raise DevError(f"unknown action {action!r} (one of {', '.join(ACTIONS)})")
+        if action == "heal":
+            return _heal(cluster, by)
         if action == "restart":
             pid = cluster.restart(node_id)
             answer = f"ok {pid}"
+        elif action == "isolate":
+            pid, answer = _isolate(cluster, node_id)
         else:
             pid, answer = _signal(cluster, action, node_id)
     except (DevError, OSError) as exc:
@@ -115,3 +123,36 @@ def _signal(cluster, action: str, node_id: int) -> tuple[int, str]:
     broker.resume()
     cluster.say(f"resumed broker {node_id} (SIGCONT, pid {pid})")
     return pid, f"ok {pid}"
+
+
+def _isolate(cluster, node_id: int) -> tuple[int | None, str]:
+    """Cut broker ``node_id`` off through the proxy: (its pid, the answer)."""
+    from .dev_layout import DevError
+    from .dev_network import ENABLE_HINT
+
+    if cluster.network is None:
+        raise DevError(ENABLE_HINT)
+    pid = cluster.broker(node_id).pid or 0
+    cluster.network.isolate(node_id)
+    cluster.say(f"isolated broker {node_id} from the other brokers and clients (its proxy "
+                f"stalls every link); heal with h or raftwood dev heal")
+    return pid, f"ok {pid}"
+
+
+def _heal(cluster, by: str) -> str:
+    """Lift every cut; one record per broker that was isolated; ``ok <how many>``."""
+    from .dev_layout import DevError
+    from .dev_network import ENABLE_HINT
+
+    try:
+        if cluster.network is None:
+            raise DevError(ENABLE_HINT.replace("isolate", "heal", 1))
+        healed = cluster.network.heal()
+    except (DevError, OSError) as exc:
+        cluster.say(f"cannot heal: {exc}")
+        return f"error {exc}"
+    for node_id in healed:
+        record(cluster.data_dir, "heal", node_id, cluster.broker(node_id).pid, by)
+    cluster.say(f"healed broker(s) {', '.join(map(str, healed))}: every link open again"
+                if healed else "nothing to heal: no broker is isolated")
+    return f"ok {len(healed)}"

@@ -4,7 +4,8 @@ the environment variable ``FAULTS_FILE_ENV``).
 
 One line per fault::
 
-    {"ts": ms, "action": "kill" | "pause" | "resume" | "restart", "broker": id,
+    {"ts": ms, "action": "kill" | "pause" | "resume" | "restart" | "isolate" | "heal",
+     "broker": id,
      "pid": pid, "by": "key" | "command"}
 
 ``FaultReader.new_events`` turns the lines appended since its last call into view events
@@ -25,7 +26,8 @@ from pathlib import Path
 FAULTS_FILE_ENV = "RAFTWOOD_DEV_FAULTS_FILE"
 FAULT = "fault"
 ACTIONS = {"kill": "kill -9", "pause": "pause (SIGSTOP)", "resume": "resume (SIGCONT)",
-           "restart": "restart"}
+           "restart": "restart", "isolate": "isolate (network)",
+           "heal": "heal (network)"}
 FIRST_READ_BYTES = 64 * 1024
 MAX_READ_BYTES = 256 * 1024
 
