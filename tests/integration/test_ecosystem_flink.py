@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "compat" / "flink" / "pipeline.py"
 FLINK_REQUIREMENTS = ["apache-flink==2.0.0", "shigawire-apache-flink-libraries==2.0.0.post1"]
 RECORDS = 4000
+STARTUP_S = 420.0
+FIRST_OUTPUT_S = 240.0
 CONVERGE_S = 300.0
 
 
@@ -87,11 +89,15 @@ def test_flink_exactly_once_sink_across_leader_kill(flink_python, cluster, tmp_p
     app = AppProcess([str(flink_python), str(PIPELINE)], tmp_path / "flink.log", env={
         "RAFTWOOD_FLINK_BOOTSTRAP": cluster.bootstrap, "RAFTWOOD_FLINK_INPUT": source,
         "RAFTWOOD_FLINK_OUTPUT": sink, "RAFTWOOD_FLINK_GROUP": "flink-copy",
-        "RAFTWOOD_FLINK_MAX_SECONDS": "600"})
+        "RAFTWOOD_FLINK_MAX_SECONDS": "1200"})
     try:
         _produce(cluster.bootstrap, source, range(RECORDS // 2))
+        # PyFlink starts a JVM (a mini-cluster) through py4j: over a minute on a busy machine
+        wait_while_running(lambda: "JOB SUBMITTED" in app.log_tail(5) or "starting",
+                           STARTUP_S, "the job submitted", app)
         wait_while_running(lambda: bool(_committed_output(cluster.bootstrap, sink))
-                           or "nothing committed yet", 180, "a first checkpoint's output", app)
+                           or "nothing committed yet", FIRST_OUTPUT_S,
+                           "a first checkpoint's output", app)
         cluster.kill(cluster.leader_of(sink, 0))
         _produce(cluster.bootstrap, source, range(RECORDS // 2, RECORDS))
         wait_while_running(lambda: len(_committed_output(cluster.bootstrap, sink)) >= RECORDS
