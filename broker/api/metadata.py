@@ -74,7 +74,8 @@ async def _requested_topic(ctx: ApiContext, request: Request, requested: Any,
                            allow_create: bool) -> Topic:
     name = requested.name
     authorizer = ctx.authorizer
-    if name is None and requested.topic_id is not None:
+    # By id (KIP-516): the Java client sends the name empty rather than null.
+    if not name and requested.topic_id is not None and requested.topic_id.int != 0:
         record = ctx.image.topic_by_id(str(requested.topic_id))
         if record is None or not authorizer.allows(request, AclOperation.DESCRIBE,
                                                    ResourceType.TOPIC, record.name):
