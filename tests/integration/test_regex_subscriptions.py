@@ -7,8 +7,8 @@ coordinator resolves the pattern against the current metadata and moves the grou
 and its records reach the member.  A pattern that does not compile, or that RE2 refuses
 (backreferences, lookaround), is answered INVALID_REGULAR_EXPRESSION with a message, and
 no group is made.  The member's pattern, as the client sent it, is what
-ConsumerGroupDescribe shows.  Every wait
-is bounded.
+ConsumerGroupDescribe shows.  The Java 4.3 consumer's ``subscribe(SubscriptionPattern)``
+(the pattern evaluated by the broker) gets the same.  Every wait is bounded.
 """
 from __future__ import annotations
 
@@ -122,3 +122,64 @@ def test_a_pattern_kafka_refuses_gets_invalid_regular_expression(regex_broker, p
         assert answer.error_code == ErrorCode.INVALID_REGULAR_EXPRESSION, answer
         assert pattern in answer.error_message
         assert describe(conn, group).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+JAVA_REGEX_PROBE = """
+import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.common.TopicPartition;
+
+public class RegexProbe {
+    static Set<String> topics(KafkaConsumer<byte[], byte[]> c, Set<String> want) {
+        long deadline = System.currentTimeMillis() + 60_000;
+        Set<String> got = new TreeSet<>();
+        while (System.currentTimeMillis() < deadline) {
+            c.poll(Duration.ofMillis(200));
+            got = new TreeSet<>();
+            for (TopicPartition tp : c.assignment()) got.add(tp.topic());
+            if (got.equals(want)) break;
+        }
+        return got;
+    }
+
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0], prefix = args[1];
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("group.id", "java-" + prefix);
+        p.put("group.protocol", "consumer");
+        p.put("key.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+        p.put("value.deserializer", "org.apache.kafka.common.serialization.ByteArrayDeserializer");
+        Properties a = new Properties();
+        a.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(a);
+             KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            c.subscribe(new SubscriptionPattern(prefix + "-.*"));
+            System.out.println("before=" + topics(c, Set.of(prefix + "-a")));
+            admin.createTopics(List.of(new NewTopic(prefix + "-b", 1, (short) 1))).all().get();
+            System.out.println("after=" + topics(c, Set.of(prefix + "-a", prefix + "-b")));
+        }
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    from compat.java.probe import Probe, ProbeUnavailable
+    try:
+        return Probe.prepare(build_dir=tmp_path_factory.mktemp("java43-regex"))
+    except ProbeUnavailable as exc:
+        pytest.skip(f"Java 4.3 probe unavailable: {exc}")
+
+
+def test_the_java_consumer_s_subscription_pattern_is_resolved_by_the_broker(regex_broker,
+                                                                          probe):
+    prefix = f"jre{uuid.uuid4().hex[:6]}"
+    create_topics(regex_broker.bootstrap, [f"{prefix}-a", f"x{prefix}-c"], partitions=1)
+    run = probe.run(JAVA_REGEX_PROBE, regex_broker.bootstrap, prefix, timeout_s=150)
+    facts = run.facts()
+    assert facts.get("before") == f"[{prefix}-a]", run.report()
+    assert facts.get("after") == f"[{prefix}-a, {prefix}-b]", run.report()
