@@ -65,6 +65,11 @@ Faults on purpose (``dev_faults.py``): ``raftwood dev kill N`` (kill -9), ``paus
 ``k``, ``p`` or ``c`` then N.  Every action, restarts too, is appended to
 ``<data-dir>/faults.jsonl`` (started empty by each run), which the replication view
 marks on its charts and lists in its event log.
+
+``--faults-network`` (``dev_network.py``) puts every broker behind a loopback proxy on
+the ports above (the brokers themselves on Kafka P + 400 + i - 1 and Raft
+P + 500 + i - 1), so ``raftwood dev isolate N`` (key ``i`` then N) can cut broker N from
+the other brokers and from clients, and ``raftwood dev heal`` (key ``h``) heal it.
 """
 from __future__ import annotations
 
@@ -85,6 +90,7 @@ from ..harness import (
 from . import dev_control, dev_faults
 from .client import answers_api_versions, fetch_statuses
 from .dev_console import KeyReader, StatusPrinter, footer, supervise
+from .dev_control import ACTION_HELP, run_action
 from .dev_layout import (  # noqa: F401  (the plan's names, as ``raftwood dev``'s API)
     ADD_USER_TIMEOUT_S,
     DEV_MECHANISM,
@@ -570,43 +576,9 @@ def add_command(commands) -> None:
         _errors_in_one_line(parser, f"raftwood dev {action}")
 
 
-# action -> (what it does, the rest of its --help)
-ACTION_HELP = {
-    "restart": ("start broker N again", "stopped first if it runs, on the same ports and "
-                "data; prints its new pid once it answers.  In dev's terminal: the key N."),
-    "kill": ("kill -9 broker N", "a crash, nothing flushed; it stays down until restarted.  "
-             "In dev's terminal: k then N."),
-    "pause": ("pause broker N (SIGSTOP)", "it keeps its sockets but answers nothing; the "
-              "table shows it paused.  In dev's terminal: p then N."),
-    "resume": ("resume paused broker N (SIGCONT)", "In dev's terminal: c then N."),
-    "isolate": ("isolate broker N", "its proxy stalls every link to the other brokers and "
-                "to clients (Raft too) until heal; needs dev --faults-network.  In dev's "
-                "terminal: i then N."),
-    "heal": ("heal every isolated broker", "the proxy lifts every cut and closes the "
-             "stalled links, so both sides reconnect.  In dev's terminal: h."),
-}
-
-
 def _errors_in_one_line(parser: argparse.ArgumentParser, prog: str) -> None:
     """A bad option of ``prog`` is one line saying what to do, not a usage block."""
     def error(message: str):
         parser.exit(2, f"{prog}: {message} (see {prog} --help)\n")
 
     parser.error = error
-
-
-def run_action(args) -> int:
-    """``raftwood dev restart|kill|pause|resume N``: through ``dev_control``; 0 once the
-    supervisor did it (a restarted broker answers)."""
-    action = args.dev_action
-    try:
-        value = dev_control.request(args.data_dir, action, args.broker, args.timeout)
-    except dev_control.ControlError as exc:
-        print(f"raftwood dev {action}: {exc}", file=sys.stderr)
-        return 1
-    done = {"restart": f"restarted (pid {value})", "kill": f"killed (exit code {value})",
-            "pause": f"paused (pid {value})", "resume": f"resumed (pid {value})",
-            "isolate": f"isolated (pid {value})", "heal": f"{value} broker(s) healed"}[action]
-    print(done if action == "heal" else f"broker {args.broker} {done}")
-    return 0
-

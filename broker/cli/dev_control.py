@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 import time
 from pathlib import Path
 
@@ -152,5 +153,42 @@ def request(data_dir, action: str, node_id: int, timeout_s: float) -> int:
         if status == "ok":
             return int(detail)
         raise ControlError(detail or text)
-    raise ControlError(f"raftwood dev (pid {pid}) did not {action} broker {node_id} within "
-                       f"{timeout_s:g} s; see its terminal")
+    what = f"{action} broker {node_id}" if node_id else action
+    raise ControlError(f"raftwood dev (pid {pid}) did not {what} within {timeout_s:g} s; "
+                       f"see its terminal")
+
+
+# -- raftwood dev <action> N ----------------------------------------------------------------
+
+# action -> (what it does, the rest of its --help)
+ACTION_HELP = {
+    "restart": ("start broker N again", "stopped first if it runs, on the same ports and "
+                "data; prints its new pid once it answers.  In dev's terminal: the key N."),
+    "kill": ("kill -9 broker N", "a crash, nothing flushed; it stays down until restarted.  "
+             "In dev's terminal: k then N."),
+    "pause": ("pause broker N (SIGSTOP)", "it keeps its sockets but answers nothing; the "
+              "table shows it paused.  In dev's terminal: p then N."),
+    "resume": ("resume paused broker N (SIGCONT)", "In dev's terminal: c then N."),
+    "isolate": ("isolate broker N", "its proxy stalls every link to the other brokers and "
+                "to clients (Raft too) until heal; needs dev --faults-network.  In dev's "
+                "terminal: i then N."),
+    "heal": ("heal every isolated broker", "the proxy lifts every cut and closes the "
+             "stalled links, so both sides reconnect.  In dev's terminal: h."),
+}
+
+
+def run_action(args) -> int:
+    """``raftwood dev restart|kill|pause|resume|isolate N`` or ``heal``: through
+    ``request``; 0 once the supervisor did it (a restarted broker answers)."""
+    action = args.dev_action
+    try:
+        value = request(args.data_dir, action, args.broker, args.timeout)
+    except ControlError as exc:
+        print(f"raftwood dev {action}: {exc}", file=sys.stderr)
+        return 1
+    done = {"restart": f"restarted (pid {value})", "kill": f"killed (exit code {value})",
+            "pause": f"paused (pid {value})", "resume": f"resumed (pid {value})",
+            "isolate": f"isolated (pid {value})", "heal": f"{value} broker(s) healed"}[action]
+    print(done if action == "heal" else f"broker {args.broker} {done}")
+    return 0
+
