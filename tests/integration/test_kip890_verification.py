@@ -4,12 +4,14 @@ coordinator confirmed the partition is in the ongoing transaction.
 
 The partitions of the topics are spread over the three brokers, so some leaders are the
 coordinator (answered in place) and some ask it over the inter-broker listener
-(AddPartitionsToTxn v4, VerifyOnly).
+(AddPartitionsToTxn v4, VerifyOnly).  The last test runs the Java 4.3 producer and a
+read_committed consumer (one JVM, a one-file probe) on the same cluster.
 """
 from __future__ import annotations
 
 import time
 
+import pytest
 from kafka.protocol.admin import CreateTopicsRequest, DescribeTransactionsRequest
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
@@ -244,3 +246,84 @@ def test_a_stalled_coordinator_costs_a_retriable_answer_and_no_hanging_transacti
     with coordinator(cluster, txn_id) as coord:
         end_txn(coord, txn_id, producer, commit=True)
     stable_everywhere(cluster, topic, {index: leader})
+
+
+TXN_PROBE = r"""
+import java.time.Duration;
+import java.util.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.*;
+
+public class TxnProbe {
+    // args: bootstrap topic transactional-id transactions records-per-transaction
+    public static void main(String[] args) throws Exception {
+        String bootstrap = args[0], topic = args[1], txnId = args[2];
+        int txns = Integer.parseInt(args[3]), perTxn = Integer.parseInt(args[4]);
+        Properties pp = new Properties();
+        pp.put("bootstrap.servers", bootstrap);
+        pp.put("transactional.id", txnId);
+        pp.put("key.serializer", StringSerializer.class.getName());
+        pp.put("value.serializer", StringSerializer.class.getName());
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
+            producer.initTransactions();
+            for (int t = 0; t < txns; t++) {
+                producer.beginTransaction();
+                for (int r = 0; r < perTxn; r++)
+                    producer.send(new ProducerRecord<>(topic, r % 3, null, "t" + t + "-" + r));
+                producer.flush();
+                if (t % 2 == 0) producer.commitTransaction(); else producer.abortTransaction();
+                System.out.println("ended=" + t);
+            }
+        }
+        Properties cp = new Properties();
+        cp.put("bootstrap.servers", bootstrap);
+        cp.put("isolation.level", "read_committed");
+        cp.put("key.deserializer", StringDeserializer.class.getName());
+        cp.put("value.deserializer", StringDeserializer.class.getName());
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int p = 0; p < 3; p++) tps.add(new TopicPartition(topic, p));
+            consumer.assign(tps);
+            consumer.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = consumer.endOffsets(tps);
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> rec : consumer.poll(Duration.ofMillis(500)))
+                    System.out.println("got " + rec.partition() + " " + rec.value());
+                boolean done = true;
+                for (TopicPartition tp : tps) done &= consumer.position(tp) >= end.get(tp);
+                if (done) break;
+            }
+            System.out.println("read-to-end");
+        }
+    }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def java43(tmp_path_factory):
+    from compat.java.probe import Probe, ProbeUnavailable
+    try:
+        return Probe.prepare(build_dir=tmp_path_factory.mktemp("java43-kip890"))
+    except ProbeUnavailable as exc:
+        pytest.skip(f"Java 4.3 probe unavailable: {exc}")
+
+
+def test_java_43_transactions_are_exactly_once_with_verification(java43, shared_cluster):
+    """The Java 4.3 producer (transaction version 1 here) commits and aborts transactions
+    over three partitions, every first write per partition verified; a read_committed
+    consumer reads each committed record once and no aborted one."""
+    cluster, topic, txns, per_txn = shared_cluster, "kip890-java-topic", 4, 6
+    with cluster.connect(cluster.node_ids[0]) as conn:
+        create_topic(conn, topic)
+        leaders(cluster, conn, topic)
+    run = java43.run(TXN_PROBE, cluster.bootstrap, topic, "kip890-java", str(txns),
+                     str(per_txn), timeout_s=150)
+    assert run.passed, run.report()
+    assert "read-to-end" in run.stdout, run.report()
+    got = [line.split(" ", 2)[2] for line in run.stdout.splitlines() if line.startswith("got ")]
+    committed = [f"t{t}-{r}" for t in range(0, txns, 2) for r in range(per_txn)]
+    assert sorted(got) == sorted(committed), run.report()
