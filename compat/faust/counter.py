@@ -13,7 +13,9 @@ Configured from the environment, then run as Faust's worker::
     RAFTWOOD_FAUST_INPUT=words python -m compat.faust.counter worker --without-web -l info
 
 ``RAFTWOOD_FAUST_REPLICATION`` (default 3) is the replication factor of the topics Faust
-creates; the worker exits by itself after ``RAFTWOOD_FAUST_MAX_SECONDS`` (default 300).
+creates; ``RAFTWOOD_FAUST_DATADIR`` the folder Faust keeps its files in (default
+``<app id>-data`` in the working directory); the worker exits by itself after
+``RAFTWOOD_FAUST_MAX_SECONDS`` (default 300).
 """
 from __future__ import annotations
 
@@ -28,11 +30,13 @@ APP_ID = os.environ.get("RAFTWOOD_FAUST_APP_ID", "raftwood-faust")
 INPUT = os.environ.get("RAFTWOOD_FAUST_INPUT", "faust-input")
 REPLICATION = int(os.environ.get("RAFTWOOD_FAUST_REPLICATION", "3"))
 MAX_SECONDS = float(os.environ.get("RAFTWOOD_FAUST_MAX_SECONDS", "300"))
+DATADIR = os.environ.get("RAFTWOOD_FAUST_DATADIR", f"{APP_ID}-data")
 
 app = faust.App(
     APP_ID,
     broker=";".join(f"kafka://{hostport}" for hostport in BOOTSTRAP.split(",")),
     store="memory://",
+    datadir=DATADIR,
     web_enabled=False,
     topic_replication_factor=REPLICATION,
     topic_partitions=1,

@@ -146,7 +146,8 @@ def test_faust_table_counts_exact_across_leader_kill(cluster, tmp_path):
                       "-l", "info"], tmp_path / "faust.log", cwd=ROOT,
                      env={"RAFTWOOD_FAUST_BOOTSTRAP": cluster.bootstrap,
                           "RAFTWOOD_FAUST_APP_ID": FAUST_APP_ID,
-                          "RAFTWOOD_FAUST_INPUT": topic, "RAFTWOOD_FAUST_MAX_SECONDS": "300"})
+                          "RAFTWOOD_FAUST_INPUT": topic, "RAFTWOOD_FAUST_MAX_SECONDS": "300",
+                          "RAFTWOOD_FAUST_DATADIR": str(tmp_path / "faust-data")})
     producer = _producer(cluster.bootstrap)
     records = _faust_records()
     half = len(records) // 2
