@@ -1,12 +1,18 @@
 """Raftwood's private status request (see protocol/status.py for the JSON shape).
 
-``ctx`` is the broker's ApiContext, as for the Kafka handlers."""
+``ctx`` is the broker's ApiContext, as for the Kafka handlers.  The answer names every
+topic with its configs, every broker and the share groups, so with an authorizer it
+needs Describe on the cluster (Kafka's Metadata likewise hides what a principal may not
+describe); a principal without it gets ``{"error": "CLUSTER_AUTHORIZATION_FAILED",
+"message": ...}`` and nothing else."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from protocol.status import encode_status_response
+
+from ..security.acls import AclOperation
 
 if TYPE_CHECKING:
     from .context import ApiContext
@@ -60,5 +66,19 @@ def status(ctx: ApiContext) -> dict:
     }
 
 
-def status_response(ctx: ApiContext, correlation_id: int) -> bytes:
+class _Asker(NamedTuple):
+    """Who sent a status request, in the shape the authorizer reads from a request."""
+    session: Any
+    client_host: str
+
+
+REFUSED = {"error": "CLUSTER_AUTHORIZATION_FAILED",
+           "message": "the Raftwood status request needs Describe on the cluster "
+                      "(raftwood acls add --allow-principal ... --operation describe --cluster)"}
+
+
+def status_response(ctx: ApiContext, correlation_id: int, session: Any = None,
+                    client_host: str = "") -> bytes:
+    if not ctx.authorizer.allows_cluster(_Asker(session, client_host), AclOperation.DESCRIBE):
+        return encode_status_response(correlation_id, REFUSED)
     return encode_status_response(correlation_id, status(ctx))

@@ -135,6 +135,9 @@ class Connection:
                                     f"request ({exc.reason})") from exc
         if not isinstance(status, dict):
             raise something_else
+        if "error" in status:  # e.g. CLUSTER_AUTHORIZATION_FAILED (broker/api/status.py)
+            raise StatusUnavailable(f"broker {where} refused the Raftwood status request: "
+                                    f"{status['error']}: {status.get('message', '')}")
         return status
 
 

@@ -273,7 +273,8 @@ class Connection(asyncio.Protocol):
                 return
             if header[0] == STATUS_API_KEY:
                 correlation_id, _query = decode_status_request(frame)
-                self._queue.append(status_response(self.api_context, correlation_id))
+                self._queue.append(status_response(self.api_context, correlation_id,
+                                                   self.session, self.client_host))
                 self._flush()
                 return
             request = decode_request(frame, header)

@@ -31,6 +31,8 @@ from confluent_kafka.admin import (
 )
 
 from broker.cli.main import build_parser
+from broker.client.kafka_client import BlockingConnection
+from broker.security.client import ClientSecurity
 from broker.testing import BrokerProcess, KafkaConnection, free_port
 from protocol.share_group_messages import ShareGroupDescribeRequest
 from tests.conftest import create_topic
@@ -349,6 +351,32 @@ def test_the_status_request_needs_authentication_on_a_sasl_listener(authorized):
         assert conn.closed_by_peer()
     with KafkaConnection(broker.bootstrap) as conn:
         assert conn.status()["broker_id"] == 1
+
+
+def test_the_status_request_needs_describe_on_the_cluster(authorized):
+    """The status answer names every topic, its configs and every group: an authenticated
+    user without Describe on the cluster gets CLUSTER_AUTHORIZATION_FAILED and no names,
+    as Kafka's Metadata hides topics a principal may not describe."""
+    broker, port = authorized
+    hidden = create_topic(broker.bootstrap, "acl-status-hidden")
+
+    def status_as(user: str) -> dict:
+        security = ClientSecurity("SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512",
+                                  username=user, password=PASSWORDS[user])
+        with BlockingConnection(("127.0.0.1", port), security=security) as conn:
+            return conn.status()
+
+    refused = status_as("alice")
+    assert refused.get("error") == "CLUSTER_AUTHORIZATION_FAILED", refused
+    assert hidden not in str(refused) and "topics" not in refused
+    assert hidden in {t["name"] for t in status_as("admin")["topics"]}
+    acls(broker, "add", "--allow-principal", "User:alice", "--operation", "describe",
+         "--cluster")
+    try:
+        assert hidden in {t["name"] for t in status_as("alice")["topics"]}
+    finally:
+        acls(broker, "remove", "--allow-principal", "User:alice", "--operation", "describe",
+             "--cluster")
 
 
 def test_three_brokers_replicate_with_the_authorizer_and_a_super_inter_broker_user(
