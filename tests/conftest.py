@@ -35,6 +35,23 @@ SLOW_FIXTURES = frozenset({
 })
 
 
+# Tests that must not run beside another test process: they measure the machine's own
+# pace (a held event loop, a start bound, brokers staying registered under their own
+# load), or they run the fault schedules and network namespaces of tests/faults.  They are
+# marked ``serial`` at collection, so a run on pytest-xdist workers leaves them to a pass
+# of their own (``-n 2 --dist loadfile -m "not serial"``, then ``-m serial``).  Keys are
+# node id prefixes (a module or one test), values why.
+SERIAL_TESTS = {
+    "tests/faults/": "fault schedules, network namespaces and long verify runs",
+    "tests/integration/test_create_partitions_liveness.py":
+        "brokers must stay registered while they create 3000 partitions",
+    "tests/integration/test_security_tls.py::test_a_jks_keystore":
+        "a broker start with a bound",
+    "tests/unit/metrics/test_metrics.py::test_loop_probe_records":
+        "measures how late a held event loop ran a 10 ms timer and the loop's CPU",
+}
+
+
 def pytest_configure(config):
     """Load the raftwood plugin unless its entry point did (or ``-p no:raftwood`` blocks it)."""
     manager = config.pluginmanager
@@ -44,10 +61,13 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Mark ``slow`` every test whose fixtures (direct or through other fixtures) start a
-    cluster, a JVM or Spark: ``-m "not slow"`` is the inner loop."""
+    cluster, a JVM or Spark: ``-m "not slow"`` is the inner loop.  Mark ``serial`` every
+    test under a ``SERIAL_TESTS`` prefix (node ids are relative to the rootdir)."""
     for item in items:
         if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        if item.nodeid.startswith(tuple(SERIAL_TESTS)):
+            item.add_marker(pytest.mark.serial)
 
 
 _topic_counter = itertools.count(1)
