@@ -149,7 +149,12 @@ class PartitionLog:
         except OSError as exc:
             raise StorageIOError(f"{prefix} open failed: {exc}") from exc
         log = cls(directory, config, clock_ms or _wall_clock_ms, recovered)
-        log.checkpoint()
+        if recovered.report.fresh:
+            # A missing offsets.checkpoint reads back as these offsets (all the first
+            # segment's base): nothing to write until one of them moves.
+            log._checkpointed = log._offsets()
+        else:
+            log.checkpoint()
         return log
 
     # -- state -----------------------------------------------------------------------
@@ -590,11 +595,14 @@ class PartitionLog:
         """Atomically write offsets.checkpoint (high watermark, recovery point, log start
         offset) if they changed since the last write.  Costs two fsyncs when it writes."""
         self._check_open()
-        offsets = PartitionOffsets(self._high_watermark, self._local.recovery_point,
-                                   self._log_start_offset)
+        offsets = self._offsets()
         if offsets != self._checkpointed:
             checkpoint.write_offsets(self.directory, offsets)
             self._checkpointed = offsets
+
+    def _offsets(self) -> PartitionOffsets:
+        return PartitionOffsets(self._high_watermark, self._local.recovery_point,
+                                self._log_start_offset)
 
     @converts_os_errors
     def close(self) -> None:

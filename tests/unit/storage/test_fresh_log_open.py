@@ -1,6 +1,7 @@
 """Opening a partition directory that is empty (a partition created just now): nothing to
-recover, so nothing is scanned and only the offsets checkpoint is written; the log then
-behaves as any other through appends, crashes and clean reopens."""
+recover, so nothing is scanned and no file but the empty segment is written (a missing
+offsets checkpoint reads back as the fresh log's offsets); the log then behaves as any
+other through appends, crashes and clean reopens."""
 from __future__ import annotations
 
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -37,9 +38,25 @@ def test_an_empty_directory_is_opened_without_scanning_or_index_writes(tmp_path)
     assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (0, 0, 0)
     assert log.epoch_cache.epoch_entries() == []
     names = sorted(p.name for p in directory.iterdir())
-    assert "offsets.checkpoint" in names
-    assert not [n for n in names if n.endswith((".index", ".timeindex"))]
-    assert "leader-epoch-checkpoint" not in names
+    assert names == ["00000000000000000000.log"]
+    crash(log)
+    log = PartitionLog.open(directory, LogConfig())
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (0, 0, 0)
+    log.close()
+
+
+def test_a_fresh_log_checkpoints_once_its_offsets_move(tmp_path):
+    directory = tmp_path / "t-0"
+    log = PartitionLog.open(directory, LogConfig())
+    log.checkpoint()
+    assert not (directory / "offsets.checkpoint").exists()
+    log.append_as_leader(make_batch(), 0)
+    log.update_high_watermark(3)
+    log.checkpoint()
+    assert (directory / "offsets.checkpoint").exists()
+    crash(log)
+    log = PartitionLog.open(directory, LogConfig())
+    assert (log.log_end_offset, log.high_watermark) == (3, 3)
     log.close()
 
 
