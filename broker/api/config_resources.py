@@ -23,6 +23,7 @@ from ..security.acls import AclOperation
 if TYPE_CHECKING:
     from protocol.messages import Request
 
+    from ..controller.metadata_client import ClusterState
     from .context import ApiContext
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
@@ -30,7 +31,7 @@ SERVED_TYPES = (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)
 Resource = ListConfigResourcesResponse.ConfigResource
 
 
-def names_of(image, resource_type: int) -> list[str]:
+def names_of(image: ClusterState, resource_type: int) -> list[str]:
     """The resource names of ``resource_type`` in ``image``, sorted."""
     if resource_type == TOPIC:
         return sorted(image.topics)
