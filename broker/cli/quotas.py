@@ -3,14 +3,15 @@
 
     raftwood quotas alter --user alice --add-config producer_byte_rate=1048576
     raftwood quotas alter --client-id-default --add-config consumer_byte_rate=2097152
-    raftwood quotas alter --user alice --client-id app --delete-config request_percentage
+    raftwood quotas alter --user alice --client-id app --delete-config controller_mutation_rate
     raftwood quotas describe [--user alice] [--client-id app] [--strict]
 
 An entity is a user, a client id, or both; ``--user-default`` / ``--client-id-default``
 name the default one.  ``describe`` without an entity lists every quota; with one it
 lists the entities that contain it (``--strict``: exactly it).  Keys:
 producer_byte_rate, consumer_byte_rate (bytes per second, per broker),
-request_percentage, controller_mutation_rate.
+controller_mutation_rate (partitions per second); request_percentage is refused (not
+enforced).
 """
 from __future__ import annotations
 

@@ -321,18 +321,19 @@ def test_client_quotas_are_altered_and_described_with_kafkas_filters(cluster):
     default_client = (("client-id", None),)
     codes = _alter_quotas(cluster, 1, [
         (alice, {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0}),
-        (alice_app, {"request_percentage": 50.0}),
+        (alice_app, {"controller_mutation_rate": 50.0}),
         (default_client, {"producer_byte_rate": 4096.0}),
+        ((("user", "dave"),), {"request_percentage": 50.0}),  # not enforced: refused
         ((("user", "bob"),), {"no_such_key": 1.0}),
         ((("group", "g"),), {"producer_byte_rate": 1.0}),
         ((("user", "carol"),), {"producer_byte_rate": 10.5}),
         ((("ip", "1.2.3.4"), ("user", "x")), {"connection_creation_rate": 1.0}),
     ])
-    assert codes == [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.NONE,
+    assert codes == [ErrorCode.NONE, ErrorCode.NONE, ErrorCode.NONE, ErrorCode.INVALID_REQUEST,
                      ErrorCode.INVALID_REQUEST, ErrorCode.UNSUPPORTED_VERSION,
                      ErrorCode.INVALID_REQUEST, ErrorCode.INVALID_REQUEST]
     everything = {alice: {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
-                  alice_app: {"request_percentage": 50.0},
+                  alice_app: {"controller_mutation_rate": 50.0},
                   default_client: {"producer_byte_rate": 4096.0}}
     for node_id in (1, 2, 3):  # each broker applies the metadata when the quorum tells it
         _wait_quotas(cluster, node_id, [], everything)
@@ -346,11 +347,11 @@ def test_client_quotas_are_altered_and_described_with_kafkas_filters(cluster):
         alice_app: everything[alice_app]}
     assert _describe_quotas(cluster, 3, [("user", 0, "x"), ("user", 1, None)]) == \
         ErrorCode.INVALID_REQUEST
-    assert _alter_quotas(cluster, 2, [(alice_app, {"request_percentage": None})],
+    assert _alter_quotas(cluster, 2, [(alice_app, {"controller_mutation_rate": None})],
                          validate_only=True) == [ErrorCode.NONE]
     assert _describe_quotas(cluster, 2, [("client-id", 2, None)]) == {
         alice_app: everything[alice_app]}, "validate_only changed nothing"
-    assert _alter_quotas(cluster, 2, [(alice_app, {"request_percentage": None})]) == [
+    assert _alter_quotas(cluster, 2, [(alice_app, {"controller_mutation_rate": None})]) == [
         ErrorCode.NONE]
     _wait_quotas(cluster, 1, [("client-id", 2, None)], {})
     # Leave no quota behind for the module's other clients.
@@ -450,7 +451,7 @@ def test_raftwood_quotas_cli_alters_and_describes(cluster, capsys):
     bootstrap = ["--bootstrap-server", cluster.broker(1).bootstrap]
     code, out = _raftwood(capsys, "quotas", "alter", *bootstrap, "--user", "cli-user",
                           "--client-id-default", "--add-config",
-                          "producer_byte_rate=1048576,request_percentage=25")
+                          "producer_byte_rate=1048576,controller_mutation_rate=25")
     assert code == 0, out
     code, out = _raftwood(capsys, "quotas", "alter", *bootstrap, "--user", "cli-user",
                           "--add-config", "bogus_key=1")
@@ -466,10 +467,10 @@ def test_raftwood_quotas_cli_alters_and_describes(cluster, capsys):
     rows = [line.split() for line in out.splitlines()]
     assert rows[0] == ["USER", "CLIENT-ID", "KEY", "VALUE"], out
     assert ["cli-user", "<default>", "producer_byte_rate", "1048576"] in rows, out
-    assert ["cli-user", "<default>", "request_percentage", "25"] in rows, out
+    assert ["cli-user", "<default>", "controller_mutation_rate", "25"] in rows, out
     code, out = _raftwood(capsys, "quotas", "alter", *bootstrap, "--user", "cli-user",
                           "--client-id-default", "--delete-config",
-                          "producer_byte_rate,request_percentage")
+                          "producer_byte_rate,controller_mutation_rate")
     assert code == 0, out
 
 

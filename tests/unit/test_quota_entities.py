@@ -27,6 +27,7 @@ def test_refused_entities(pairs, code):
 @pytest.mark.parametrize("key, value", [("no_such_key", 1.0), ("producer_byte_rate", 10.5),
                                         ("consumer_byte_rate", 0.0),
                                         ("request_percentage", -1.0),
+                                        ("request_percentage", 50.0),
                                         ("connection_creation_rate", 5.0)])
 def test_refused_values(key, value):
     with pytest.raises(q.QuotaError) as refused:
