@@ -2,15 +2,14 @@
 resolving it against the topic names of the metadata image (pure, but for a cache).
 
 Kafka compiles the pattern with RE2/J and subscribes the member to every topic whose
-whole name matches it (``Matcher.matches()``).  Here Python's ``re`` does the matching,
-with ``fullmatch``.  The two agree on the usual patterns (``^orders-.*``, ``a|b``,
-classes, repetition, named groups); where ``re`` would accept what RE2/J refuses — the
-constructs that are not regular: backreferences, lookahead and lookbehind, atomic groups,
-possessive quantifiers and conditionals — the pattern is refused here too, as Kafka would
-with INVALID_REGULAR_EXPRESSION.  So is an unbounded repetition nested in another
-(``(a+)+``): RE2/J takes it, but ``re`` backtracks over it in exponential time, on the
-event loop.  Corners left: ``re`` and RE2/J may differ in a few
-escapes and Unicode classes (``\\p{...}`` is RE2/J only and is refused here).
+whole name matches it (``Matcher.matches()``).  Here RE2 itself does both (the
+``google-re2`` binding, ``fullmatch``): the same syntax, so what RE2/J refuses —
+backreferences, lookahead and lookbehind, atomic groups, possessive quantifiers,
+conditionals — is refused with INVALID_REGULAR_EXPRESSION as Kafka refuses it, and
+matching takes time linear in the topic name whatever the pattern.  That matters: any
+member of a group may send a pattern and it runs on the coordinator's event loop, where
+a backtracking engine (Python's ``re``) takes exponential time over ``(a|aa)*c`` and a
+long topic name.
 
 Invariant: a resolution depends only on the pattern and the image's topic names; the
 cache is dropped whenever the image's topic map is a different object (a published
@@ -18,72 +17,37 @@ image is never mutated) or holds another number of topics.
 """
 from __future__ import annotations
 
-import re
-import re._constants as sre_constants  # type: ignore[import-not-found]
-import re._parser as sre_parse  # type: ignore[import-not-found]
 from collections.abc import Mapping
+from typing import Any
 
-# Opcodes of constructs RE2/J does not have (it has no backtracking).
-_NOT_REGULAR = {
-    sre_constants.GROUPREF: "backreferences",
-    sre_constants.GROUPREF_EXISTS: "conditionals",
-    sre_constants.ASSERT: "lookahead or lookbehind",
-    sre_constants.ASSERT_NOT: "lookahead or lookbehind",
-    sre_constants.ATOMIC_GROUP: "atomic groups",
-    sre_constants.POSSESSIVE_REPEAT: "possessive quantifiers",
-}
+import re2  # type: ignore[import-untyped]
+
 MAX_PATTERN_LENGTH = 1000
 MAX_CACHED_PATTERNS = 1000
 
+_OPTIONS = re2.Options()
+_OPTIONS.log_errors = False  # a refused pattern is the client's error, not a broker log line
+
 
 class InvalidRegex(ValueError):
-    """The pattern does not compile, or uses what RE2/J does not have; the message says
-    which, as Kafka's INVALID_REGULAR_EXPRESSION answer does."""
+    """The pattern does not compile as RE2 syntax; the message says why, as Kafka's
+    INVALID_REGULAR_EXPRESSION answer does."""
 
 
-_REPEATS = {sre_constants.MAX_REPEAT, sre_constants.MIN_REPEAT}
-
-
-def _unregular(parsed, in_unbounded_repeat: bool = False) -> str | None:
-    """The first construct of ``parsed`` (an sre parse tree) refused here, or None:
-    what RE2/J does not have, and an unbounded repetition inside another (``(a+)+``),
-    which RE2/J matches in linear time but ``re`` may take exponential time over."""
-    for op, arg in parsed:
-        if op in _NOT_REGULAR:
-            return _NOT_REGULAR[op]
-        unbounded = op in _REPEATS and arg[1] == sre_constants.MAXREPEAT
-        if unbounded and in_unbounded_repeat:
-            return "nested unbounded repetitions"
-        stack = [arg]
-        while stack:
-            item = stack.pop()
-            if isinstance(item, sre_parse.SubPattern):
-                found = _unregular(item, in_unbounded_repeat or unbounded)
-                if found is not None:
-                    return found
-            elif isinstance(item, (tuple, list)):
-                stack.extend(item)
-    return None
-
-
-def compile_subscription(pattern: str) -> re.Pattern[str]:
-    """The compiled pattern; InvalidRegex for one Kafka would refuse."""
+def compile_subscription(pattern: str) -> Any:
+    """The compiled RE2 pattern; InvalidRegex for one Kafka would refuse."""
     def invalid(reason: str) -> InvalidRegex:
         return InvalidRegex(f"SubscribedTopicRegex `{pattern}` is not a valid regular "
                             f"expression: {reason}.")
     if len(pattern) > MAX_PATTERN_LENGTH:
         raise invalid(f"longer than {MAX_PATTERN_LENGTH} characters")
-    if "\\p{" in pattern or "\\P{" in pattern:
-        raise invalid("Unicode classes (\\p{...}) are not served")
     try:
-        parsed = sre_parse.parse(pattern)
-        compiled = re.compile(pattern)
-    except (re.error, RecursionError, OverflowError) as exc:
-        raise invalid(str(exc)) from None
-    construct = _unregular(parsed)
-    if construct is not None:
-        raise invalid(f"{construct} are not served (RE2 syntax, linear-time matching)")
-    return compiled
+        return re2.compile(pattern, options=_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else "does not compile"
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise invalid(f"{reason} (RE2 syntax)") from None
 
 
 class RegexResolver:

@@ -114,7 +114,7 @@ def test_a_pattern_subscribes_to_matching_topics_also_those_created_later(regex_
         member.close()
 
 
-@pytest.mark.parametrize("pattern", ["orders-[", "(a)\\1-.*", "(?=orders).*", "(a+)+"])
+@pytest.mark.parametrize("pattern", ["orders-[", "(a)\\1-.*", "(?=orders).*", "a++"])
 def test_a_pattern_kafka_refuses_gets_invalid_regular_expression(regex_broker, pattern):
     group = f"bad-{uuid.uuid4().hex[:8]}"
     with KafkaConnection(regex_broker.bootstrap) as conn:
