@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer import ProduceResponse
 
-from protocol.errors import ErrorCode
+from protocol.errors import ErrorCode, RecordError
 from protocol.hot_requests import encode_produce_response
 from protocol.messages import Framed, Request
 from protocol.records import parse_header
@@ -150,7 +150,10 @@ def _unverified(ctx: ApiContext, body: Any,
             partition = ctx.replica_manager.get_partition(topic.name, data.index)
             if partition is None or not partition.is_leader or not data.records:
                 continue
-            header = parse_header(data.records)
+            try:
+                header = parse_header(data.records)
+            except RecordError:
+                continue  # CORRUPT_MESSAGE from the append, as for any other producer
             state = partition.log.producer_state
             if header is not None and state.needs_verification(header):
                 found[(topic.name, data.index)] = _Unverified(

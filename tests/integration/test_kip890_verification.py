@@ -26,6 +26,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 NONE = 0
 INVALID_TXN_STATE = 48
 NOT_ENOUGH_REPLICAS = 19
+CORRUPT_MESSAGE = 2
 RETRIABLE = {14, 15, 16, 51}  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT
 PARTITIONS = 3
 WAIT_S = 30.0
@@ -164,6 +165,25 @@ def test_a_write_delayed_past_its_transactions_abort_is_refused(shared_cluster):
             errors = produce_txn(conn, txn_id, topic, {index: txn_batch(producer, b"late")})
             assert errors == {index: INVALID_TXN_STATE}, f"partition {index} on {leader}"
     stable_everywhere(cluster, topic, led)
+
+
+def test_a_malformed_transactional_batch_gets_corrupt_message_and_the_connection_serves_on(
+        shared_cluster):
+    """Verification reads each batch's header before the append: a batch whose length
+    field cannot hold a header is CORRUPT_MESSAGE for its partition, as for any producer,
+    never an exception that closes the connection (the fuzzer found it)."""
+    cluster, txn_id, topic = shared_cluster, "kip890-bad", "kip890-bad-topic"
+    with cluster.connect(cluster.node_ids[0]) as conn:
+        create_topic(conn, topic)
+        led = leaders(cluster, conn, topic)
+    index, leader = next(iter(led.items()))
+    with coordinator(cluster, txn_id) as coord:
+        producer = init_producer(coord, txn_id)
+    torn = bytearray(txn_batch(producer, b"x"))
+    torn[8:12] = (0).to_bytes(4, "big")  # batchLength 0
+    with cluster.connect(leader) as conn:
+        assert produce_txn(conn, txn_id, topic, {index: bytes(torn)}) == {index: CORRUPT_MESSAGE}
+        assert conn.api_versions().error_code == NONE, "the connection serves on"
 
 
 def test_only_the_partitions_of_the_ongoing_transaction_take_its_writes(shared_cluster):
