@@ -16,6 +16,7 @@ from broker.api.partitions import handle_create_partitions
 from broker.controller.metadata_client import MetadataClient
 from broker.controller.state import ApplyError, ClusterState
 from broker.controller.store import LocalStore
+from broker.quotas.rates import ClientQuotas
 from broker.security.authorizer import ALLOW_ALL
 from broker.tasks import TaskSupervisor
 from protocol.errors import ErrorCode
@@ -72,6 +73,7 @@ class Context:
 
     def __init__(self, client: MetadataClient):
         self.metadata = client
+        self.quotas = ClientQuotas()  # controller_mutation_rate (none set here)
         # Handlers run their work on the replica manager's supervisor (outlive).
         self.replica_manager = types.SimpleNamespace(tasks=TaskSupervisor("[unit]"))
 
