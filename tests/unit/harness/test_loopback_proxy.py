@@ -165,7 +165,10 @@ def test_a_cut_between_brokers_leaves_clients_through(proxy_for, peer_process):
     broker_link.stdin.write("from-broker-2\n")
     broker_link.stdin.flush()
     proxy.heal()
-    assert broker_link.stdout.readline().strip() == repr(b"")  # closed, nothing echoed
+    # Closed, nothing echoed: a FIN reads as b"", or a reset (the proxy closed with the
+    # stalled bytes unread) ends the peer process, whose stdout then reads empty.
+    closed = broker_link.stdout.readline().strip()
+    assert closed in (repr(b""), ""), closed
 
 
 def test_a_degraded_sender_still_gets_everything_in_order_and_total_loss_stalls(proxy_for):
