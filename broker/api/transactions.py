@@ -14,7 +14,10 @@ The transaction coordinator (``broker/transactions/``) behind Kafka's KafkaApis 
   cluster (else CLUSTER_AUTHORIZATION_FAILED for the request); per transaction,
   ``VerifyOnly`` asks whether each partition is in the ongoing transaction (NONE or
   INVALID_TXN_STATE, ``TransactionCoordinator.verify_partitions``), otherwise the
-  partitions are added as v3 adds them;
+  partitions are added as v3 adds them (v5: for a transaction version 2 client, the
+  leader's implicit add of Produce v12+ / TxnOffsetCommit v5+);
+* EndTxn v5+ is transaction version 2's (KIP-890 part 2): the coordinator bumps the
+  epoch and the answer names the producer id and epoch the client goes on with;
 * PRODUCER_FENCED (KIP-588) is answered as INVALID_PRODUCER_EPOCH below version 2 of
   these three APIs (``fenced_for_version``), which older clients understand.
 """
@@ -34,6 +37,7 @@ from protocol.errors import ErrorCode
 from ..groups.placement import OFFSETS_TOPIC
 from ..security.acls import AclOperation, ResourceType
 from ..topics import is_internal
+from ..transactions.metadata import TV_2
 
 if TYPE_CHECKING:
     from protocol.messages import Request
@@ -47,6 +51,10 @@ TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 PRODUCER_FENCED_SINCE_VERSION = 2
 # AddPartitionsToTxn v4 is the brokers' batched form (KIP-890 part 1).
 BATCHED_SINCE_VERSION = 4
+# EndTxn v5 and a leader's AddPartitionsToTxn v5 add are transaction version 2's
+# (KIP-890 part 2): the epoch is bumped at every commit and abort.
+END_TXN_TV2_SINCE_VERSION = 5
+ADD_TV2_SINCE_VERSION = 5
 
 
 def fenced_for_version(error: ErrorCode, version: int,
@@ -118,8 +126,9 @@ async def _add_partitions_batched(ctx: ApiContext,
             errors = ctx.transactions.verify_partitions(
                 txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
         else:
+            version = TV_2 if request.api_version >= ADD_TV2_SINCE_VERSION else None
             error = await ctx.transactions.add_partitions(
-                txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
+                txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, version)
             errors = dict.fromkeys(wanted, error)
         results.append(Result(transactional_id=txn.transactional_id,
                               topic_results=_partition_results(errors)))
@@ -149,10 +158,16 @@ async def handle_end_txn(ctx: ApiContext, request: Request) -> EndTxnResponse:
     body = request.body
     if not _may_write_txn(ctx, request, body.transactional_id):
         return EndTxnResponse(throttle_time_ms=0, error_code=TXN_DENIED)
-    error = await ctx.transactions.end_transaction(body.transactional_id, body.producer_id,
-                                                   body.producer_epoch, bool(body.committed))
-    return EndTxnResponse(throttle_time_ms=0,
-                          error_code=fenced_for_version(error, request.api_version))
+    tv2 = request.api_version >= END_TXN_TV2_SINCE_VERSION
+    result = await ctx.transactions.end_transaction(body.transactional_id, body.producer_id,
+                                                    body.producer_epoch, bool(body.committed),
+                                                    tv2=tv2)
+    error = fenced_for_version(result.error, request.api_version)
+    if tv2:
+        return EndTxnResponse(throttle_time_ms=0, error_code=error,
+                              producer_id=result.producer_id,
+                              producer_epoch=result.producer_epoch)
+    return EndTxnResponse(throttle_time_ms=0, error_code=error)
 
 
 # -- DescribeTransactions / ListTransactions -----------------------------------------------------

@@ -43,12 +43,15 @@ from protocol.errors import ErrorCode
 from ..controller.metadata_client import MetadataUnavailable
 from ..coordinator import CoordinatorAnswer, CoordinatorLookup, CreateTopic, Ownership
 from ..tasks import TaskSupervisor
+from . import end_txn
 from .manager import TRANSACTION_STATE_TOPIC, TXN_LOG_APPEND_TIMEOUT_MS, TransactionStateManager
 from .markers import TransactionMarkerChannelManager
 from .metadata import (
     EXPIRABLE_STATES,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TV_1,
+    TV_2,
     IllegalTransition,
     TransactionMetadata,
     TransactionState,
@@ -71,6 +74,15 @@ STALE_PENDING_MS = TXN_LOG_APPEND_TIMEOUT_MS + 5_000
 
 @dataclass
 class InitProducerIdResult:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass
+class EndTxnResult:
+    """EndTxn's answer: v5+ also names the producer id and epoch the client goes on with."""
+
     error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
@@ -191,9 +203,9 @@ class TransactionCoordinator:
         if transit.state is S.PREPARE_EPOCH_FENCE:
             # Abort the ongoing transaction first; the client retries and then gets the
             # epoch bumped a second time (a new producer id if that exhausts the epochs).
-            error = await self._end_transaction(transactional_id, transit.producer_id,
-                                                transit.producer_epoch, commit=False,
-                                                from_client=False)
+            error = (await self._end_transaction(transactional_id, transit.producer_id,
+                                                 transit.producer_epoch, commit=False,
+                                                 from_client=False)).error
             return InitProducerIdResult(error if error != ErrorCode.NONE
                                         else ErrorCode.CONCURRENT_TRANSACTIONS)
         error = await self.manager.append(metadata, coordinator_epoch, transit)
@@ -249,16 +261,20 @@ class TransactionCoordinator:
     # -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------------
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: set[tuple[str, int]]) -> ErrorCode:
-        """Kafka's handleAddPartitionsToTransaction: one error for every partition.
-        Runs to its end even when the caller is cancelled."""
+                             partitions: set[tuple[str, int]],
+                             client_version: int | None = None) -> ErrorCode:
+        """Kafka's handleAddPartitionsToTransaction: one error for every partition;
+        ``client_version`` 2 for a partition a leader adds for a transaction version 2
+        client (Produce v12+, TxnOffsetCommit v5+).  Runs to its end even when the caller
+        is cancelled."""
         return await self.tasks.outlive(
             f"add-partitions {transactional_id}",
-            self._add_partitions(transactional_id, producer_id, producer_epoch, partitions))
+            self._add_partitions(transactional_id, producer_id, producer_epoch, partitions,
+                                 client_version))
 
     async def _add_partitions(self, transactional_id: str, producer_id: int,
-                              producer_epoch: int, partitions: set[tuple[str, int]]
-                              ) -> ErrorCode:
+                              producer_epoch: int, partitions: set[tuple[str, int]],
+                              client_version: int | None) -> ErrorCode:
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST
         error, metadata = self.manager.lookup(transactional_id)
@@ -275,7 +291,7 @@ class TransactionCoordinator:
         if metadata.state is S.ONGOING and partitions <= metadata.topic_partitions:
             return ErrorCode.NONE
         coordinator_epoch = self.manager.coordinator_epoch(metadata)
-        transit = metadata.prepare_add_partitions(partitions, self.clock_ms())
+        transit = metadata.prepare_add_partitions(partitions, self.clock_ms(), client_version)
         return await self.manager.append(metadata, coordinator_epoch, transit)
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -312,67 +328,99 @@ class TransactionCoordinator:
     # -- EndTxn ----------------------------------------------------------------------------------
 
     async def end_transaction(self, transactional_id: str, producer_id: int,
-                              producer_epoch: int, commit: bool) -> ErrorCode:
-        """EndTxn; runs to its end (Prepare*, then markers and Complete* started) even
-        when the caller is cancelled."""
+                              producer_epoch: int, commit: bool,
+                              tv2: bool = False) -> EndTxnResult:
+        """EndTxn (``tv2``: v5+, transaction version 2's rules, ``end_txn.py``); runs to its
+        end (Prepare*, then markers and Complete* started) even when the caller is
+        cancelled."""
         return await self.tasks.outlive(
             f"end-txn {transactional_id}",
             self._end_transaction(transactional_id, producer_id, producer_epoch, commit,
-                                  from_client=True))
+                                  from_client=True, tv2=tv2))
 
     async def _end_transaction(self, transactional_id: str, producer_id: int,
-                               producer_epoch: int, commit: bool, from_client: bool) -> ErrorCode:
+                               producer_epoch: int, commit: bool, from_client: bool,
+                               tv2: bool = False) -> EndTxnResult:
         """Kafka's endTransaction: write Prepare*, answer, then markers and Complete*.
         ``from_client`` False: an abort that fences (InitProducerId or a timeout), with
         the bumped epoch of the pending PrepareEpochFence."""
         if not transactional_id:
-            return ErrorCode.INVALID_REQUEST
+            return EndTxnResult(ErrorCode.INVALID_REQUEST)
         error, metadata = self.manager.lookup(transactional_id)
         if error != ErrorCode.NONE:
-            return error
-        if metadata is None or metadata.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if (from_client and producer_epoch != metadata.producer_epoch) \
-                or producer_epoch < metadata.producer_epoch:
-            return ErrorCode.PRODUCER_FENCED
+            return EndTxnResult(error)
+        if metadata is None:
+            return EndTxnResult(ErrorCode.INVALID_PRODUCER_ID_MAPPING)
         if from_client:
             self.maybe_unstick(metadata)
         fencing = metadata.pending_state is S.PREPARE_EPOCH_FENCE
-        if metadata.pending_transition_in_progress and not fencing:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
-        wanted = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-        state = metadata.state
-        if state is S.ONGOING:
-            if fencing and not commit:
-                metadata.start_epoch_fence_abort(producer_epoch)
-            transit = metadata.prepare_abort_or_commit(wanted, self.clock_ms())
-        elif state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT, S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            committing = state in (S.COMPLETE_COMMIT, S.PREPARE_COMMIT)
-            if committing != commit:
-                return self._invalid_end(metadata, commit)
-            # A retry of an EndTxn that succeeded: done, or still being completed.
-            done = state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
-            return ErrorCode.NONE if done else ErrorCode.CONCURRENT_TRANSACTIONS
-        else:
-            return self._invalid_end(metadata, commit)
+        decision = end_txn.decide(metadata, producer_id, producer_epoch, commit, tv2,
+                                  from_client)
+        if isinstance(decision, end_txn.Answer):
+            if decision.error == ErrorCode.INVALID_TXN_STATE:
+                self._invalid_end(metadata, commit)
+            if decision.error == ErrorCode.NONE:
+                return EndTxnResult(ErrorCode.NONE, metadata.producer_id,
+                                    metadata.producer_epoch)
+            return EndTxnResult(decision.error)
+        # A client's EndTxn says its version; the coordinator's own fencing abort keeps
+        # the transaction's (under version 2 it bumps the fenced epoch once more).
+        version = (TV_2 if tv2 else TV_1) if from_client else None
+        transit = await self._prepare_end(metadata, decision, producer_epoch, fencing,
+                                          version)
+        if isinstance(transit, ErrorCode):
+            return EndTxnResult(transit)
         coordinator_epoch = self.manager.coordinator_epoch(metadata)
         error = await self.manager.append(metadata, coordinator_epoch, transit)
         if error != ErrorCode.NONE:
             if fencing and self.manager.coordinator_epoch(metadata) == coordinator_epoch:
                 metadata.has_failed_epoch_fence = True
-            return error
-        # Acknowledged: the same checks again, the metadata may have moved meanwhile.
+            return EndTxnResult(error)
+        error = self._after_prepare(metadata, coordinator_epoch, producer_id, producer_epoch,
+                                    decision.state)
+        if error != ErrorCode.NONE:
+            return EndTxnResult(error)
+        self._complete(metadata, coordinator_epoch)
+        if transit.next_producer_id != NO_PRODUCER_ID:  # the epochs ran out: a new id
+            return EndTxnResult(ErrorCode.NONE, transit.next_producer_id, 0)
+        return EndTxnResult(ErrorCode.NONE, transit.producer_id, transit.producer_epoch)
+
+    async def _prepare_end(self, metadata: TransactionMetadata, decision: end_txn.Proceed,
+                           producer_epoch: int, fencing: bool,
+                           version: int | None) -> TxnTransitMetadata | ErrorCode:
+        """The Prepare* transition; under version 2 a new producer id first when the bump
+        reaches the last epoch (the only ``await``, after which the decision is redone
+        by the caller's pending check: a transition started meanwhile wins)."""
+        next_producer_id = NO_PRODUCER_ID
+        if version == TV_2 and not fencing and is_epoch_exhausted(metadata.producer_epoch):
+            epoch_before = metadata.producer_epoch
+            try:
+                next_producer_id = await self.producer_ids.next_producer_id()
+            except MetadataUnavailable:
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            if metadata.pending_transition_in_progress \
+                    or metadata.producer_epoch != epoch_before:
+                return ErrorCode.CONCURRENT_TRANSACTIONS
+        if fencing and decision.state is S.PREPARE_ABORT:
+            metadata.start_epoch_fence_abort(producer_epoch)
+        return metadata.prepare_abort_or_commit(
+            decision.state, self.clock_ms(), client_version=version,
+            next_producer_id=next_producer_id, no_partition_added=decision.no_partition_added)
+
+    def _after_prepare(self, metadata: TransactionMetadata, coordinator_epoch: int,
+                       producer_id: int, producer_epoch: int,
+                       wanted: TransactionState) -> ErrorCode:
+        """Prepare* is acknowledged: the same checks again, the metadata may have moved."""
         if self.manager.coordinator_epoch(metadata) != coordinator_epoch:
             return ErrorCode.NOT_COORDINATOR
         if metadata.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if metadata.producer_epoch != producer_epoch:
+        if metadata.producer_epoch not in (producer_epoch, producer_epoch + 1):
             return ErrorCode.PRODUCER_FENCED
         if metadata.pending_transition_in_progress:
             return ErrorCode.CONCURRENT_TRANSACTIONS
         if metadata.state is not wanted:
-            return self._invalid_end(metadata, commit)
-        self._complete(metadata, coordinator_epoch)
+            return self._invalid_end(metadata, wanted is S.PREPARE_COMMIT)
         return ErrorCode.NONE
 
     def _invalid_end(self, metadata: TransactionMetadata, commit: bool) -> ErrorCode:
@@ -473,10 +521,10 @@ class TransactionCoordinator:
             aborts.append(self._end_transaction(metadata.transactional_id, transit.producer_id,
                                                 transit.producer_epoch, commit=False,
                                                 from_client=False))
-        for error in await asyncio.gather(*aborts):
-            if error != ErrorCode.NONE:
+        for result in await asyncio.gather(*aborts):
+            if result.error != ErrorCode.NONE:
                 log.warning("%s aborting a timed-out transaction failed: %s", self._prefix,
-                            ErrorCode(error).name)
+                            ErrorCode(result.error).name)
         return len(aborts)
 
     async def remove_expired_transactional_ids(self) -> int:

@@ -68,7 +68,8 @@ def value_of(transit: TxnTransitMetadata) -> records.TxnValue:
     return records.TxnValue(transit.producer_id, transit.producer_epoch, transit.txn_timeout_ms,
                             transit.state.code, transit.topic_partitions,
                             transit.txn_last_update_timestamp_ms,
-                            transit.txn_start_timestamp_ms)
+                            transit.txn_start_timestamp_ms, transit.last_producer_id,
+                            transit.next_producer_id, transit.client_transaction_version)
 
 
 def encode_value(transit: TxnTransitMetadata) -> bytes:
@@ -219,5 +220,7 @@ class _Loader:
             result.append(TransactionMetadata(
                 transactional_id, self.partition, v.producer_id, v.producer_epoch,
                 v.transaction_timeout_ms, state, set(v.partitions), v.start_timestamp_ms,
-                v.last_update_timestamp_ms))
+                v.last_update_timestamp_ms, last_producer_id=v.previous_producer_id,
+                next_producer_id=v.next_producer_id,
+                client_transaction_version=v.client_transaction_version))
         return result

@@ -17,6 +17,14 @@ a transition is pending, no other may start: requests answer CONCURRENT_TRANSACT
 The previous producer id and epoch (KIP-360's retry detection) live in memory only:
 the version-0 record format has no room for them, so a retried InitProducerId that
 spans a coordinator change is fenced (Kafka accepts the same with this format).
+
+Transaction version 2 (KIP-890 part 2, ``client_transaction_version`` 2, what an
+EndTxn v5+ or a partition added by a leader for Produce v12+ says): every
+PrepareCommit/PrepareAbort bumps the producer epoch (the markers carry the bumped
+epoch, which fences every write of the transaction just ended); when that bump reaches
+the last epoch (``Short.MaxValue``), the Prepare state carries a new producer id
+(``next_producer_id``) and the Complete state switches to it at epoch 0.  A transaction
+may also be aborted with no partition added (Empty/Complete* → PrepareAbort).
 """
 from __future__ import annotations
 
@@ -29,6 +37,13 @@ from protocol.errors import ErrorCode
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_PRODUCER_EPOCH = 32767  # Short.MaxValue
+# transaction.version levels: 2 bumps the epoch at every commit/abort (KIP-890 part 2).
+TV_1 = 0
+TV_2 = 2
+
+
+def supports_epoch_bump(client_transaction_version: int) -> bool:
+    return client_transaction_version >= TV_2
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -73,7 +88,10 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    # Empty/Complete* → PrepareAbort: transaction version 2's abort of a transaction
+    # with no partition added.
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT,
+                                S.COMPLETE_ABORT}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
@@ -100,6 +118,9 @@ class TxnTransitMetadata:
     topic_partitions: frozenset[tuple[str, int]]
     txn_start_timestamp_ms: int
     txn_last_update_timestamp_ms: int
+    # The producer id the Complete state switches to (epoch overflow under version 2).
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = TV_1
 
 
 @dataclass(eq=False)
@@ -123,6 +144,8 @@ class TransactionMetadata:
     # A fence whose PrepareAbort write failed already bumped the epoch in memory; the
     # next attempt must not bump it again (that epoch was never handed out).
     has_failed_epoch_fence: bool = False
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = TV_1
 
     @property
     def pending_transition_in_progress(self) -> bool:
@@ -132,7 +155,8 @@ class TransactionMetadata:
 
     def _prepare(self, state: TransactionState, producer_id: int, epoch: int,
                  last_epoch: int, timeout_ms: int, partitions, start_ms: int,
-                 now_ms: int) -> TxnTransitMetadata:
+                 now_ms: int, next_producer_id: int = NO_PRODUCER_ID,
+                 client_version: int | None = None) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransition(f"{self.transactional_id}: {self.pending_state.kafka_name} "
                                     f"is pending; cannot start {state.kafka_name}")
@@ -141,8 +165,10 @@ class TransactionMetadata:
                                     f"{state.kafka_name} is not a valid transition")
         self.pending_state = state
         self.pending_since_ms = now_ms
+        version = self.client_transaction_version if client_version is None else client_version
         return TxnTransitMetadata(producer_id, self.producer_id, epoch, last_epoch, timeout_ms,
-                                  state, frozenset(partitions), start_ms, now_ms)
+                                  state, frozenset(partitions), start_ms, now_ms,
+                                  next_producer_id, version)
 
     def prepare_fence_producer_epoch(self, now_ms: int) -> TxnTransitMetadata:
         """Ongoing → PrepareEpochFence with the epoch bumped (never handed to a client:
@@ -182,25 +208,41 @@ class TransactionMetadata:
         last_epoch = self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH
         return self._prepare(S.EMPTY, new_producer_id, 0, last_epoch, timeout_ms, (), -1, now_ms)
 
-    def prepare_add_partitions(self, partitions, now_ms: int) -> TxnTransitMetadata:
+    def prepare_add_partitions(self, partitions, now_ms: int,
+                               client_version: int | None = None) -> TxnTransitMetadata:
         """→ Ongoing with ``partitions`` added; a new transaction starts its clock now."""
         starting = self.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
         return self._prepare(S.ONGOING, self.producer_id, self.producer_epoch,
                              self.last_producer_epoch, self.txn_timeout_ms,
                              self.topic_partitions | set(partitions),
-                             now_ms if starting else self.txn_start_timestamp_ms, now_ms)
+                             now_ms if starting else self.txn_start_timestamp_ms, now_ms,
+                             client_version=client_version)
 
-    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int) -> TxnTransitMetadata:
-        return self._prepare(state, self.producer_id, self.producer_epoch,
-                             self.last_producer_epoch, self.txn_timeout_ms,
-                             self.topic_partitions, self.txn_start_timestamp_ms, now_ms)
+    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int,
+                                client_version: int | None = None,
+                                next_producer_id: int = NO_PRODUCER_ID,
+                                no_partition_added: bool = False) -> TxnTransitMetadata:
+        """→ PrepareCommit/PrepareAbort; under version 2 with the epoch bumped (the caller
+        passes ``next_producer_id`` when that bump reaches the last epoch)."""
+        version = self.client_transaction_version if client_version is None else client_version
+        epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
+        if supports_epoch_bump(version) and self.producer_epoch < MAX_PRODUCER_EPOCH:
+            epoch, last_epoch = self.producer_epoch + 1, self.producer_epoch
+        start_ms = now_ms if no_partition_added else self.txn_start_timestamp_ms
+        return self._prepare(state, self.producer_id, epoch, last_epoch, self.txn_timeout_ms,
+                             self.topic_partitions, start_ms, now_ms, next_producer_id,
+                             version)
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
-        """PrepareCommit/PrepareAbort → CompleteCommit/CompleteAbort, no partitions left."""
+        """PrepareCommit/PrepareAbort → CompleteCommit/CompleteAbort, no partitions left;
+        under version 2 a ``next_producer_id`` becomes the producer id, at epoch 0."""
         state = S.COMPLETE_COMMIT if self.state is S.PREPARE_COMMIT else S.COMPLETE_ABORT
-        return self._prepare(state, self.producer_id, self.producer_epoch,
-                             self.last_producer_epoch, self.txn_timeout_ms, (),
-                             self.txn_start_timestamp_ms, now_ms)
+        producer_id, epoch = self.producer_id, self.producer_epoch
+        if supports_epoch_bump(self.client_transaction_version) \
+                and self.next_producer_id != NO_PRODUCER_ID:
+            producer_id, epoch = self.next_producer_id, 0
+        return self._prepare(state, producer_id, epoch, self.last_producer_epoch,
+                             self.txn_timeout_ms, (), self.txn_start_timestamp_ms, now_ms)
 
     def prepare_dead(self, now_ms: int) -> TxnTransitMetadata:
         """→ Dead: the id is being forgotten (a tombstone is written; the last update
@@ -228,6 +270,8 @@ class TransactionMetadata:
         self.txn_start_timestamp_ms = transit.txn_start_timestamp_ms
         self.txn_last_update_timestamp_ms = transit.txn_last_update_timestamp_ms
         self.state = transit.state
+        self.next_producer_id = transit.next_producer_id
+        self.client_transaction_version = transit.client_transaction_version
         self.pending_state = None
         self.has_failed_epoch_fence = False
 

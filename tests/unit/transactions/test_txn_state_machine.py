@@ -46,7 +46,10 @@ def test_a_pending_transition_blocks_any_other():
 def test_invalid_previous_state_is_refused():
     with pytest.raises(IllegalTransition):
         metadata(S.EMPTY).prepare_abort_or_commit(S.PREPARE_COMMIT, 1)
-    assert VALID_PREVIOUS_STATES[S.PREPARE_ABORT] == {S.ONGOING, S.PREPARE_EPOCH_FENCE}
+    # Kafka 4: transaction version 2 aborts a transaction with no partition added.
+    assert VALID_PREVIOUS_STATES[S.PREPARE_ABORT] == {S.ONGOING, S.PREPARE_EPOCH_FENCE,
+                                                      S.EMPTY, S.COMPLETE_COMMIT,
+                                                      S.COMPLETE_ABORT}
     assert VALID_PREVIOUS_STATES[S.DEAD] == {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
 
 
