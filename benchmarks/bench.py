@@ -2,7 +2,8 @@
 """Raftwood vs noida-db: every benchmark workload in one run, one report (`make bench`).
 
 Workloads (see benchmarks/README.md): w1 (2M x 100 B produce/consume, both targets), w2
-(200k x 1 KiB, both targets), backlog (consume rate of a 200k-record vs a 2M-record log,
+(200k x 1 KiB, both targets), w2deep (1M x 1 KiB produce with up to 2M records queued in
+the client, both targets), backlog (consume rate of a 200k-record vs a 2M-record log,
 Raftwood), w3 (3-broker RF 3 acks=all vs 1 broker RF 1 acks=1), w5 (delivery latency at
 fixed rates on 3 brokers), partitions (1,000 partitions on 3 brokers: idle CPU, produce).
 Each starts its own brokers on 127.0.0.1 (free ports, temp dirs) and stops them, always.
@@ -27,9 +28,9 @@ from profiler import Profiler
 from report import print_cpu, print_section, print_summary
 from servers import TARGETS, BrokerProcess
 from throughput import environment
-from workloads import Context, backlog_alone, sweep_stale_dirs, w1, w2
+from workloads import Context, backlog_alone, sweep_stale_dirs, w1, w2, w2_deep
 
-WORKLOADS = ("w1", "w2", "backlog", "w3", "w5", "partitions")
+WORKLOADS = ("w1", "w2", "w2deep", "backlog", "w3", "w5", "partitions")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -39,7 +40,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: record counts / 10, 2 s per latency rate, 5 s idle")
     parser.add_argument("--targets", default="raftwood,noida",
-                        help="targets of w1 and w2 (default: raftwood,noida)")
+                        help="targets of w1, w2 and w2deep (default: raftwood,noida)")
     parser.add_argument("--rates", default=",".join(map(str, LATENCY_RATES)),
                         help="w5 produce rates, msg/s; 0 is one record in flight "
                              "(default: %(default)s)")
@@ -65,6 +66,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "PATH (.svg flamegraph, .txt raw, else speedscope JSON)")
     parser.add_argument("--profile-phase", default="W1.produce",
                         help="phase to profile: W1.produce, W1.consume, W2.produce, W2.consume, "
+                             "W2deep.produce, "
                              "backlog.consume, W3.produce, W5.<rate>, partitions.idle, "
                              "partitions.produce "
                              "(default: %(default)s)")
@@ -120,6 +122,8 @@ def run_workloads(args: argparse.Namespace, ctx: Context) -> list:
             sections.append(backlog_alone(ctx))
         elif name == "w2":
             sections.append(w2(ctx))
+        elif name == "w2deep":
+            sections.append(w2_deep(ctx))
         elif name == "w3":
             sections.append(w3(ctx))
         elif name == "w5":

@@ -72,6 +72,11 @@ class Workload:
     # producer still waits for every ack; a record is counted acked when flush() ends
     # without reporting it failed), so the client spends less of the shared CPUs
     error_reports_only: bool = False
+    # librdkafka's queue.buffering.max.messages (0: its default, 100,000): how many records
+    # the client may hold unsent; a deep queue keeps more batches in flight to the broker
+    queue_max_messages: int = 0
+    # librdkafka's batch.size in bytes (0: its default, 1,000,000)
+    batch_bytes: int = 0
 
 
 @dataclass
@@ -242,6 +247,9 @@ def produce_all(bootstrap: str, workload: Workload, progress: Progress) -> Phase
         "acks": workload.acks, "compression.type": workload.compression,
         "message.timeout.ms": int(workload.timeout_s * 1000),
         "delivery.report.only.error": workload.error_reports_only,
+        **({"queue.buffering.max.messages": workload.queue_max_messages}
+           if workload.queue_max_messages else {}),
+        **({"batch.size": workload.batch_bytes} if workload.batch_bytes else {}),
     })
     producer.list_topics(workload.topic, timeout=10)  # connect + metadata outside the timing
     value = os.urandom(workload.value_bytes)

@@ -31,6 +31,10 @@ from throughput import (
 LATENCY_GOAL_P99_MS = 50.0
 BACKLOG_GOAL = 0.8      # consume rate of the big log / of the small log, at least
 CLUSTER_GOAL = 0.8      # RF 3 acks=all / RF 1 acks=1 produce rate, at least
+DEEP_QUEUE_RATIO_GOAL = 1.0     # W2 deep queue: Raftwood / noida-db produce rate, at least
+DEEP_QUEUE_MB_S_GOAL = 430.0    # ... and MB/s of values on a quiet run (half this disk's
+                                # 860 MB/s with fdatasync), at least
+DEEP_QUEUE_MESSAGES = 2_000_000  # queue.buffering.max.messages of the W2 deep-queue producer
 
 
 @dataclass
@@ -231,6 +235,57 @@ def w2(ctx: Context) -> Section:
     for row in section.summary:
         row.what = row.what.replace("(msg/s)", "(MB/s)")
     return section
+
+
+def w2_deep(ctx: Context) -> Section:
+    """W2 with a deep client queue: a producer streaming bulk data keeps up to 2M records
+    queued (librdkafka's default is 100,000), so many 1 MB batches are in flight to the
+    broker at once.  Produce only: the goal is the broker's intake."""
+    workload = ctx.workload(ctx.count(1_000_000), value_bytes=1024, topic="bench-w2-deep",
+                            queue_max_messages=DEEP_QUEUE_MESSAGES, batch_bytes=1_000_000)
+    title = (f"W2 deep queue: {workload.messages:,} x 1 KiB, 3 partitions, linger.ms 5, "
+             f"batch.size 1 MB, queue.buffering.max.messages {DEEP_QUEUE_MESSAGES:,}, acks=1; "
+             "produce only")
+    section = Section("W2deep", title, ["target", "records", "produce msg/s", "produce MB/s",
+                                        "prod CPU s/GB", "status"])
+    figures: dict[str, dict | None] = {}
+    for name in ctx.targets:
+        label = TARGETS[name].label
+        produced = None
+        try:
+            with session(name, 1, ctx) as run:
+                create_topic(run.deployment.bootstrap_servers, workload, run.progress)
+                produced = measured_produce(run, workload, ctx, "W2deep")
+            status = "ok"
+        except (TargetError, PhaseError) as exc:
+            status = f"FAILED: {brief(exc)}"
+            section.errors.append(f"{label}: {brief(exc)}")
+        figures[name] = produced.as_json() if produced else None
+        section.rows.append([label, num(produced.messages if produced else None),
+                             num(produced.msg_per_s if produced else None),
+                             num(produced.mb_per_s if produced else None, 2),
+                             _cpu_per_gb(ctx, "W2deep", label, "produce"), status])
+    _deep_queue_goals(section, figures)
+    return section
+
+
+def _deep_queue_goals(section: Section, figures: dict[str, dict | None]) -> None:
+    ours, theirs = figures.get("raftwood"), figures.get("noida")
+    section.figures["targets"] = figures
+    mb_s = ours["mb_per_s"] if ours else None
+    section.summary.append(SummaryRow(
+        "produce MB/s (quiet run)", f">= {DEEP_QUEUE_MB_S_GOAL:.0f}",
+        num(mb_s, 1), "-" if mb_s is None else ("yes" if mb_s >= DEEP_QUEUE_MB_S_GOAL else "no")))
+    if "noida" not in figures:
+        return
+    found = ratio(ours and ours["msg_per_s"], theirs and theirs["msg_per_s"])
+    section.figures["raftwood_over_noida"] = found
+    section.summary.append(SummaryRow("produce Raftwood/noida (MB/s)",
+                                      f">= {DEEP_QUEUE_RATIO_GOAL:.1f}x", fmt_ratio(found),
+                                      _met(found, DEEP_QUEUE_RATIO_GOAL)))
+    section.notes.append(f"Raftwood/noida produce: {fmt_ratio(found)} (goal: at least "
+                         f"{DEEP_QUEUE_RATIO_GOAL:.1f}x, and at least {DEEP_QUEUE_MB_S_GOAL:.0f} "
+                         "MB/s on a quiet run)")
 
 
 # --- backlog: consume rate of a small log vs a big one --------------------------------------
