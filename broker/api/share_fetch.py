@@ -36,7 +36,7 @@ from protocol.errors import ErrorCode
 from protocol.share_fetch_messages import ShareAcknowledgeResponse, ShareFetchResponse
 
 from ..replication.delayed import FetchPartitionStatus
-from ..replication.fetch_sessions import FINAL_EPOCH
+from ..replication.fetch_sessions import FINAL_EPOCH, INITIAL_EPOCH
 from ..replication.partition import READ_COMMITTED, READ_UNCOMMITTED
 from ..security.acls import AclOperation, ResourceType
 from ..share.partition import AcknowledgementBatch
@@ -95,6 +95,8 @@ async def handle_share_fetch(ctx: ApiContext, request: Request) -> ShareFetchRes
                                                bool(acks))
     if error != ErrorCode.NONE or session is None:
         return _fetch_answer(ctx, request, error, {})
+    if epoch == INITIAL_EPOCH:
+        _close_with_connection(ctx, request, session)
     outcomes = await _acknowledge(ctx, request, group_id, member_id, acks)
     if epoch == FINAL_EPOCH:
         _close(ctx, group_id, member_id)
@@ -202,6 +204,22 @@ def _close(ctx: ApiContext, group_id: str, member_id: str) -> None:
         if info is not None:
             names.append((info.name, index))
     ctx.share.partitions.release_member(group_id, member_id, names)
+
+
+def _close_with_connection(ctx: ApiContext, request: Request, session: Any) -> None:
+    """A share session belongs to the connection that opened it (Kafka's
+    ShareSessionCache, one session a connection): when that connection closes with the
+    session still open (a consumer killed, or one gone without closing it) the session
+    is closed and the member's locks released at once, delivery counts kept, as
+    Kafka's leader does on the member's disconnect."""
+    connection = getattr(request, "session", None)
+    if connection is None:
+        return
+
+    def closed() -> None:
+        if ctx.share.sessions.is_open(session):
+            _close(ctx, session.group_id, session.member_id)
+    connection.when_closed("share-session", closed)
 
 
 def _leader_outcome(ctx: ApiContext, target: Target) -> PartitionOutcome:

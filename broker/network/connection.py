@@ -217,6 +217,10 @@ class Connection(asyncio.Protocol):
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self.context.connections.discard(self)
+        try:
+            self.session.closed()
+        except Exception:  # a handler's leftover must not break the close
+            log.exception("[Connection %s] close callback failed", self.peer)
         for item in self._queue:
             if isinstance(item, _Pending):
                 item.cancel()

@@ -8,6 +8,8 @@ ANONYMOUS.  Event-loop only; owned by its Connection.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kafka.protocol.api_key import ApiKey
 
 from .listeners import Listener
@@ -35,12 +37,25 @@ class SecuritySession:
         # name and version, the peer's port.
         self.client_software = ("", "")
         self.peer_port = -1
+        # What a handler left to do when this connection closes, by key (a later one of
+        # the same key replaces it): a share session opened here is closed (KIP-932).
+        self._on_close: dict[str, Callable[[], None]] = {}
 
     def on_connection_made(self, transport) -> None:
         peer = transport.get_extra_info("peername")
         self.peer_port = peer[1] if isinstance(peer, tuple) else -1
         if self.listener.uses_tls:
             self.principal = principal_of(transport.get_extra_info("peercert"))
+
+    def when_closed(self, key: str, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once this connection closes (replacing ``key``'s)."""
+        self._on_close[key] = callback
+
+    def closed(self) -> None:
+        """The connection closed: run what handlers left for it, each once."""
+        callbacks, self._on_close = list(self._on_close.values()), {}
+        for callback in callbacks:
+            callback()
 
     def admits(self, api_key: int) -> bool:
         """May a request of ``api_key`` be handled now?  (False: close the connection.)"""

@@ -112,5 +112,10 @@ class ShareSessionCache:
             return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
         return self.update(group_id, member_id, epoch, (), (), True)
 
+    def is_open(self, session: ShareSession) -> bool:
+        """Whether ``session`` is its member's open session (not closed, evicted or
+        replaced by a new one)."""
+        return self.sessions.get((session.group_id, session.member_id)) is session
+
     def close(self, group_id: str, member_id: str) -> ShareSession | None:
         return self.sessions.pop((group_id, member_id), None)

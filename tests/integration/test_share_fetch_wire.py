@@ -232,6 +232,25 @@ def test_closing_the_session_releases_the_members_locks(broker):
         assert a.fetch().error_code == SHARE_SESSION_NOT_FOUND
 
 
+def test_a_member_whose_connection_closes_has_its_locks_released_at_once(broker):
+    """A share session belongs to the connection that opened it (Kafka's
+    ShareSessionCache): when that connection closes with the session still open (a
+    consumer killed, or one that left its group and went away without closing it), the
+    member's records are released at once with their delivery counts, not when their
+    lock (60 s here) expires."""
+    with KafkaConnection(broker.bootstrap) as conn:
+        topic_id = new_topic(conn, "gone")
+        set_group_configs(conn, "g-gone", {"share.record.lock.duration.ms": "60000"})
+        b = open_member(conn, "g-gone", topic_id)
+        with KafkaConnection(broker.bootstrap) as other:
+            a = open_member(other, "g-gone", topic_id)
+            produce(conn, "gone", 2)
+            assert acquired(fetch_until(a, acquired)) == [(0, 1, 1)]
+            assert acquired(b.fetch()) == [], "locked by a"
+        assert acquired(fetch_until(b, acquired, seconds=30)) == [(0, 1, 2)]
+        assert partition_of(b.acknowledge([(0, 1, [ACCEPT])])).error_code == NONE
+
+
 def test_session_and_request_errors(broker):
     with KafkaConnection(broker.bootstrap) as conn:
         topic_id = new_topic(conn, "errors")
