@@ -2,6 +2,7 @@
 defaults, the restart request files (``ports.py``, ``dev_layout.py``, ``dev_control.py``)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -86,29 +87,47 @@ def test_the_footer_names_the_keys_only_when_they_work():
     assert "keys" not in footer(3, "./data", keys_on=False)
 
 
+@contextlib.contextmanager
+def stand_in(*args: str):
+    """A live process whose argv ends with ``args``, until the block ends."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)", *args],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        # Its first line comes after exec: until then /proc/<pid>/cmdline can still be
+        # the forking pytest's, or empty (a real dev writes its pid file from its own
+        # process).
+        assert process.stdout.readline().strip() == "up"
+        yield process.pid
+    finally:
+        process.kill()
+        process.wait(10)
+        process.stdout.close()
+
+
+def pid_file(data_dir):
+    return dev_control.control_dir(data_dir) / dev_control.PID_FILE
+
+
 @pytest.fixture
 def supervised(tmp_path):
     """``tmp_path`` claimed, its pid file naming a live process whose argv has ``dev``
     (this thread answers for it)."""
     dev_control.claim(tmp_path)
-    stand_in = subprocess.Popen(
-        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)", "dev"],
-        stdout=subprocess.PIPE, text=True)
-    # Its first line comes after exec: until then /proc/<pid>/cmdline can still be the
-    # forking pytest's, or empty (a real dev writes its pid file from its own process).
-    assert stand_in.stdout.readline().strip() == "up"
-    (dev_control.control_dir(tmp_path) / dev_control.PID_FILE).write_text(f"{stand_in.pid}\n")
-    yield tmp_path
-    stand_in.kill()
-    stand_in.wait(10)
-    stand_in.stdout.close()
+    with stand_in("dev") as pid:
+        pid_file(tmp_path).write_text(f"{pid}\n")
+        yield tmp_path
 
 
 def test_a_pid_file_of_a_process_that_is_no_dev_names_no_supervisor(tmp_path):
-    dev_control.claim(tmp_path)             # this pytest process: alive, but not a dev
-    assert dev_control.supervisor_pid(tmp_path) is None
-    dev_control.release(tmp_path)
-    assert not (dev_control.control_dir(tmp_path) / dev_control.PID_FILE).exists()
+    # Not this pytest process: its argv holds "dev" when run with ``-k dev``.
+    dev_control.claim(tmp_path)
+    with stand_in() as pid:                 # alive, but not a dev
+        pid_file(tmp_path).write_text(f"{pid}\n")
+        assert dev_control.supervisor_pid(tmp_path) is None
+    pid_file(tmp_path).write_text(f"{os.getpid()}\n")
+    dev_control.release(tmp_path)           # the pid file is this process's: removed
+    assert not pid_file(tmp_path).exists()
 
 
 def test_a_restart_request_is_answered_through_the_control_files(supervised):
