@@ -38,7 +38,11 @@ Regex subscriptions (``SubscribedTopicRegex``, RE2 syntax, regex_subscriptions.p
 member subscribes to its topic names and to every topic of this broker's image whose
 whole name its pattern matches, resolved again on each heartbeat against the current
 image (cached per image), so a topic created or deleted moves the group epoch at the
-next heartbeat of any member, as a changed partition count does.  A pattern that does
+next heartbeat of any member, as a changed partition count does.  With an authorizer
+the pattern subscribes the member only to the matching topics its principal may
+Describe (the ``topic_access`` of its last heartbeat), so an ACL change counts at the
+next heartbeat too; a member loaded by this coordinator subscribes through its pattern
+to nothing until its own first heartbeat here tells its principal.  A pattern that does
 not compile, or that RE2 would refuse, is answered INVALID_REGULAR_EXPRESSION; an empty
 one clears the member's regex.  The pattern is kept in the member's metadata record;
 Kafka's resolved-regex record (ConsumerGroupRegularExpression) is not written: a loading
@@ -75,7 +79,13 @@ from .consumer_group import (
 )
 from .group_configs import GroupSettings, group_settings
 from .manager import GroupMetadataManager
-from .regex_subscriptions import InvalidRegex, RegexResolver, compile_subscription
+from .regex_subscriptions import (
+    UNFILTERED,
+    InvalidRegex,
+    RegexResolver,
+    TopicAccess,
+    compile_subscription,
+)
 from .state import GroupMetadata, GroupState
 from .waiters import call_later
 
@@ -154,6 +164,7 @@ class ConsumerGroups:
         self.consumer_assignors = assignor_names(config["group.consumer.assignors"])
         self.consumer_max_size = config["group.consumer.max.size"]
         self._regexes = RegexResolver()
+        self._authorizing = bool(str(config["authorizer.class.name"]).strip())
 
     # -- ConsumerGroupHeartbeat -------------------------------------------------------------
 
@@ -163,10 +174,13 @@ class ConsumerGroups:
             subscribed_topic_names: list[str] | None, subscribed_topic_regex: str | None,
             server_assignor: str | None, owned: TopicAssignment | None,
             client_id: str = "", client_host: str = "",
-            client_makes_member_id: bool = True) -> HeartbeatAnswer:
+            client_makes_member_id: bool = True,
+            topic_access: TopicAccess | None = None) -> HeartbeatAnswer:
         """One ConsumerGroupHeartbeat; ``owned`` is the request's topic partitions (None
         when not sent).  ``client_makes_member_id``: v1+, where the member id is the
-        client's (KIP-1082); a v0 join may leave it empty for the coordinator to make."""
+        client's (KIP-1082); a v0 join may leave it empty for the coordinator to make.
+        ``topic_access``: what the request's principal may Describe (None: everything,
+        no authorizer or a super user)."""
         error = self.manager.validate_group(group_id)
         if error != ErrorCode.NONE:
             return HeartbeatAnswer(error)
@@ -204,6 +218,7 @@ class ConsumerGroups:
         if isinstance(found, HeartbeatAnswer):
             return found
         member, bump = found
+        member.topic_access = topic_access or UNFILTERED
         consumer = group.consumer
         before = (member.subscribed_topic_names, member.subscribed_topic_regex,
                   member.server_assignor, member.rebalance_timeout_ms, member.rack_id)
@@ -222,7 +237,8 @@ class ConsumerGroups:
         if after != before or member_epoch == 0:
             entries.append(_member_metadata_record(group_id, member))
         bump = bump or after[:3] != before[:3] \
-            or self._subscribed_metadata(consumer) != consumer.subscribed_metadata
+            or self._subscribed_metadata(consumer) != consumer.subscribed_metadata \
+            or self._regex_topics_changed(consumer)
         if bump:
             entries += self._bump_group_epoch(group)
         previous = copy_assignment(member.assigned)
@@ -378,8 +394,21 @@ class ConsumerGroups:
         among ``topics`` (the image's)."""
         names = set(member.subscribed_topic_names)
         if member.subscribed_topic_regex:
-            names |= self._regexes.resolve(member.subscribed_topic_regex, topics)
+            access = member.topic_access
+            if self._authorizing and access is None:
+                return names  # its principal is not known here yet: fail closed
+            names |= self._regexes.resolve(member.subscribed_topic_regex, topics, access)
         return names
+
+    def _regex_topics_changed(self, consumer: ConsumerGroupState) -> bool:
+        """A regex member's topics differ from the target's though the group's union did
+        not (another member's principal may Describe the topic its own may not)."""
+        if consumer.regex_topics is None:
+            return False
+        topics = self._image().topics
+        return consumer.regex_topics != {m.member_id: frozenset(self._member_topics(m, topics))
+                                         for m in consumer.members.values()
+                                         if m.subscribed_topic_regex}
 
     def _subscribed_metadata(self, consumer: ConsumerGroupState) -> dict[str, tuple[str, int]]:
         topics = self._image().topics
@@ -395,10 +424,12 @@ class ConsumerGroups:
         consumer.subscribed_metadata = self._subscribed_metadata(consumer)
         assignor = consumer.chosen_assignor(self.consumer_assignors[0])
         topics = self._image().topics
-        target = assign(assignor,
-                        {m.member_id: self._member_topics(m, topics)
-                         for m in consumer.members.values()},
-                        consumer.subscribed_metadata, consumer.target)
+        members_topics = {m.member_id: self._member_topics(m, topics)
+                          for m in consumer.members.values()}
+        consumer.regex_topics = {m.member_id: frozenset(members_topics[m.member_id])
+                                 for m in consumer.members.values() if m.subscribed_topic_regex}
+        target = assign(assignor, members_topics, consumer.subscribed_metadata,
+                        consumer.target)
         group_id = group.group_id
         entries = [(records.consumer_group_key(records.CONSUMER_GROUP_METADATA, group_id),
                     records.epoch_value(consumer.group_epoch))]

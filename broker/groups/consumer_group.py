@@ -86,6 +86,9 @@ class ConsumerMember:
     pending_revocation: TopicAssignment = field(default_factory=dict)
     session_timer: Any = None
     rebalance_timer: Any = None
+    # What the member's principal may Describe (regex_subscriptions.TopicAccess), from
+    # its last heartbeat on this coordinator; None: not known (yet) or no authorizer.
+    topic_access: Any = field(default=None, compare=False, repr=False)
 
     def owns(self, topic_id: str, partition: int) -> bool:
         return partition in self.assigned.get(topic_id, ()) or \
@@ -102,6 +105,10 @@ class ConsumerGroupState:
     target: dict[str, TopicAssignment] = field(default_factory=dict)
     # The subscribed topics the target was computed with: name -> (topic id, partitions).
     subscribed_metadata: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # The topics each regex member was subscribed to by the target (in memory, None
+    # for a group loaded here: then only subscribed_metadata is compared).
+    regex_topics: dict[str, frozenset[str]] | None = field(default=None, compare=False,
+                                                           repr=False)
 
     def state_name(self) -> str:
         if not self.members:
