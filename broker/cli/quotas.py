@@ -1,21 +1,26 @@
 """``raftwood quotas describe|alter``: client quotas (KIP-546), like kafka-configs.sh's
-``--entity-type users|clients``.
+``--entity-type users|clients|ips``.
 
     raftwood quotas alter --user alice --add-config producer_byte_rate=1048576
     raftwood quotas alter --client-id-default --add-config consumer_byte_rate=2097152
     raftwood quotas alter --user alice --client-id app --delete-config controller_mutation_rate
+    raftwood quotas alter --ip 10.0.0.7 --add-config connection_creation_rate=20
     raftwood quotas describe [--user alice] [--client-id app] [--strict]
+    raftwood quotas describe --ip 10.0.0.7 | --ip-default
 
-An entity is a user, a client id, or both; ``--user-default`` / ``--client-id-default``
-name the default one.  ``describe`` without an entity lists every quota; with one it
-lists the entities that contain it (``--strict``: exactly it).  Keys:
-producer_byte_rate, consumer_byte_rate (bytes per second, per broker),
-controller_mutation_rate (partitions per second); request_percentage is refused (not
-enforced).
+An entity is a user, a client id, or both, or an IP address alone (KIP-612);
+``--user-default`` / ``--client-id-default`` / ``--ip-default`` name the default one.
+``describe`` without an entity lists every quota; with one it lists the entities that
+contain it (``--strict``: exactly it).  Keys: producer_byte_rate, consumer_byte_rate
+(bytes per second, per broker), controller_mutation_rate (partitions per second) for
+users and client ids; connection_creation_rate (connections per second) for IPs;
+request_percentage is refused (not enforced).  A user error (an IP with a user, an
+address that is not one, a value that is not a number) is one line on stderr, exit 1.
 """
 from __future__ import annotations
 
 import argparse
+import ipaddress
 
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
@@ -58,6 +63,9 @@ def _entity_options() -> argparse.ArgumentParser:
     client.add_argument("--client-id", help="a client id")
     client.add_argument("--client-id-default", action="store_true",
                         help="the default client id")
+    ip = options.add_mutually_exclusive_group()
+    ip.add_argument("--ip", help="an IP address (connection_creation_rate)")
+    ip.add_argument("--ip-default", action="store_true", help="the default IP")
     return options
 
 
@@ -67,6 +75,16 @@ def _entity(args) -> list[tuple[str, str | None]]:
         pairs.append(("user", args.user))
     if args.client_id is not None or args.client_id_default:
         pairs.append(("client-id", args.client_id))
+    if args.ip is not None or args.ip_default:
+        if pairs:
+            raise CommandFailure("--ip/--ip-default cannot be combined with --user or "
+                                 "--client-id (an IP quota stands alone)")
+        if args.ip is not None:
+            try:
+                ipaddress.ip_address(args.ip)
+            except ValueError:
+                raise CommandFailure(f"--ip {args.ip!r} is not an IP address") from None
+        pairs.append(("ip", args.ip))
     return pairs
 
 
@@ -91,7 +109,7 @@ def cmd_quotas_alter(args) -> int:
     pairs = _entity(args)
     if not pairs:
         raise CommandFailure("name an entity: --user/--user-default and/or "
-                             "--client-id/--client-id-default")
+                             "--client-id/--client-id-default, or --ip/--ip-default")
     ops = _ops(args)
     if not ops:
         raise CommandFailure("nothing to change: give --add-config and/or --delete-config")
@@ -119,18 +137,19 @@ def cmd_quotas_describe(args) -> int:
     if response.error_code != ErrorCode.NONE:
         raise KafkaFailure(response.error_code, response.error_message,
                            "cannot describe client quotas")
-    rows = []
-    for entry in response.entries or []:
-        names = {e.entity_type: DEFAULT if e.entity_name is None else e.entity_name
-                 for e in entry.entity}
-        for value in sorted(entry.values, key=lambda v: v.key):
-            rows.append([names.get("user"), names.get("client-id"), value.key,
-                         _number(value.value)])
+    entities = [({e.entity_type: DEFAULT if e.entity_name is None else e.entity_name
+                  for e in entry.entity}, entry.values) for entry in response.entries or []]
+    types = ["user", "client-id"] if any("ip" not in names for names, _ in entities) else []
+    if any("ip" in names for names, _ in entities):
+        types.append("ip")
+    rows = [[names.get(t) for t in types] + [value.key, _number(value.value)]
+            for names, values in entities for value in sorted(values, key=lambda v: v.key)]
     if not rows:
         print("no client quotas (set one with raftwood quotas alter --user NAME "
               "--add-config producer_byte_rate=1048576)")
         return EXIT_OK
-    print(format_table(["USER", "CLIENT-ID", "KEY", "VALUE"], rows, right=[3]))
+    print(format_table([t.upper() for t in types] + ["KEY", "VALUE"], rows,
+                       right=[len(types) + 1]))
     return EXIT_OK
 
 

@@ -7,11 +7,13 @@ pairs and its values a dict key → float (``ClusterState.client_quotas``).
 
 Kafka's rules (ClientQuotaControlManager, ClientQuotasImage.describe):
 
-* AlterClientQuotas: an empty entity, a type named twice, ``ip`` with another type
-  → INVALID_REQUEST; an unknown type → UNSUPPORTED_VERSION ("Unhandled client quota
-  entity type"); a key the entity cannot have → INVALID_REQUEST ("Invalid
-  configuration key"); a byte or mutation rate that is not a positive number, or a
-  byte rate that is not whole → INVALID_REQUEST.
+* AlterClientQuotas: an empty entity, a type named twice, ``ip`` with another type, an
+  ``ip`` name that is not an IP address literal (Kafka also takes a host name it
+  resolves; connections are matched by address here) → INVALID_REQUEST; an unknown
+  type → UNSUPPORTED_VERSION ("Unhandled client quota entity type"); a key the entity
+  cannot have → INVALID_REQUEST ("Invalid configuration key"); a byte or mutation
+  rate that is not a positive number, or a byte rate that is not whole →
+  INVALID_REQUEST.
 * Enforced: the byte rates and the connection creation rate by rates.py,
   ``controller_mutation_rate`` by mutations.py.  ``request_percentage`` is refused
   (INVALID_REQUEST) rather than stored and ignored: handler time is not measured per
@@ -25,6 +27,7 @@ Pure functions: any thread.
 """
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterable, Mapping
 
 USER = "user"
@@ -71,7 +74,20 @@ def entity_of(pairs: Iterable[tuple[str, str | None]]) -> Entity:
     if IP in types and len(types) > 1:
         raise QuotaError("INVALID_REQUEST", "Invalid quota entity combination: ip cannot be "
                                             "combined with user or client-id")
+    for entity_type, name in pairs:
+        if entity_type == IP and name is not None and not _is_ip(name):
+            raise QuotaError("INVALID_REQUEST", f"{name} is not a valid IP or resolvable host.")
     return tuple(sorted(pairs))
+
+
+def _is_ip(name: str) -> bool:
+    """An IP address literal: connections are matched by their peer's address, so a
+    host name (which Kafka resolves at alter time) could never match one."""
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
 
 
 def check_value(entity: Entity, key: str, value: float) -> None:

@@ -7,7 +7,10 @@ served and throttled (``throttle_time_ms`` > 0); another client is not affected.
 ``ip`` entity's ``connection_creation_rate`` (KIP-612) is described and altered like the
 other quotas and enforced at accept: connections from that address beyond the rate are
 closed before any answer, connections from elsewhere are not, and removing the quota
-lets the address in again.  Every wait is bounded.
+lets the address in again.  ``raftwood quotas --ip/--ip-default`` alters and describes
+ip entities (a table with an IP column), and each user error (an IP with a user, an
+address that is not one, a key an IP cannot have) is one line on stderr, exit 1, with
+nothing changed.  Every wait is bounded.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from kafka.protocol.admin import (
 )
 from kafka.protocol.metadata import ApiVersionsRequest
 
+from broker.cli.main import main as cli_main
 from broker.harness.process import BrokerProcess
 from broker.testing import KafkaConnection
 from protocol.errors import ErrorCode
@@ -157,3 +161,45 @@ def test_an_ip_quota_takes_only_the_connection_rate(quota_broker):
         assert alter_quota(admin, (("ip", None),), {"connection_creation_rate": 2.5}) \
             == ErrorCode.INVALID_REQUEST  # a rate of connections is whole
         assert described(admin, "ip", "10.9.8.7") == {}
+
+
+def _raftwood(capsys, *argv: str) -> tuple[int, str, str]:
+    """``raftwood ARGV`` in this process: (exit code, stdout, stderr)."""
+    code = cli_main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_raftwood_quotas_ip_alters_and_describes_ip_entities(quota_broker, capsys):
+    bootstrap = ("--bootstrap-server", quota_broker.bootstrap)
+    code, out, err = _raftwood(capsys, "quotas", "alter", *bootstrap, "--ip", "10.1.2.3",
+                               "--add-config", "connection_creation_rate=20")
+    assert code == 0 and "ip 10.1.2.3" in out, err
+    code, out, err = _raftwood(capsys, "quotas", "alter", *bootstrap, "--ip-default",
+                               "--add-config", "connection_creation_rate=50")
+    assert code == 0, err
+    with KafkaConnection(quota_broker.bootstrap) as admin:
+        wait_described(admin, "ip", "10.1.2.3", {"connection_creation_rate": 20.0})
+    code, out, err = _raftwood(capsys, "quotas", "describe", *bootstrap, "--ip", "10.1.2.3")
+    rows = [line.split() for line in out.splitlines()]
+    assert code == 0 and rows == [["IP", "KEY", "VALUE"],
+                                  ["10.1.2.3", "connection_creation_rate", "20"]], out + err
+    code, out, err = _raftwood(capsys, "quotas", "describe", *bootstrap, "--ip-default")
+    rows = [line.split() for line in out.splitlines()]
+    assert code == 0 and ["<default>", "connection_creation_rate", "50"] in rows, out + err
+    refusals = [
+        (["--ip", "10.1.2.3", "--user", "alice"], "cannot be combined"),
+        (["--ip", "10.1.2.999"], "is not an IP address"),
+        (["--ip", "10.1.2.3", "--add-config", "producer_byte_rate=1024"], "INVALID_REQUEST"),
+    ]
+    for args, said in refusals:
+        if "--add-config" not in args:
+            args = [*args, "--add-config", "connection_creation_rate=1"]
+        code, out, err = _raftwood(capsys, "quotas", "alter", *bootstrap, *args)
+        assert code == 1 and said in err and len(err.strip().splitlines()) == 1, (args, err)
+    for args in (["--ip", "10.1.2.3"], ["--ip-default"]):
+        code, _, err = _raftwood(capsys, "quotas", "alter", *bootstrap, *args,
+                                 "--delete-config", "connection_creation_rate")
+        assert code == 0, err
+    with KafkaConnection(quota_broker.bootstrap) as admin:
+        wait_described(admin, "ip", "10.1.2.3", {})

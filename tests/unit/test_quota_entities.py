@@ -16,6 +16,8 @@ from broker.quotas import entities as q
     ([], "INVALID_REQUEST"),
     ([("user", "a"), ("user", "b")], "INVALID_REQUEST"),
     ([("ip", "1.2.3.4"), ("user", "a")], "INVALID_REQUEST"),
+    ([("ip", "not-an-address")], "INVALID_REQUEST"),
+    ([("ip", "10.0.0.256")], "INVALID_REQUEST"),
     ([("group", "g")], "UNSUPPORTED_VERSION"),
 ])
 def test_refused_entities(pairs, code):
