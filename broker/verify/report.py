@@ -230,7 +230,8 @@ class Report:
                 f"missing {s.get('missing', 0)}; {s.get('deliveries', 0)} deliveries, "
                 f"duplicates {s.get('duplicates', 0)} (bound {s.get('duplicate_bound', 0)}: "
                 f"in flight at faults {sum(s.get('in_flight_at_faults', []))}, commits "
-                f"refused {s.get('commits_refused', 0)}); delivery counts "
+                f"refused {s.get('commits_refused', 0)}); lost acknowledgements "
+                f"{s.get('lost_acknowledgements', 0)}; delivery counts "
                 f"{s.get('delivery_counts', {})}"]
 
     def _transaction_lines(self) -> list[str]:

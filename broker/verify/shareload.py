@@ -17,13 +17,18 @@ wire).  ``check_share`` then holds the group to:
 - every acknowledged (acks=all) record was delivered to the group and acknowledged by
   the end (``share-missing`` when never delivered): a commit that carried its ACCEPT
   succeeded, or it lies below its partition's share-group start offset
-  (DescribeShareGroupOffsets asked of every broker, the highest answer kept), or its
+  (DescribeShareGroupOffsets: the group's coordinator answers every partition, asking
+  each key's share coordinator; every broker is asked, as the coordinator may have
+  moved in a fault, and the highest answer kept), or its
   commit's answer was lost in a fault and the broker never redelivered it through the
   drain (longer than the lock duration, so an acknowledgement the broker did not take
   would have come back): counted as ``unconfirmed_not_redelivered``, as Kafka's client
   too leaves such a commit's outcome open;
 - deliveries beyond the first (duplicates) are at most the records outstanding at the
-  faults plus those whose commit was refused (``share-duplicates``).
+  faults plus those whose commit was refused (``share-duplicates``);
+- no record is delivered again after a commit carrying its ACCEPT succeeded: the broker
+  answers an acknowledgement only once it is written, so such a redelivery is an
+  acknowledgement lost (``share-lost-acknowledgement``).
 
 Threads: the consumers' threads write the evidence under one lock; ``stop()`` then
 ``finish(timeout_s)`` is the way out, bounded.
@@ -73,6 +78,7 @@ class ShareWorker:
         self.accepted: set[Key] = set()             # keys whose acknowledgement committed
         self.counts_seen: Counter = Counter()       # delivery count stamped -> deliveries
         self.outstanding: set[Key] = set()
+        self.lost: set[Key] = set()                 # delivered again after accepted
         self.refused = 0                            # deliveries whose commit failed
         self.errors: Counter = Counter()
         self._fault_open = False
@@ -174,6 +180,8 @@ class ShareWorker:
 
     def _delivered(self, key: Key, delivery_count) -> None:
         with self._lock:
+            if key in self.accepted:
+                self.lost.add(key)
             self.deliveries[key] += 1
             self.counts_seen[delivery_count] += 1
             self.outstanding.add(key)
@@ -218,8 +226,10 @@ class ShareWorker:
 def group_starts(addresses: list[str], group: str, topics: list[str],
                  partitions: int) -> dict[tuple[str, int], int]:
     """{(topic, partition): the group's share-partition start offset}, the highest any
-    broker answers with (a broker answers the partitions whose share state it serves or
-    whose share partition it leads); unreachable brokers are skipped."""
+    broker answers with.  The group's coordinator answers every partition (each from its
+    key's share coordinator, over ReadShareGroupStateSummary when another broker serves
+    it); the others answer with an error.  Every broker is asked because the group
+    coordinator may be moving after a fault; unreachable brokers are skipped."""
     from broker.harness import KafkaConnection
     from protocol.share_group_messages import DescribeShareGroupOffsetsRequest
     request_group = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
@@ -260,7 +270,7 @@ def check_share(worker: ShareWorker, wanted: set[Key], violations) -> dict:
                    "start_offsets": {f"{t}-{p}": o for (t, p), o in sorted(worker.starts.items())},
                    "deliveries": sum(worker.deliveries.values()), "duplicates": duplicates,
                    "duplicate_bound": bound, "in_flight_at_faults": list(worker.fault_peaks),
-                   "commits_refused": worker.refused,
+                   "commits_refused": worker.refused, "lost_acknowledgements": len(worker.lost),
                    "delivery_counts": {str(k): v for k, v in sorted(worker.counts_seen.items(),
                                                                     key=lambda kv: str(kv[0]))},
                    "errors": dict(worker.errors.most_common(6))}
@@ -272,6 +282,10 @@ def check_share(worker: ShareWorker, wanted: set[Key], violations) -> dict:
                        f"{'not answered' if start is None else start})")
     if len(missing) > 20:
         violations.add("share-missing", f"... and {len(missing) - 20} more")
+    for key in sorted(worker.lost)[:20]:
+        violations.add("share-lost-acknowledgement", f"{key[0]}-{key[1]}@{key[2]}: delivered "
+                       f"again to share group {worker.group} after a commit carrying its "
+                       f"ACCEPT succeeded")
     if duplicates > bound:
         violations.add("share-duplicates", f"{duplicates} redeliveries beyond the first, more "
                        f"than the {bound} records in flight at faults or with a refused commit")

@@ -71,3 +71,30 @@ def test_redeliveries_are_bounded_by_the_records_in_flight_at_faults():
     deliver(w, [2], count=3)  # one more redelivery nothing accounts for
     check_share(w, WANTED, violations)
     assert violations.counts["share-duplicates"] == 1
+
+
+def test_share_is_a_default_workload_of_verify_and_its_command():
+    """``raftwood verify`` runs the share workload unless ``--workloads`` leaves it out."""
+    import argparse
+
+    from broker.cli.verify import add_command
+    from broker.verify import VerifyOptions
+
+    assert "share" in VerifyOptions().workloads
+    parser = argparse.ArgumentParser()
+    add_command(parser.add_subparsers())
+    assert parser.parse_args(["verify"]).workloads.split(",") == ["records", "txn", "share"]
+
+
+def test_a_record_delivered_again_after_its_acceptance_committed_is_a_lost_acknowledgement():
+    """A commit that carried a record's ACCEPT succeeded, so the broker may never hand
+    the record out again: a redelivery after it is an acknowledgement the broker lost."""
+    w, violations = worker(), ViolationLog()
+    deliver(w, range(4))
+    w.fault_begun()
+    deliver(w, [1])  # delivered again after its ACCEPT was committed
+    w.fault_ended()
+    summary = check_share(w, WANTED, violations)
+    assert summary["lost_acknowledgements"] == 1
+    assert violations.counts["share-lost-acknowledgement"] == 1
+    assert summary["duplicates"] == 1 and not violations.counts["share-duplicates"]
