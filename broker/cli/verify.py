@@ -13,14 +13,14 @@ proxy.  The first line says which ran and why.
 no default set includes; such a run starts 4 brokers unless ``--brokers`` is given,
 so a replica has a broker to move to (``broker/verify/reassign.py`` says why).
 
-Workloads: ``records`` (idempotent acks=all producers; always) and ``txn`` (a
-transactional producer, read_committed readers and the LSO; the default includes it
-when confluent-kafka is importable, and says so when it is skipped).  A flag rather
-than a mode: the transactions are worth most under the same faults as everything else,
-and ``--workloads records`` still gives a run without them.  ``share`` (asked for by
-name) adds share consumers of one group acknowledging every record of the records
-topics; the check wants each acknowledged record acknowledged by the group, with
-redeliveries no more than the records in flight at faults.
+Workloads: ``records`` (idempotent acks=all producers; always), ``txn`` (a
+transactional producer, read_committed readers and the LSO) and ``share`` (share
+consumers of one group acknowledging every record of the records topics; the check
+wants each acknowledged record acknowledged by the group, with redeliveries no more
+than the records in flight at faults).  The default runs all three, ``txn`` and
+``share`` where confluent-kafka is importable (saying so when one is skipped).  A flag
+rather than a mode: transactions and share groups are worth most under the same faults
+as everything else, and ``--workloads records`` still gives a run without them.
 
 Prints the seed and the fault schedule first (replay a failure with ``--seed``),
 progress lines while it runs, a report, and as its last line::
@@ -66,11 +66,11 @@ def add_command(subparsers) -> None:
     parser.add_argument("--data-dir", help="where to create the run's temporary directory")
     parser.add_argument("--rate", type=float, default=150.0,
                         help="records per second per producer (default 150)")
-    parser.add_argument("--workloads", default="records,txn", metavar="LIST",
+    parser.add_argument("--workloads", default="records,txn,share", metavar="LIST",
                         help="comma-separated: records (always), txn (transactions, "
                              "read_committed, LSO; needs confluent-kafka), share (a share "
                              "group acknowledging every record; needs confluent-kafka) "
-                             "(default records,txn)")
+                             "(default records,txn,share)")
     parser.add_argument("--json", action="store_true",
                         help="report as JSON on stdout (progress on stderr)")
     parser.set_defaults(func=cmd_verify)

@@ -41,13 +41,14 @@ it is kept and named, with the brokers' logs in it.
 
 Workloads (``VerifyOptions.workloads``, ``--workloads`` on the command line):
 ``records`` (always: every fault check is built on it), ``txn`` and ``share`` (share
-consumers of one group acknowledging every record of the records topics, ``shareload``;
-asked for by name, not in the default set).  ``txn`` is part
-of a default run rather than a separate mode because the faults are the point: the
-transactions run through the same kills, pauses and cuts as the records, at no cost
-to the records' checks (its topic is not among the schedule's partitions, so a seed
-replays the same schedule with or without it); ``--workloads records`` leaves it out
-(a run comparable with one made before it existed).
+consumers of one group acknowledging every record of the records topics,
+``shareload``).  ``txn`` and ``share`` are part of a default run (each where its client
+is installed, else skipped with the reason) rather than separate modes because the
+faults are the point: the transactions and the share group run through the same
+kills, pauses and cuts as the records, at no cost to the records' checks (their
+topics and groups are not among the schedule's partitions, so a seed replays the same
+schedule with or without them); ``--workloads records`` leaves them out (a run
+comparable with one made before they existed).
 
 Size (about 700 lines): the seven phases above in their order, sharing one run's state
 (cluster, workloads, schedule, deadlines); the work of each phase is in its own module
@@ -99,7 +100,7 @@ CONSUMER_CATCH_UP_S = 20.0
 TXN_END_S = 60.0              # the closing transaction, retried until committed
 TXN_FINAL_READ_S = 60.0       # the final read_committed read to every partition's end
 TXN_TOPIC = "verify-txn"
-WORKLOADS = ("records", "txn")
+WORKLOADS = ("records", "txn", "share")
 KNOWN_WORKLOADS = ("records", "txn", "share")
 SHARE_DRAIN_S = 60.0          # the share group acknowledging the last records
 CLOSE_WAIT_S = 15.0           # the share consumers' threads ending
@@ -120,7 +121,7 @@ class VerifyOptions:
     partitions: int = 3
     rate: float = 150.0              # records/s per producer
     max_faults: int | None = None
-    workloads: tuple[str, ...] = WORKLOADS   # "records" always; "txn" when importable
+    workloads: tuple[str, ...] = WORKLOADS   # "records" always; the others when importable
     txn_rate: float = 5.0            # transactions/s of the transactional producer
 
 
@@ -291,6 +292,8 @@ class VerifyRun:
         self.progress.raw(f"  network     {self.network} ({self.network_why})")
         if self.txn_skipped:
             self.progress.raw(self.txn_skipped)
+        if self.share_skipped:
+            self.progress.raw(f"share workload skipped: {self.share_skipped}")
 
     def _start(self) -> None:
         o = self.options
