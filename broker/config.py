@@ -306,6 +306,15 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
             "How often subscribed clients push their metrics", kafka=False),
     Setting("telemetry.max.bytes", _positive_int, 1_048_576,
             "Largest compressed metrics payload of a PushTelemetry request"),
+    Setting("quota.window.num", _positive_int, 11,
+            "Samples a client quota rate is measured over (byte rates, connection "
+            "creation rate; static)"),
+    Setting("quota.window.size.seconds", _positive_int, 1,
+            "Length of each client quota sample (static)"),
+    Setting("controller.quota.window.num", _positive_int, 11,
+            "Samples a controller_mutation_rate quota is measured over (static)"),
+    Setting("controller.quota.window.size.seconds", _positive_int, 1,
+            "Length of each controller_mutation_rate sample (static)"),
     *(Setting(name, _str, default, "TLS (PEM only); per listener as listener.name.<l>." + name)
       for name, default in tls.TLS_SETTINGS.items()),
     *(Setting(name, _str, default, "SASL; per listener as listener.name.<l>." + name)
