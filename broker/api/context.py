@@ -10,7 +10,7 @@ Fields are set once; the objects they name are the broker's own (event-loop only
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..metrics.client_metrics import ClientTelemetry
@@ -49,13 +49,16 @@ class ApiContext:
     # given (a frozen dataclass sets its derived field through object.__setattr__).
     share: ShareState | None = None
     # Client quotas (KIP-546): this broker's byte rates per client, throttling Produce
-    # and Fetch answers (the quotas themselves are in the metadata image).
-    quotas: ClientQuotas = field(default_factory=ClientQuotas)
+    # and Fetch answers (the quotas themselves are in the metadata image).  Built from
+    # the config's quota.window.* settings when not given.
+    quotas: ClientQuotas | None = None
     # KIP-714 client telemetry: subscriptions and pushed metrics (the Broker registers
     # it with its metrics registry).  Built from the config when not given.
     telemetry: ClientTelemetry | None = None
 
     def __post_init__(self) -> None:
+        if self.quotas is None:
+            object.__setattr__(self, "quotas", ClientQuotas.for_broker(self.config))
         if self.telemetry is None:
             object.__setattr__(self, "telemetry", ClientTelemetry.for_broker(self.config))
         if self.share is None:

@@ -9,12 +9,16 @@ quota that applies to the client (``quota_for``: Kafka's precedence, from
 default entity applies to each user / client id on its own: the rate is kept per
 (user, client id) as far as the matched entity names them, as Kafka's metric tags do.
 
-The rate is Kafka's ``Rate`` over ``SAMPLES`` windows of ``SAMPLE_MS``: bytes in the
-live samples divided by their span, the span counted as at least ``SAMPLES - 1`` full
-windows (so a first burst is not measured over a few milliseconds).  Over the quota,
-the answer carries ``throttle_time_ms = (rate - quota) / quota * span`` (Kafka's
-QuotaUtils.throttleTime), at most ``MAX_THROTTLE_MS``, and the connection stops reading
-for that time after answering (KIP-219); the client backs off too.
+The rate is Kafka's ``Rate`` over ``samples`` windows of ``sample_ms`` (a ``Windows``):
+bytes in the live samples divided by their span, the span counted as at least
+``samples - 1`` full windows (so a first burst is not measured over a few
+milliseconds).  Kafka's settings, static as in Kafka: ``quota.window.num`` (11) and
+``quota.window.size.seconds`` (1) for the byte rates and the connection creation rate,
+``controller.quota.window.num`` and ``controller.quota.window.size.seconds`` (11, 1)
+for ``controller_mutation_rate``.  Over the quota, the answer carries
+``throttle_time_ms = (rate - quota) / quota * span`` (Kafka's QuotaUtils.throttleTime),
+at most the whole window (``samples * sample_ms``), and the connection stops reading for
+that time after answering (KIP-219); the client backs off too.
 
 Event-loop only: ``record`` reads the quotas of the image it is given and changes
 only this object's windows.
@@ -24,20 +28,40 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from .entities import (
     CLIENT_ID,
     CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     IP,
     PRODUCER_BYTE_RATE,
     USER,
 )
 
-SAMPLES = 11          # quota.window.num
-SAMPLE_MS = 1000      # quota.window.size.seconds
+SAMPLES = 11          # quota.window.num's default
+SAMPLE_MS = 1000      # quota.window.size.seconds's default, in ms
 MAX_THROTTLE_MS = SAMPLES * SAMPLE_MS
 MAX_TRACKED = 10_000  # rate windows kept; the least recently used go first
+
+
+class Windows(NamedTuple):
+    """How a rate is measured: ``samples`` windows of ``sample_ms`` each."""
+
+    samples: int = SAMPLES
+    sample_ms: int = SAMPLE_MS
+
+    @property
+    def min_span_ms(self) -> int:
+        return (self.samples - 1) * self.sample_ms
+
+    @property
+    def max_throttle_ms(self) -> int:
+        return self.samples * self.sample_ms
+
+
+KAFKA_WINDOWS = Windows()  # Kafka's defaults: 11 windows of a second
 
 __all__ = ["ClientQuotas", "CONSUMER_BYTE_RATE", "PRODUCER_BYTE_RATE", "quota_for"]
 
@@ -60,29 +84,46 @@ def quota_for(quotas: Mapping[tuple, Mapping[str, float]], user: str, client_id:
 class _Window:
     """Bytes per sample window, oldest first: [(window start ms, bytes)]."""
 
-    __slots__ = ("samples",)
+    __slots__ = ("samples", "shape")
 
-    def __init__(self) -> None:
+    def __init__(self, shape: Windows) -> None:
         self.samples: deque[list[float]] = deque()
+        self.shape = shape
 
     def record(self, now_ms: float, value: float) -> float:
         """Add ``value`` and return the rate (per second) over the live samples."""
-        samples = self.samples
-        if not samples or now_ms - samples[-1][0] >= SAMPLE_MS:
+        samples, shape = self.samples, self.shape
+        if not samples or now_ms - samples[-1][0] >= shape.sample_ms:
             samples.append([now_ms, 0.0])
         samples[-1][1] += value
-        while samples and now_ms - samples[0][0] >= SAMPLES * SAMPLE_MS:
+        while samples and now_ms - samples[0][0] >= shape.max_throttle_ms:
             samples.popleft()
-        span_ms = max(now_ms - samples[0][0], (SAMPLES - 1) * SAMPLE_MS)
+        span_ms = max(now_ms - samples[0][0], shape.min_span_ms)
         return sum(s[1] for s in samples) * 1000.0 / span_ms
 
 
 class ClientQuotas:
-    """The byte rates of this broker's clients; ``record`` answers the throttle time."""
+    """The byte rates of this broker's clients; ``record`` answers the throttle time.
+    ``windows`` measures every rate but ``controller_mutation_rate``, which
+    ``controller_windows`` measures."""
 
-    def __init__(self, clock_ms: Callable[[], float] | None = None):
+    def __init__(self, clock_ms: Callable[[], float] | None = None,
+                 windows: Windows = KAFKA_WINDOWS,
+                 controller_windows: Windows = KAFKA_WINDOWS):
         self._clock_ms = clock_ms or (lambda: time.monotonic() * 1000.0)
         self._windows: dict[tuple, _Window] = {}
+        self._shapes = {CONTROLLER_MUTATION_RATE: controller_windows}
+        self._default_shape = windows
+
+    @classmethod
+    def for_broker(cls, config: Any) -> ClientQuotas:
+        """The windows of the broker's ``quota.window.*`` and ``controller.quota.window.*``
+        settings."""
+        return cls(windows=Windows(config["quota.window.num"],
+                                   config["quota.window.size.seconds"] * 1000),
+                   controller_windows=Windows(config["controller.quota.window.num"],
+                                              config["controller.quota.window.size.seconds"]
+                                              * 1000))
 
     def record(self, quotas: Mapping[tuple, Mapping[str, float]], key: str, user: str,
                client_id: str, size_bytes: float) -> int:
@@ -97,8 +138,9 @@ class ClientQuotas:
         rate = window.record(self._clock_ms(), size_bytes)
         if rate <= quota:
             return 0
-        span_ms = max(self._clock_ms() - window.samples[0][0], (SAMPLES - 1) * SAMPLE_MS)
-        return min(int((rate - quota) / quota * span_ms), MAX_THROTTLE_MS)
+        shape = window.shape
+        span_ms = max(self._clock_ms() - window.samples[0][0], shape.min_span_ms)
+        return min(int((rate - quota) / quota * span_ms), shape.max_throttle_ms)
 
     def exceeded(self, quotas: Mapping[tuple, Mapping[str, float]], key: str, user: str,
                  client_id: str) -> bool:
@@ -132,7 +174,8 @@ class ClientQuotas:
         types = {t for t, _ in entity}
         rate_key = (key, user if USER in types or IP in types else "",
                     client_id if CLIENT_ID in types else "")
-        window = self._windows.pop(rate_key, None) or _Window()
+        window = self._windows.pop(rate_key, None) or \
+            _Window(self._shapes.get(key, self._default_shape))
         self._windows[rate_key] = window  # most recently used last
         if len(self._windows) > MAX_TRACKED:
             del self._windows[next(iter(self._windows))]

@@ -7,7 +7,9 @@ served and throttled (``throttle_time_ms`` > 0); another client is not affected.
 ``ip`` entity's ``connection_creation_rate`` (KIP-612) is described and altered like the
 other quotas and enforced at accept: connections from that address beyond the rate are
 closed before any answer, connections from elsewhere are not, and removing the quota
-lets the address in again.  ``raftwood quotas --ip/--ip-default`` alters and describes
+lets the address in again.  The quota.window.* and controller.quota.window.* settings
+are shown by DescribeConfigs (static) and shape the rates: a throttle is at most their
+whole window.  ``raftwood quotas --ip/--ip-default`` alters and describes
 ip entities (a table with an IP column), and each user error (an IP with a user, an
 address that is not one, a key an IP cannot have) is one line on stderr, exit 1, with
 nothing changed.  Every wait is bounded.
@@ -26,22 +28,32 @@ from kafka.protocol.admin import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeClientQuotasRequest,
+    DescribeConfigsRequest,
 )
 from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.producer import ProduceRequest
 
 from broker.cli.main import main as cli_main
 from broker.harness.process import BrokerProcess
+from broker.harness.wire import build_batch
 from broker.testing import KafkaConnection
 from protocol.errors import ErrorCode
 
 WAIT_S = 30.0
 OTHER_ADDRESS = "127.0.0.2"  # a loopback source address of the test's own
+WINDOW_SETTINGS = {"quota.window.num": "6", "quota.window.size.seconds": "2",
+                   "controller.quota.window.num": "6",
+                   "controller.quota.window.size.seconds": "2"}
+LONGEST_THROTTLE_MS = 6 * 2000
 
 
 @pytest.fixture(scope="module")
 def quota_broker(tmp_path_factory):
     home = tmp_path_factory.mktemp("quota-kinds")
-    broker = BrokerProcess(home / "data", log_path=home / "broker.log").start()
+    # Windows of 2 s, 6 of them: the same 10 s least span as Kafka's 11 of 1 s (what the
+    # other tests here count on), and a longest throttle of 12 s instead of 11 s.
+    broker = BrokerProcess(home / "data", log_path=home / "broker.log", extra_settings={
+        **WINDOW_SETTINGS}).start()
     yield broker
     assert broker.stop() == 0, broker.log_tail()
 
@@ -203,3 +215,36 @@ def test_raftwood_quotas_ip_alters_and_describes_ip_entities(quota_broker, capsy
         assert code == 0, err
     with KafkaConnection(quota_broker.bootstrap) as admin:
         wait_described(admin, "ip", "10.1.2.3", {})
+
+
+def test_the_quota_window_settings_are_described_and_bound_the_throttle(quota_broker):
+    """A client far over its byte rate, or its mutation rate, is throttled for the whole
+    window of its settings: 6 x 2 s here (Kafka's defaults would give 11 s)."""
+    resource = DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=4, resource_name="1", configuration_keys=list(WINDOW_SETTINGS))
+    tag = uuid.uuid4().hex[:6]
+    with KafkaConnection(quota_broker.bootstrap) as admin:
+        [result] = admin.request(DescribeConfigsRequest[4](
+            resources=[resource], include_synonyms=False,
+            include_documentation=False)).results
+        assert result.error_code == ErrorCode.NONE, result
+        assert {c.name: (c.value, c.read_only, c.config_source) for c in result.configs} == \
+            {name: (value, True, 4) for name, value in WINDOW_SETTINGS.items()}  # STATIC
+        assert admin.create_topic(f"window-{tag}") == ErrorCode.NONE
+        for client in (f"bytes-{tag}", f"mutations-{tag}"):
+            assert alter_quota(admin, (("client-id", client),),
+                               {"producer_byte_rate": 1.0,
+                                "controller_mutation_rate": 0.001}) == ErrorCode.NONE
+            wait_described(admin, "client-id", client, {"producer_byte_rate": 1.0,
+                                                        "controller_mutation_rate": 0.001})
+    with KafkaConnection(quota_broker.bootstrap, client_id=f"bytes-{tag}") as conn:
+        topic_data = ProduceRequest.TopicProduceData
+        produced = conn.request(ProduceRequest[9](
+            transactional_id=None, acks=1, timeout_ms=10_000,
+            topic_data=[topic_data(name=f"window-{tag}", partition_data=[
+                topic_data.PartitionProduceData(index=0, records=build_batch(
+                    [(None, b"x" * 10_000, int(time.time() * 1000), [])]))])]))
+        assert produced.throttle_time_ms == LONGEST_THROTTLE_MS, produced
+    with KafkaConnection(quota_broker.bootstrap, client_id=f"mutations-{tag}") as conn:
+        assert create_topic(conn, f"window-m-{tag}", 1, 7) == \
+            (ErrorCode.NONE, LONGEST_THROTTLE_MS)
