@@ -15,8 +15,9 @@ Event-loop only.  Invariants:
 - A share partition is loaded from the persister (persister.py: its last snapshot on
   ``__share_group_state``) before its first fetch on this leader, and a new one's start
   is written at once; ``persist`` writes a snapshot (the caller answers an
-  acknowledgement only after it).  Snapshots of one key carry (leader epoch, sequence),
-  increasing.
+  acknowledgement only after it); a lock expiry or a member's release is written in the
+  background (``_write_later``), as Kafka's leader writes them.  Snapshots of one key
+  carry (leader epoch, sequence), increasing.
 
 Group settings come from the group side (``settings_of(group_id)``, S1's
 ``ShareGroups.settings``); without it Kafka's defaults apply.  Locks run on the
@@ -81,6 +82,7 @@ class SharePartitionManager:
         self._leader_epochs: dict[ShareKey, int] = {}
         self._state_keys: dict[ShareKey, str] = {}  # "group:topicId:partition"
         self._watchers: dict[ShareKey, set[asyncio.Future[None]]] = {}
+        self._writes: set[asyncio.Task] = set()  # background writes (_write_later)
         if replica_manager is not None:
             replica_manager.add_leadership_listener(self.on_leadership_changed)
 
@@ -171,6 +173,26 @@ class SharePartitionManager:
                                  tuple(share.state_batches()))
         return await self.persister.write(self._state_keys[key], snapshot)
 
+    def _write_later(self, key: ShareKey) -> None:
+        """Write ``key``'s state in the background: a lock expiry or a member's release
+        changed it and nobody waits for an answer.  Kafka's leader writes on these too,
+        so delivery counts (and records archived at the limit) survive a leader change.
+        A failed write is logged; the next write carries the whole window anyway."""
+        if self.persister is None or key not in self.partitions:
+            return
+        task = asyncio.get_running_loop().create_task(self.persist(key))
+        self._writes.add(task)
+        task.add_done_callback(lambda done: self._written(key, done))
+
+    def _written(self, key: ShareKey, task: asyncio.Task) -> None:
+        self._writes.discard(task)
+        if task.cancelled():
+            return
+        error = task.exception() or task.result()
+        if error != ErrorCode.NONE:
+            log.warning("[Share group %s] %s-%d: released records not written (%s)", key[0],
+                        key[1], key[2], error)
+
     def touched(self, key: ShareKey) -> None:
         """Re-arm ``key``'s lock timer at its earliest deadline (none when no lock), and
         wake the fetches watching ``key`` if it has AVAILABLE records."""
@@ -218,17 +240,22 @@ class SharePartitionManager:
             if released:
                 log.debug("[Share group %s] %s-%d: %d record locks expired", key[0], key[1],
                           key[2], released)
+                self._write_later(key)
         self.touched(key)
 
     def release_member(self, group_id: str, member_id: str,
                        partitions: Iterable[tuple[str, int]]) -> int:
-        """Release ``member_id``'s locks on ``partitions`` (its session closed)."""
+        """Release ``member_id``'s locks on ``partitions`` (its session closed), and
+        write the partitions that changed; how many records were released."""
         released = 0
         for topic, index in partitions:
             key = (group_id, topic, index)
             share = self.partitions.get(key)
             if share is not None:
-                released += share.release_member(member_id)
+                count = share.release_member(member_id)
+                released += count
+                if count:
+                    self._write_later(key)
                 self.touched(key)
         return released
 

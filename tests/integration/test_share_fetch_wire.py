@@ -21,6 +21,7 @@ from kafka.protocol.admin import IncrementalAlterConfigsRequest
 from broker.harness.wire import read_records
 from broker.testing import BrokerProcess, KafkaConnection, build_batch
 from protocol.share_fetch_messages import ShareAcknowledgeRequest, ShareFetchRequest
+from protocol.share_state_messages import ReadShareGroupStateRequest
 
 pytestmark = pytest.mark.slow  # a broker process, and a 4 s lock left to expire
 LOCK_MS = 4000
@@ -309,6 +310,41 @@ def test_read_committed_share_groups_skip_aborted_transactions(broker):
         assert acquired(answer) == [(0, 1, 1), (6, 6, 1)]
         values = {r[0]: r[2] for r in read_records(partition_of(answer).records)}
         assert [values[o] for o in (0, 1, 6)] == [b"c0", b"c1", b"c2"]
+
+
+def persisted_batches(conn, group: str, topic_id) -> list[tuple[int, int, int, int]]:
+    """The share partition's state batches as its share coordinator holds them
+    (ReadShareGroupState, the inter-broker read): (first, last, state, delivery count)."""
+    data = ReadShareGroupStateRequest.ReadStateData
+    answer = conn.request(ReadShareGroupStateRequest[0](group_id=group, topics=[data(
+        topic_id=topic_id, partitions=[data.PartitionData(partition=0, leader_epoch=-1)])]))
+    partition = answer.results[0].partitions[0]
+    assert partition.error_code == NONE, answer
+    return [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+            for b in partition.state_batches]
+
+
+def test_an_expired_lock_is_written_so_a_restart_keeps_the_delivery_count(broker):
+    """A lock expiry (like a release) changes the share partition's state: it is written
+    to __share_group_state, as Kafka's leader writes on lock timeouts, so a new leader
+    redelivers the record with its delivery count raised (not as never delivered).  The
+    second last test of the module: it kills the broker (kill -9) and restarts it."""
+    with KafkaConnection(broker.bootstrap) as conn:
+        topic_id = new_topic(conn, "expired")
+        a = open_member(conn, "g-expired", topic_id)
+        produce(conn, "expired", 1)
+        assert acquired(fetch_until(a, acquired)) == [(0, 0, 1)]
+        # a goes silent; after the 4 s lock the record is AVAILABLE, delivered once.
+        deadline = time.monotonic() + 30
+        while persisted_batches(conn, "g-expired", topic_id) != [(0, 0, 0, 1)]:
+            assert time.monotonic() < deadline, persisted_batches(conn, "g-expired", topic_id)
+            time.sleep(0.2)
+    broker.kill()
+    broker.restart()
+    with KafkaConnection(broker.bootstrap) as conn:
+        b = Member(conn, "g-expired", topic_id)
+        assert acquired(fetch_until(b, acquired)) == [(0, 0, 2)]
+        assert partition_of(b.acknowledge([(0, 0, [ACCEPT])])).error_code == NONE
 
 
 def test_acknowledgements_survive_a_kill_9_and_only_unacknowledged_records_return(broker):
