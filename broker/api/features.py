@@ -11,9 +11,10 @@ computed at call time so an API added to SERVED moves its feature with it:
 * ``kraft.version`` 0-1, finalized 1: the metadata quorum's voters change at run time
   (AddRaftVoter / RemoveRaftVoter, KIP-853).
 * ``group.version`` 0-1, finalized 1: KIP-848's ConsumerGroupHeartbeat is served.
-* ``transaction.version`` 0-2 only once EndTxn v5 (KIP-890 part 2) is served, else
-  0-0: Java 4.x clients use transaction version 2 when it is finalized, so it must not
-  be advertised before the broker serves it.
+* ``transaction.version`` 0-2 only once every request of KIP-890 part 2 is served
+  (``TRANSACTION_VERSION_2_APIS``: EndTxn v5, Produce v12's implicit add, TxnOffsetCommit
+  v5's, WriteTxnMarkers v2), else 0-0: Java 4.x clients use transaction version 2 when
+  it is finalized, so it must not be advertised before the broker serves it.
 * ``share.version`` 0-1 only when ShareGroupHeartbeat and ShareFetch are served.
 
 A feature is finalized at its maximum supported level unless UpdateFeatures set
@@ -72,7 +73,9 @@ SHARE_VERSION = "share.version"
 METADATA_VERSION_SERVED = 25  # 4.0-IV3
 METADATA_VERSION_WITH_SHARE_GROUPS = 28  # 4.2-IV0
 KRAFT_VERSION_SERVED = 1
-END_TXN_TRANSACTION_VERSION_2 = 5  # EndTxn v5 is KIP-890 part 2's
+# The first version of each request transaction version 2 (KIP-890 part 2) uses.
+TRANSACTION_VERSION_2_APIS = {ApiKey.EndTxn: 5, ApiKey.Produce: 12, ApiKey.TxnOffsetCommit: 5,
+                              ApiKey.WriteTxnMarkers: 2}
 
 
 def _serves(api_key: int, version: int | None = None) -> bool:
@@ -84,7 +87,8 @@ def _serves(api_key: int, version: int | None = None) -> bool:
 def supported_ranges() -> dict[str, list[int]]:
     """Feature name → [min, max] level the running code supports (module doc)."""
     share = 1 if _serves(ApiKey.ShareGroupHeartbeat) and _serves(ApiKey.ShareFetch) else 0
-    txn = 2 if _serves(ApiKey.EndTxn, END_TXN_TRANSACTION_VERSION_2) else 0
+    txn = 2 if all(_serves(key, version)
+                   for key, version in TRANSACTION_VERSION_2_APIS.items()) else 0
     group = 1 if _serves(ApiKey.ConsumerGroupHeartbeat) else 0
     metadata = METADATA_VERSION_WITH_SHARE_GROUPS if share else METADATA_VERSION_SERVED
     return {

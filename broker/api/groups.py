@@ -14,7 +14,9 @@ v9+ may answer ``skip_assignment``; LeaveGroup v0-v2 names one member and report
 error at the top; OffsetFetch v1 reports a group error per partition, v2-v7 at the top,
 v8+ per group, and from v7 it may ask ``require_stable`` (an unsettled partition then
 answers UNSTABLE_OFFSET_COMMIT on its own, in every version); TxnOffsetCommit v2+ carries
-leader epochs, v3+ the committing member (KIP-447), and v0-v1 get
+leader epochs, v3+ the committing member (KIP-447), v5+ adds the group's offsets
+partition to the transaction first (KIP-890 part 2, ``transactions.add_offsets_partition``;
+v4 is v3 with TRANSACTION_ABORTABLE known to the client), and v0-v1 get
 COORDINATOR_NOT_AVAILABLE for COORDINATOR_LOAD_IN_PROGRESS (Kafka's rule: producers
 older than that treat the loading error as fatal); FindCoordinator v4+ batches keys.
 """
@@ -51,6 +53,7 @@ from protocol.consumer_group_messages import (
 from protocol.errors import ErrorCode
 
 from ..coordinator import CoordinatorAnswer
+from . import transactions
 from .share_groups import delete_share_state
 
 if TYPE_CHECKING:
@@ -222,6 +225,12 @@ async def handle_txn_offset_commit(ctx: ApiContext, request: Request) -> TxnOffs
                                                  body.group_instance_id)
     else:
         member_id, generation_id, instance_id = "", -1, None
+    added = await transactions.add_offsets_partition(ctx, request)  # v5+: KIP-890 part 2
+    if added != ErrorCode.NONE:
+        return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+            TxnCommitTopic(name=t.name, partitions=[
+                TxnCommitPartition(partition_index=p.partition_index, error_code=added)
+                for p in t.partitions]) for t in body.topics])
     results = await ctx.groups.commit_txn_offsets(
         body.group_id, body.producer_id, body.producer_epoch, member_id, generation_id,
         instance_id, offsets)

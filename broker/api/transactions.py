@@ -152,6 +152,34 @@ async def handle_add_offsets_to_txn(ctx: ApiContext, request: Request) -> AddOff
                                    error_code=fenced_for_version(error, request.api_version))
 
 
+# -- TxnOffsetCommit v5+: the offsets partition added implicitly ------------------------------
+
+# TxnOffsetCommit v5+ is a transaction version 2 client's: it sends no AddOffsetsToTxn.
+TXN_OFFSET_COMMIT_ADD_SINCE_VERSION = 5
+# The coordinator's passing errors, as a TxnOffsetCommit answer the client retries.
+_OFFSETS_ADD_ERRORS = {
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
+}
+
+
+async def add_offsets_partition(ctx: ApiContext, request: Request) -> ErrorCode:
+    """TxnOffsetCommit v5+ (KIP-890 part 2): the group coordinator adds the group's
+    ``__consumer_offsets`` partition to the transaction (what AddOffsetsToTxn did) before
+    it stores the offsets; NONE once added (and for older versions), else the error every
+    partition answers."""
+    if request.api_version < TXN_OFFSET_COMMIT_ADD_SINCE_VERSION:
+        return ErrorCode.NONE
+    body = request.body
+    partition = (OFFSETS_TOPIC, ctx.groups.manager.partition_for(body.group_id or ""))
+    errors = await ctx.transactions.verifier.verify(
+        body.transactional_id, body.producer_id, body.producer_epoch, {partition}, add=True)
+    error = errors.get(partition, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return _OFFSETS_ADD_ERRORS.get(error, error)
+
+
 # -- EndTxn -----------------------------------------------------------------------------------
 
 async def handle_end_txn(ctx: ApiContext, request: Request) -> EndTxnResponse:

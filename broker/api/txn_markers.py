@@ -15,6 +15,12 @@ offsets become visible, aborted ones are dropped.
 
 Authorization: ClusterAction on the cluster (only brokers send it); otherwise every
 partition answers CLUSTER_AUTHORIZATION_FAILED.
+
+v2 names each marker's transaction version (KIP-890 part 2).  Under version 2 the marker
+carries the epoch the coordinator bumped, one above the transaction's writes, so it
+fences them; the marker is checked as any other (its epoch not below the producer's),
+which also accepts a retried marker of that epoch (Kafka 4.1+ refuses an equal epoch
+for a version 2 marker; a retry there ends the coordinator's sending).
 """
 from __future__ import annotations
 

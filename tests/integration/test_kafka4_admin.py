@@ -51,6 +51,7 @@ from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest, MetadataRequest
 from kafka.structs import OffsetAndMetadata
 
+from broker.api.features import TRANSACTION_VERSION_2_APIS
 from broker.cli.main import main as cli_main
 from protocol.consumer_group_messages import (
     ConsumerGroupHeartbeatRequest,
@@ -114,7 +115,8 @@ def _wait_finalized(cluster, node_id, name, level):
 def test_api_versions_advertises_what_is_served(cluster):
     supported, finalized, epoch = _features(cluster, 1)
     share = ApiKey.ShareGroupHeartbeat in SERVED and ApiKey.ShareFetch in SERVED
-    txn2 = SERVED[ApiKey.EndTxn].max_version >= 5
+    txn2 = all(SERVED[key].serves(version)
+               for key, version in TRANSACTION_VERSION_2_APIS.items())
     assert supported["group.version"] == (0, 1) and finalized["group.version"] == 1
     assert supported["kraft.version"] == (0, 1) and finalized["kraft.version"] == 1
     assert supported["transaction.version"] == (0, 2 if txn2 else 0)
