@@ -287,16 +287,16 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(CreateAclsRequest, CreateAclsResponse, 1, 3),
     _spec(DeleteAclsRequest, DeleteAclsResponse, 1, 3),
     # Transactions.  AddPartitionsToTxn v4-v5 are the brokers' batched form (KIP-890);
-    # AddOffsetsToTxn and EndTxn stop at v3 (v4+ are transaction version 2's);
+    # AddOffsetsToTxn stops at v3; EndTxn v5 is transaction version 2's (KIP-890 part 2);
     # ListTransactions at v1 (v2 filters by a regular expression).
     _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5),
     _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
-    _spec(EndTxnRequest, EndTxnResponse, 0, 3),
+    _spec(EndTxnRequest, EndTxnResponse, 0, 5),
     _spec(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0),
     _spec(ListTransactionsRequest, ListTransactionsResponse, 0, 1),
     # Transactions: the partition leader's side.  WriteTxnMarkers starts at v1 (Kafka 4
-    # removed v0) and stops there: v2's transaction version 2 is not served.
-    _spec(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 1),
+    # removed v0); v2 names each marker's transaction version.
+    _spec(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 1, 2),
     _spec(DescribeProducersRequest, DescribeProducersResponse, 0, 0),
     # Partition reassignment (KIP-455; v1 is KIP-860's replication-factor guard).
     _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),

@@ -226,11 +226,11 @@ EXPECTED_RANGES = {
     35: (1, 4),   # DescribeLogDirs (v0 is gone from Kafka 4 and kafka-python)
     43: (0, 2),   # ElectLeaders
     75: (0, 0),   # DescribeTopicPartitions
-    # Transactions (issue 15): the versions before KIP-890's transaction version 2.
+    # Transactions (issue 15; EndTxn v5, WriteTxnMarkers v2: KIP-890's version 2).
     24: (0, 5),   # AddPartitionsToTxn
     25: (0, 3),   # AddOffsetsToTxn
-    26: (0, 3),   # EndTxn
-    27: (1, 1),   # WriteTxnMarkers (v0 is gone from Kafka 4 and kafka-python)
+    26: (0, 5),   # EndTxn
+    27: (1, 2),   # WriteTxnMarkers (v0 is gone from Kafka 4 and kafka-python)
     28: (0, 3),   # TxnOffsetCommit
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions
