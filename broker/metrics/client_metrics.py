@@ -23,8 +23,9 @@ Exposition: the samples of an instance's last accepted push, labelled
 ``client_instance_id`` and ``client_id`` (the broker's words win over the client's
 attributes), until ``EXPIRY_INTERVALS`` push intervals pass without a push; instances
 are forgotten after the same time without a request, and at most ``MAX_INSTANCES`` are
-kept (the least recently seen goes), each with at most ``MAX_SAMPLES_PER_INSTANCE`` data
-points of its last push.  Event-loop only.
+kept (the least recently seen goes), each with the data points of its last push that
+fit in ``MAX_SAMPLES_PER_INSTANCE`` exposition lines (a histogram or summary takes one
+per bucket or quantile, and two more).  Event-loop only.
 """
 from __future__ import annotations
 
@@ -37,14 +38,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kafka import codec
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeHistogramMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.registry import Collector
 
 from protocol.errors import ErrorCode, RecordError
 from protocol.record_validation import DEFAULT_MAX_DECOMPRESSED_BYTES, decompress
 
 from .client_metrics_resources import Plan
-from .otlp import COUNTER, OtlpError, Sample, decode
+from .otlp import COUNTER, GAUGE_HISTOGRAM, HISTOGRAM, SUMMARY, OtlpError, Sample, decode
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +168,7 @@ class ClientTelemetry(Collector):
         try:
             raw = payload if compression == NO_COMPRESSION else decompress(
                 compression, payload, self._max_decompressed)
-            instance.samples = decode(bytes(raw))[:MAX_SAMPLES_PER_INSTANCE]
+            instance.samples = _bounded(decode(bytes(raw)))
         except (RecordError, OtlpError) as exc:
             instance.last_error = ErrorCode.INVALID_RECORD
             return ErrorCode.INVALID_RECORD, str(exc)
@@ -224,7 +232,7 @@ class ClientTelemetry(Collector):
         seen for a name wins)."""
         now = self._now_ms()
         self._expire(now)
-        families: dict[str, tuple[str, list[tuple[dict[str, str], float]]]] = {}
+        families: dict[str, tuple[str, list[tuple[dict[str, str], Sample]]]] = {}
         for instance in self._instances.values():
             horizon = now - EXPIRY_INTERVALS * instance.plan.push_interval_ms
             if instance.last_push_ms is None or instance.last_push_ms < horizon:
@@ -236,7 +244,7 @@ class ClientTelemetry(Collector):
                 if kind == sample.kind:
                     labels = {k: v for k, v in sample.labels if k not in own}
                     labels.update(own)
-                    points.append((labels, sample.value))
+                    points.append((labels, sample))
         for name, (kind, points) in families.items():
             yield _family(name, kind, points)
 
@@ -244,11 +252,37 @@ class ClientTelemetry(Collector):
         return iter(())
 
 
-def _family(name: str, kind: str, points: list[tuple[dict[str, str], float]]) -> Metric:
+FAMILIES = {COUNTER: CounterMetricFamily, HISTOGRAM: HistogramMetricFamily,
+            GAUGE_HISTOGRAM: GaugeHistogramMetricFamily, SUMMARY: SummaryMetricFamily}
+# A histogram's or summary's count and sum: Prometheus's sample names for each kind.
+TOTALS = {HISTOGRAM: ("_count", "_sum"), GAUGE_HISTOGRAM: ("_gcount", "_gsum"),
+          SUMMARY: ("_count", "_sum")}
+
+
+def _bounded(samples: list[Sample]) -> list[Sample]:
+    """The first samples that fit in MAX_SAMPLES_PER_INSTANCE exposition lines."""
+    kept, lines = [], 0
+    for sample in samples:
+        lines += 1 if sample.kind not in TOTALS else len(sample.buckets) + 2
+        if lines > MAX_SAMPLES_PER_INSTANCE:
+            break
+        kept.append(sample)
+    return kept
+
+
+def _family(name: str, kind: str, points: list[tuple[dict[str, str], Sample]]) -> Metric:
     """A family whose samples may have different label names (one per data point)."""
-    cls = CounterMetricFamily if kind == COUNTER else GaugeMetricFamily
-    family = cls(name, f"client metric {name} (KIP-714)")
-    suffix = "_total" if kind == COUNTER else ""
-    for labels, value in points:
-        family.add_sample(family.name + suffix, labels, value)
+    family = FAMILIES.get(kind, GaugeMetricFamily)(name, f"client metric {name} (KIP-714)")
+    for labels, sample in points:
+        if kind not in TOTALS:
+            suffix = "_total" if kind == COUNTER else ""
+            family.add_sample(family.name + suffix, labels, sample.value)
+            continue
+        bucket_name, key = (family.name, "quantile") if kind == SUMMARY else \
+            (family.name + "_bucket", "le")
+        for bound, value in sample.buckets:
+            family.add_sample(bucket_name, {**labels, key: bound}, value)
+        count_suffix, sum_suffix = TOTALS[kind]
+        family.add_sample(family.name + count_suffix, labels, sample.count)
+        family.add_sample(family.name + sum_suffix, labels, sample.value)
     return family

@@ -2,6 +2,10 @@
 interval: a confluent-kafka producer (librdkafka pushes when offered a subscription)
 gets its metrics onto the broker's /metrics with its client id, and raw
 GetTelemetrySubscriptions / PushTelemetry requests get Kafka's answers and error codes.
+Histograms and summaries (librdkafka pushes none; a hand-built OTLP payload through the
+real PushTelemetry API) appear as Prometheus histograms (cumulative buckets, ``_count``,
+``_sum``; a delta histogram as a gauge histogram, ``_gcount`` and ``_gsum``) and
+summaries with the client labels.
 """
 from __future__ import annotations
 
@@ -14,12 +18,17 @@ import pytest
 from confluent_kafka import Producer
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import (
+    AggregationTemporality,
     Gauge,
+    Histogram,
+    HistogramDataPoint,
     Metric,
     MetricsData,
     NumberDataPoint,
     ResourceMetrics,
     ScopeMetrics,
+    Summary,
+    SummaryDataPoint,
 )
 
 from broker.testing import BrokerProcess, KafkaConnection, free_port
@@ -85,6 +94,57 @@ def otlp_gauge(name: str, value: float, **attributes: str) -> bytes:
     metric = Metric(name=name, gauge=Gauge(data_points=[point]))
     return MetricsData(resource_metrics=[ResourceMetrics(
         scope_metrics=[ScopeMetrics(metrics=[metric])])]).SerializeToString()
+
+
+def otlp_payload(*metrics: Metric) -> bytes:
+    return MetricsData(resource_metrics=[ResourceMetrics(
+        scope_metrics=[ScopeMetrics(metrics=list(metrics))])]).SerializeToString()
+
+
+def otlp_histogram(name: str, temporality: int) -> Metric:
+    """Buckets (-inf, 10], (10, 100], (100, +inf) holding 3, 2 and 1 values, sum 420.5."""
+    point = HistogramDataPoint(
+        time_unix_nano=time.time_ns(), count=6, sum=420.5, bucket_counts=[3, 2, 1],
+        explicit_bounds=[10.0, 100.0],
+        attributes=[KeyValue(key="node_id", value=AnyValue(string_value="1"))])
+    return Metric(name=name, histogram=Histogram(data_points=[point],
+                                                 aggregation_temporality=temporality))
+
+
+def test_pushed_histograms_and_summaries_are_exposed_with_the_client_labels(broker):
+    summary = Metric(name="raftwood.test.latency.summary", summary=Summary(data_points=[
+        SummaryDataPoint(time_unix_nano=time.time_ns(), count=6, sum=420.5, quantile_values=[
+            SummaryDataPoint.ValueAtQuantile(quantile=0.5, value=12.0),
+            SummaryDataPoint.ValueAtQuantile(quantile=0.99, value=80.0)])]))
+    payload = otlp_payload(
+        otlp_histogram("raftwood.test.latency",
+                       AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE),
+        otlp_histogram("raftwood.test.window.latency",
+                       AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA), summary)
+    with KafkaConnection(broker.bootstrap, client_id="hist-pusher") as conn:
+        got = subscribe(conn)
+        assert push(conn, got, gzip.compress(payload)) == ErrorCode.NONE
+    instance = str(got.client_instance_id)
+    text = wait_for_scrape(broker, lambda t: instance in t)
+    own = f'client_id="hist-pusher",client_instance_id="{instance}"'
+    lines = set(text.splitlines())
+    for want in (
+            "# TYPE raftwood_test_latency histogram",
+            f'raftwood_test_latency_bucket{{{own},le="10.0",node_id="1"}} 3.0',
+            f'raftwood_test_latency_bucket{{{own},le="100.0",node_id="1"}} 5.0',
+            f'raftwood_test_latency_bucket{{{own},le="+Inf",node_id="1"}} 6.0',
+            f'raftwood_test_latency_count{{{own},node_id="1"}} 6.0',
+            f'raftwood_test_latency_sum{{{own},node_id="1"}} 420.5',
+            # A gauge histogram in the classic text format: buckets, _gcount, _gsum.
+            f'raftwood_test_window_latency_bucket{{{own},le="+Inf",node_id="1"}} 6.0',
+            f'raftwood_test_window_latency_gcount{{{own},node_id="1"}} 6.0',
+            f'raftwood_test_window_latency_gsum{{{own},node_id="1"}} 420.5',
+            "# TYPE raftwood_test_latency_summary summary",
+            f'raftwood_test_latency_summary{{{own},quantile="0.5"}} 12.0',
+            f'raftwood_test_latency_summary{{{own},quantile="0.99"}} 80.0',
+            f'raftwood_test_latency_summary_count{{{own}}} 6.0',
+            f'raftwood_test_latency_summary_sum{{{own}}} 420.5'):
+        assert want in lines, (want, [line for line in lines if "latency" in line])
 
 
 def test_a_librdkafka_producer_s_metrics_appear_with_its_client_id(broker):
