@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
@@ -53,6 +54,8 @@ from protocol.consumer_group_messages import (
 from protocol.errors import ErrorCode
 
 from ..coordinator import CoordinatorAnswer
+from ..groups.regex_subscriptions import TopicAccess
+from ..security.acls import AclOperation, ResourceType
 from . import transactions
 from .share_groups import delete_share_state
 
@@ -333,6 +336,19 @@ async def handle_delete_groups(ctx: ApiContext, request: Request) -> DeleteGroup
 
 # -- KIP-848 consumer groups --------------------------------------------------------------------
 
+def topic_access(ctx: ApiContext, request: Request) -> TopicAccess | None:
+    """What the request's principal may Describe, for its regex subscription (Kafka
+    filters a resolved regex by DESCRIBE on each topic); None: everything (no
+    authorizer, or a super user)."""
+    authorizer = ctx.authorizer
+    principal, host = authorizer.who(request)
+    if not authorizer.enabled or principal in authorizer.super_users:
+        return None
+    asker = SimpleNamespace(session=SimpleNamespace(principal=principal), client_host=host)
+    return TopicAccess((principal, host), lambda topic: authorizer.allows(
+        asker, AclOperation.DESCRIBE, ResourceType.TOPIC, topic, log_denial=False))
+
+
 async def handle_consumer_group_heartbeat(
         ctx: ApiContext, request: Request) -> ConsumerGroupHeartbeatResponse:
     body = request.body
@@ -344,7 +360,8 @@ async def handle_consumer_group_heartbeat(
         body.group_id, body.member_id, body.member_epoch, body.instance_id, body.rack_id,
         body.rebalance_timeout_ms, body.subscribed_topic_names, body.subscribed_topic_regex,
         body.server_assignor, owned, client_id=request.client_id or "",
-        client_host=request.client_host, client_makes_member_id=request.api_version >= 1)
+        client_host=request.client_host, client_makes_member_id=request.api_version >= 1,
+        topic_access=topic_access(ctx, request))
     assignment = None
     if answer.assignment is not None:
         assignment = [TopicPartitions(uuid.UUID(topic_id), sorted(partitions))
