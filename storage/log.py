@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,8 +100,14 @@ class PartitionLog:
     * once closed (``close``, ``close_handlers``, ``delete``), every call that reads
       or writes raises LogClosed, so no file of ``LocalLog``'s is touched after that.
 
-    Who may call: the broker's event loop only (no locks, no threads, nothing awaits
-    inside a call).  Calls are synchronous and do blocking file I/O; the hot paths
+    Who may call: one thread at a time (the broker's event loop; at shutdown one
+    worker thread per log), nothing awaits inside a call; the one exception is
+    ``checkpoint``, which another thread may run beside the owner (the broker's
+    offsets-checkpoint pass): it, ``close``, ``close_handlers`` and ``delete`` hold
+    the log's checkpoint lock, so the file holds the offsets of the last write to
+    finish, taken after every truncation that wrote before it (a truncation checkpoints
+    under the lock after lowering the offsets), and no write follows a close.
+    Calls are synchronous and do blocking file I/O; the hot paths
     are one write or one read each, fsyncs happen only in ``flush``, ``checkpoint``,
     a roll (the producer snapshot), truncation, retention and ``close``.
 
@@ -132,6 +139,7 @@ class PartitionLog:
         self.producer_state.on_high_watermark(self._high_watermark)
         self.recovery_report: RecoveryReport = recovered.report
         self._checkpointed: PartitionOffsets | None = None
+        self._checkpoint_lock = threading.RLock()
         self._closed = False
         #: the log cleaner's: everything below it was cleaned at least once
         self.first_dirty_offset = min(max(checkpoint.read_cleaner_offset(directory) or 0,
@@ -593,12 +601,19 @@ class PartitionLog:
     @converts_os_errors
     def checkpoint(self) -> None:
         """Atomically write offsets.checkpoint (high watermark, recovery point, log start
-        offset) if they changed since the last write.  Costs two fsyncs when it writes."""
-        self._check_open()
-        offsets = self._offsets()
-        if offsets != self._checkpointed:
-            checkpoint.write_offsets(self.directory, offsets)
-            self._checkpointed = offsets
+        offset) if they changed since the last write.  Costs two fsyncs when it writes.
+        Any thread (see the class doc); LogClosed once the log is closed."""
+        with self._checkpoint_lock:
+            self._check_open()
+            offsets = self._offsets()
+            if offsets != self._checkpointed:
+                checkpoint.write_offsets(self.directory, offsets)
+                self._checkpointed = offsets
+
+    def checkpoint_pending(self) -> bool:
+        """Whether ``checkpoint`` would write (offsets moved since the last write); no
+        I/O, owner thread."""
+        return not self._closed and self._offsets() != self._checkpointed
 
     def _offsets(self) -> PartitionOffsets:
         return PartitionOffsets(self._high_watermark, self._local.recovery_point,
@@ -608,15 +623,16 @@ class PartitionLog:
     def close(self) -> None:
         """Flush, checkpoint, snapshot the producer state at log_end_offset, close the
         files, then mark a clean shutdown.  Idempotent."""
-        if self._closed:
-            return
-        self.flush()
-        self.checkpoint()
-        if self.log_end_offset > self._log_start_offset:  # an empty log replays nothing
-            self.producer_state.take_snapshot(self.log_end_offset)
-        self._local.close()
-        self._closed = True
-        checkpoint.write_clean_shutdown_marker(self.directory)
+        with self._checkpoint_lock:
+            if self._closed:
+                return
+            self.flush()
+            self.checkpoint()
+            if self.log_end_offset > self._log_start_offset:  # an empty log replays nothing
+                self.producer_state.take_snapshot(self.log_end_offset)
+            self._local.close()
+            self._closed = True
+            checkpoint.write_clean_shutdown_marker(self.directory)
         logger.info("%s closed at log_end_offset %d", self._prefix, self.log_end_offset)
 
     def close_handlers(self) -> None:
@@ -624,16 +640,18 @@ class PartitionLog:
         clean-shutdown marker (Kafka's closeHandlers, for a log whose directory failed).
         Later reads and appends raise LogClosed; the next ``open`` runs full recovery.
         Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        self._local.close_handlers()
+        with self._checkpoint_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._local.close_handlers()
         logger.warning("%s closed without flushing at log_end_offset %d (recovery point %d)",
                        self._prefix, self.log_end_offset, self._local.recovery_point)
 
     def delete(self) -> None:
         """Close the files and remove the whole directory (topic deletion)."""
-        self._local.close()
-        self._closed = True
-        self._local.delete_directory()
+        with self._checkpoint_lock:
+            self._local.close()
+            self._closed = True
+            self._local.delete_directory()
         logger.info("%s deleted", self._prefix)

@@ -627,6 +627,15 @@ class Partition:
             self.log.maybe_flush()
             self.log.checkpoint()
 
+    def flush_if_due(self) -> bool:
+        """The loop's half of the checkpoint pass: flush if due; whether the offsets
+        checkpoint is behind (a worker thread writes it: log_io.py)."""
+        if self.offline:
+            return False
+        with self._storage_guard("flush and checkpoint"):
+            self.log.maybe_flush()
+        return self.log.checkpoint_pending()
+
     def close(self) -> None:
         """Shutdown: flush, checkpoint and close cleanly; offline, only close the files."""
         if self.offline:

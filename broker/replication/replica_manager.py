@@ -45,6 +45,7 @@ from .delayed import DelayedFetch, FetchPartitionStatus
 from .fetcher import ReplicaFetcherManager
 from .image_applier import ImageApplier, Position
 from .log_cleaner import LogCleanerManager
+from .log_io import LogWriter
 from .origin import AppendOrigin
 from .partition import READ_UNCOMMITTED, Partition, PartitionError
 from .replica_selector import preferred_read_replica
@@ -122,6 +123,8 @@ class ReplicaManager:
         # (tests driving a ReplicaManager alone) applies every image.
         self.incarnation: str | None = None
         self.applier = ImageApplier(self)
+        self.log_writer = LogWriter(f"log-io-{self.node_id}")  # checkpoint pass, close
+        self._closing = False
         self.alter_partition = AlterPartitionManager(
             self.node_id, self.lag_time_max_ms, self.tasks, self.stats,
             lambda: self.metadata, lambda: self.image, self.on_isr_changed)
@@ -137,7 +140,8 @@ class ReplicaManager:
         * log-retention, every ``log.retention.check.interval.ms``: deletes expired
           segments;
         * offset-checkpoint, every ``log.flush.offset.checkpoint.interval.ms``: flushes
-          when due and writes HW / recovery point / log start offset;
+          when due and writes HW / recovery point / log start offset (the writes in
+          worker threads, log_io.py);
         * isr-shrink, every half ``replica.lag.time.max.ms``: proposes removing lagging
           ISR followers;
         * log-cleaner (``LogCleanerManager``): compacts the logs of compacted topics.
@@ -154,17 +158,19 @@ class ReplicaManager:
         self.cleaner.start()
 
     async def shutdown(self) -> None:
+        """Stop fetching and the periodic tasks, answer what waits, then close every
+        log in the worker threads (log_io.py); images arriving meanwhile are not acted
+        on, so nothing on the loop touches a log being closed."""
+        self._closing = True
         await self.fetchers.shutdown()
         await self.tasks.shutdown()
         self.cleaner.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.delete_records_purgatory.shutdown()
-        for partition in list(self.partitions.values()):
-            try:
-                partition.close()  # offline ones: only the files are closed
-            except StorageError as exc:
-                log.error("%s closing %s failed: %s", self._prefix, partition.name, exc)
+        # offline ones: only the files are closed
+        for partition, exc in await self.log_writer.close(list(self.partitions.values())):
+            log.error("%s closing %s failed: %s", self._prefix, partition.name, exc)
         log.info("%s closed %d partition logs%s", self._prefix, len(self.partitions),
                  f" (log directory offline: {self.log_dir_failure})"
                  if self.log_dir_failure else "")
@@ -178,9 +184,12 @@ class ReplicaManager:
             if partition.enforce_retention(now_ms):
                 self.fetch_purgatory.check_and_complete(partition.key)
 
-    def _checkpoint_once(self) -> None:
-        for partition in self._online_partitions():
-            partition.checkpoint()
+    async def _checkpoint_once(self) -> None:
+        """Flush the logs due a flush (on the loop), then write the offsets checkpoints
+        that moved in the worker threads; a failure takes the log directory offline."""
+        moved = [p for p in self._online_partitions() if p.flush_if_due()]
+        for partition, exc in await self.log_writer.checkpoint(moved):
+            self.on_storage_failure(partition, "writing the offsets checkpoint", exc)
 
     # -- storage failures (KIP-112) ------------------------------------------------------
 
@@ -221,6 +230,8 @@ class ReplicaManager:
         incarnation first (new epochs), so the first image acted on is safe.
         """
         self.image = image
+        if self._closing:
+            return
         if self.incarnation is not None:
             me = image.brokers.get(self.node_id)
             if me is None or me.incarnation != self.incarnation:
