@@ -54,9 +54,10 @@ FLOORS = (
     # counters the hot paths update; network.limits: Kafka's connection-limit settings
     # (config.py reads them; the connection, on the network floor, counts with them);
     # the purgatory (delayed operations: the controller's and replication's waits)
-    # quotas: client quota entities and rates, pure (KIP-546)
+    # quotas: client quota entities and rates, pure (KIP-546); malloc_thresholds: glibc's
+    # thresholds for large buffers, set once at start
     ("broker.tasks", "broker.logs", "broker.topics", "broker.metrics", "broker.network.limits",
-     "broker.purgatory", "broker.quotas"),
+     "broker.purgatory", "broker.quotas", "broker.malloc_thresholds"),
     ("broker.client",),            # the outgoing Kafka client
     ("broker.security",),
     ("broker.config",),
