@@ -180,3 +180,36 @@ def test_handed_out_frames_leave_the_buffer_and_interleaved_feeds_stay_in_order(
         got.append(more)
     assert [p for p in got if p is not None] == payloads
     assert reader.buffered_bytes == 0
+
+
+# A frame big enough to be handed over as the reader's own buffer (no copy).
+BIG = b"\x00\x00\x00\x09\x00\x00\x00\x04" + bytes(range(256)) * 512
+
+
+@pytest.mark.parametrize("chunk_size", [1000, 65536, 200_000])
+def test_a_big_frame_alone_in_the_buffer_comes_out_whole_and_the_reader_goes_on(chunk_size):
+    reader = FrameReader()
+    frames = feed_in_chunks(frame(BIG) + STREAM, chunk_size, reader)
+    assert frames == [BIG] + PAYLOADS
+    assert reader.buffered_bytes == 0
+
+
+def test_a_handed_over_frame_is_not_touched_by_later_feeds():
+    reader = FrameReader()
+    reader.feed(frame(BIG))
+    handed = reader.next_frame()
+    assert handed == BIG
+    reader.feed(frame(PAYLOADS[2]) + frame(BIG)[:100])
+    assert reader.next_frame() == PAYLOADS[2]
+    reader.feed(frame(BIG)[100:])
+    assert reader.next_frame() == BIG
+    assert handed == BIG
+
+
+def test_a_big_frame_followed_by_part_of_the_next_is_copied_out():
+    reader = FrameReader()
+    reader.feed(frame(BIG) + frame(PAYLOADS[0])[:3])
+    assert reader.next_frame() == BIG
+    assert reader.next_frame() is None
+    reader.feed(frame(PAYLOADS[0])[3:])
+    assert reader.next_frame() == PAYLOADS[0]
