@@ -8,6 +8,12 @@ creates a one-partition RF 3 topic, runs N produces one at a time (produce, wait
 the report, repeat), and prints the leader's and the followers' CPU per round trip
 (utime + stime from /proc). Medians and ranges per tree at the end. Bench W5's
 "1 in flight" row is the same figure summed over the three brokers.
+
+Each figure is also split by thread: the event loop (the broker's main thread, where
+every request is served) and the rest, mostly the metadata quorum's thread (pysyncobj),
+whose heartbeats and once-a-second journal write cost the same whatever the produce rate:
+its share of a round trip is its idle CPU divided by the round-trip rate, so it grows as
+a busy host slows the round trips, while the loop's figure does not.
 """
 import argparse
 import os
@@ -26,7 +32,16 @@ WARM_UP = 300
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return cpu_seconds_of(f"/proc/{pid}/stat")
+
+
+def loop_cpu_seconds(pid: int) -> float:
+    """CPU seconds of ``pid``'s main thread alone (the broker's event loop)."""
+    return cpu_seconds_of(f"/proc/{pid}/task/{pid}/stat")
+
+
+def cpu_seconds_of(stat_path: str) -> float:
+    fields = open(stat_path).read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
@@ -41,8 +56,9 @@ def broker_pids(data_dir: str) -> dict[int, int]:
     return pids
 
 
-def one_run(src: str, records: int) -> tuple[float, float]:
-    """(leader us, mean follower us) of CPU per round trip on a fresh cluster from src."""
+def one_run(src: str, records: int) -> tuple[float, float, float, float]:
+    """(leader us, mean follower us, leader loop us, mean follower loop us) of CPU per
+    round trip on a fresh cluster from src; "loop": the event loop's thread alone."""
     data = tempfile.mkdtemp(prefix="round-trip-cpu-")
     port = free_port()
     cluster = subprocess.Popen([PY, "-m", "broker.cli", "dev", "--brokers", "3",
@@ -72,13 +88,18 @@ def one_run(src: str, records: int) -> tuple[float, float]:
         leader = admin.list_topics("rt", timeout=5).topics["rt"].partitions[0].leader
         pids = broker_pids(data)
         before = {node: cpu_seconds(pid) for node, pid in pids.items()}
+        loop_before = {node: loop_cpu_seconds(pid) for node, pid in pids.items()}
         for _ in range(records):
             producer.produce("rt", value)
             producer.flush()
         us = {node: 1e6 * (cpu_seconds(pid) - before[node]) / records
               for node, pid in pids.items()}
+        loop_us = {node: 1e6 * (loop_cpu_seconds(pid) - loop_before[node]) / records
+                   for node, pid in pids.items()}
         followers = [v for node, v in us.items() if node != leader]
-        return us[leader], sum(followers) / len(followers)
+        follower_loops = [v for node, v in loop_us.items() if node != leader]
+        return (us[leader], sum(followers) / len(followers), loop_us[leader],
+                sum(follower_loops) / len(follower_loops))
     finally:
         stop_group(cluster, 30)
         subprocess.run(["rm", "-rf", data], check=False)
@@ -90,21 +111,24 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("src", nargs="+", help="source trees to compare")
     args = parser.parse_args()
-    results: dict[str, list[tuple[float, float]]] = {src: [] for src in args.src}
+    results: dict[str, list[tuple[float, float, float, float]]] = {src: [] for src in args.src}
     for round_no in range(1, args.rounds + 1):
         for src in args.src:
-            leader, follower = one_run(src, args.records)
-            results[src].append((leader, follower))
-            print(f"round {round_no} {src}: leader {leader:.0f} us, follower {follower:.0f} us, "
-                  f"cluster {leader + 2 * follower:.0f} us per round trip", flush=True)
-    print(f"{'tree':<40} {'leader us':>18} {'follower us':>18} {'cluster us':>10}")
+            row = leader, follower, leader_loop, follower_loop = one_run(src, args.records)
+            results[src].append(row)
+            print(f"round {round_no} {src}: leader {leader:.0f} us (loop {leader_loop:.0f}), "
+                  f"follower {follower:.0f} us (loop {follower_loop:.0f}), cluster "
+                  f"{leader + 2 * follower:.0f} us (loops {leader_loop + 2 * follower_loop:.0f}) "
+                  f"per round trip; load average {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"{'tree':<40} {'leader us':>18} {'follower us':>18} {'cluster us':>10} "
+          f"{'loops us':>18}")
     for src, rows in results.items():
         def spread(values):
             values = sorted(values)
             return f"{values[len(values) // 2]:.0f} ({values[0]:.0f}-{values[-1]:.0f})"
-        cluster = sorted(leader + 2 * follower for leader, follower in rows)
+        cluster = sorted(r[0] + 2 * r[1] for r in rows)
         print(f"{src:<40} {spread([r[0] for r in rows]):>18} {spread([r[1] for r in rows]):>18} "
-              f"{cluster[len(cluster) // 2]:>10.0f}")
+              f"{cluster[len(cluster) // 2]:>10.0f} {spread([r[2] + 2 * r[3] for r in rows]):>18}")
     return 0
 
 
