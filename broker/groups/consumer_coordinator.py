@@ -338,6 +338,8 @@ class ConsumerGroups:
         member.member_id = new_member_id
         consumer.members[new_member_id] = member
         consumer.target[new_member_id] = target
+        if consumer.regex_topics and old_member_id in consumer.regex_topics:
+            consumer.regex_topics[new_member_id] = consumer.regex_topics.pop(old_member_id)
         log.info("%s static member %s of group %s rejoined as %s (was %s)", self._prefix,
                  member.instance_id, group.group_id, new_member_id, old_member_id)
         entries = []
