@@ -30,7 +30,7 @@ EXPLICIT: dict[int, bool] = {}  # id(consumer) -> explicit acknowledgement mode
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     home = tmp_path_factory.mktemp("share-consumer")
-    broker = BrokerProcess(home / "data", log_path=home / "broker.log")
+    broker = BrokerProcess(home / "data", log_path=home / "broker.log", start_timeout_s=60)
     broker.start()
     yield broker
     code = broker.stop()

@@ -10,8 +10,11 @@ The records come from a Python producer; the assertions are on what the JVM prin
 - three consumers of one group on a 3-partition topic: every record delivered exactly
   once across them (delivery count 1 each) and, acknowledged, moving each partition's
   start offset to its log end (the Admin's listShareGroupOffsets reports all three);
-- one consumer that RELEASEs each record on its first delivery and ACCEPTs it on the
-  next: every record comes back with its delivery count raised from 1 to 2.
+- one consumer of a read_committed group with a delivery limit of 2 that RELEASEs each
+  record on its first delivery and ACCEPTs it on the next (every record comes back with
+  its delivery count raised from 1 to 2), REJECTs one (never delivered again) and
+  RELEASEs one at every delivery (archived after its second); an aborted transaction's
+  record is never delivered.
 
 The cluster (conftest's shared one) serves both tests (a topic and a group each); one JVM
 per test.
@@ -98,7 +101,13 @@ public class ShareConsumerProbe {
                     int count = r.deliveryCount().orElse((short) -1);
                     System.out.println("got c" + id + " " + r.partition() + " " + r.offset() + " "
                                        + count + " " + r.value());
-                    if (mode.equals("release") && count < 2) {
+                    if (mode.equals("release") && r.value().endsWith("-reject")) {
+                        consumer.acknowledge(r, AcknowledgeType.REJECT);
+                        done.add(r.partition() + "@" + r.offset());
+                    } else if (mode.equals("release") && r.value().endsWith("-poison")) {
+                        consumer.acknowledge(r, AcknowledgeType.RELEASE);  // to the limit
+                        if (count >= 2) done.add(r.partition() + "@" + r.offset());
+                    } else if (mode.equals("release") && count < 2) {
                         consumer.acknowledge(r, AcknowledgeType.RELEASE);
                     } else {
                         consumer.acknowledge(r, AcknowledgeType.ACCEPT);
@@ -156,16 +165,16 @@ def deliveries(stdout: str) -> list[tuple[str, int, int, int, str]]:
 
 
 def run_probe(probe, cluster, mode: str, topic: str, partitions: int, count: int,
-              members: int):
+              members: int, configs: dict[str, str] | None = None):
     # The probe sets earliest with the Java Admin, whose request reaches one broker; a
     # share partition's leader reads the setting at the group's first fetch, from the
     # metadata it has applied.  Set here first and seen by every broker, so no leader
     # starts the group at the log end (latest) before the change reached it.
     group = f"{topic}-group"
-    assert alter(cluster, 1, GROUP_R, group, {"share.auto.offset.reset": "earliest"}) \
-        == (NONE, None)
-    wait_group_value(cluster, group, "share.auto.offset.reset", "earliest", GROUP_SOURCE,
-                     nodes=cluster.node_ids)
+    configs = {"share.auto.offset.reset": "earliest", **(configs or {})}
+    assert alter(cluster, 1, GROUP_R, group, configs) == (NONE, None)
+    for key, value in configs.items():
+        wait_group_value(cluster, group, key, value, GROUP_SOURCE, nodes=cluster.node_ids)
     run = probe.run(SHARE_PROBE, cluster.bootstrap, mode, topic, f"{topic}-group",
                     str(partitions), str(count), str(members), timeout_s=150)
     assert run.passed, run.report()
@@ -194,15 +203,34 @@ def test_three_java_share_consumers_get_and_acknowledge_every_record_once(probe,
     assert starts == {p: str(count // partitions) for p in range(partitions)}, run.report()
 
 
-def test_java_release_then_accept_redelivers_with_the_delivery_count_raised(probe, cluster):
+def test_java_release_reject_the_delivery_limit_and_read_committed(probe, cluster):
+    """One partition, group configs share.delivery.count.limit=2 and
+    share.isolation.level=read_committed; a committed transaction of five records, one
+    to REJECT and one RELEASEd at every delivery, then an aborted one.  Each of the five
+    comes back once RELEASEd with its delivery count raised from 1 to 2 and is accepted;
+    the rejected one is never delivered again; the poison one is delivered twice and
+    then archived at the limit; the aborted record is never delivered."""
+    from confluent_kafka import Producer
+
     cluster.create_topic("java-share-release", 1)
-    sent = produce(cluster, "java-share-release", 1, 5)
-    run = run_probe(probe, cluster, "release", "java-share-release", 1, len(sent), 1)
-    rows = deliveries(run.stdout)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap,
+                         "transactional.id": "java-share-release"})
+    producer.init_transactions(30)
+    committed = [f"java-share-release-{i}" for i in range(5)] + \
+        ["java-share-release-reject", "java-share-release-poison"]
+    for values, commit in ((committed, True), (["java-share-release-aborted"], False)):
+        producer.begin_transaction()
+        for value in values:
+            producer.produce("java-share-release", value.encode(), partition=0)
+        assert producer.flush(30) == 0
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    run = run_probe(probe, cluster, "release", "java-share-release", 1, len(committed), 1,
+                    {"share.delivery.count.limit": "2",
+                     "share.isolation.level": "read_committed"})
     counts: dict[str, list[int]] = {}
-    for _, _, _, delivery_count, value in rows:
+    for _, _, _, delivery_count, value in deliveries(run.stdout):
         counts.setdefault(value, []).append(delivery_count)
-    assert set(counts) == {value for _, value in sent}
-    assert all(seen == [1, 2] for seen in counts.values()), \
-        f"each record released once then accepted on its second delivery: {counts}"
-    assert run.facts()["start.0"] == str(len(sent))
+    assert counts == {**{v: [1, 2] for v in committed[:5]},
+                      "java-share-release-reject": [1], "java-share-release-poison": [1, 2]}, \
+        f"{counts}\n{run.report()}"
+    assert int(run.facts()["start.0"]) >= len(committed), run.report()

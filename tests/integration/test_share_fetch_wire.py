@@ -47,7 +47,7 @@ def broker(tmp_path_factory):
     home = tmp_path_factory.mktemp("share-fetch")
     broker = BrokerProcess(home / "data", log_path=home / "broker.log", extra_settings={
         "group.share.record.lock.duration.ms": LOCK_MS,
-        "group.share.delivery.count.limit": DELIVERY_LIMIT})
+        "group.share.delivery.count.limit": DELIVERY_LIMIT}, start_timeout_s=60)
     broker.start()
     yield broker
     code = broker.stop()
