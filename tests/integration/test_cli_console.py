@@ -1,6 +1,8 @@
 """``raftwood produce`` and ``raftwood consume`` as a user runs them: subprocesses of the
 installed command line against a real broker.
 
+One broker serves the module (the missing-topic test has its own, without auto-creation).
+
 Invariants: every line given to ``produce`` comes back from ``consume --from-beginning``
 in order (one partition), keys split at ``--key-separator`` come back with
 ``--print-key``; a group's committed offsets make a second ``consume --group`` print only
@@ -12,9 +14,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from broker.testing import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND_TIMEOUT_S = 90
@@ -28,9 +33,16 @@ def raftwood(*argv: str, stdin: str = "") -> subprocess.CompletedProcess:
                           cwd=ROOT)
 
 
-@pytest.fixture
-def bootstrap(raftwood_broker) -> str:
-    return raftwood_broker.bootstrap
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory) -> Iterator[str]:
+    """One broker for the module (each test has topics of its own), its first group
+    rebalance not delayed: ``consume --group`` joins an Empty group, which the default
+    ``group.initial.rebalance.delay.ms`` holds 3 s each time."""
+    home = tmp_path_factory.mktemp("console")
+    broker = BrokerProcess(home / "data", log_path=home / "broker.log",
+                           extra_settings={"group.initial.rebalance.delay.ms": "0"}).start()
+    yield broker.bootstrap
+    assert broker.stop() == 0, broker.log_tail()
 
 
 @pytest.mark.slow
