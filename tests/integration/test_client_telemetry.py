@@ -51,7 +51,7 @@ def broker(tmp_path_factory):
         "raftwood.client.metrics.subscription": PREFIXES,
         "raftwood.client.metrics.push.interval.ms": PUSH_INTERVAL_MS,
         "telemetry.max.bytes": MAX_BYTES})
-    broker.start()
+    broker.start(timeout_s=60)
     broker.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
     yield broker
     assert broker.stop() == 0, broker.log_tail()

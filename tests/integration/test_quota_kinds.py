@@ -45,6 +45,7 @@ WINDOW_SETTINGS = {"quota.window.num": "6", "quota.window.size.seconds": "2",
                    "controller.quota.window.num": "6",
                    "controller.quota.window.size.seconds": "2"}
 LONGEST_THROTTLE_MS = 6 * 2000
+START_S = 60.0  # a loaded machine starts a broker slowly
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def quota_broker(tmp_path_factory):
     # Windows of 2 s, 6 of them: the same 10 s least span as Kafka's 11 of 1 s (what the
     # other tests here count on), and a longest throttle of 12 s instead of 11 s.
     broker = BrokerProcess(home / "data", log_path=home / "broker.log", extra_settings={
-        **WINDOW_SETTINGS}).start()
+        **WINDOW_SETTINGS}).start(timeout_s=START_S)
     yield broker
     assert broker.stop() == 0, broker.log_tail()
 
