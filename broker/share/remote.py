@@ -3,14 +3,12 @@ calls to the broker leading the key's ``__share_group_state`` partition (KIP-932
 the group coordinator's ReadShareGroupStateSummary (v1) for DescribeShareGroupOffsets.
 
 One connection per coordinator broker, on the inter-broker listener with its security,
-used by one request at a time (``AsyncConnection``); a lost connection or a coordinator
-with no live broker answers COORDINATOR_NOT_AVAILABLE, which the persister retries.
-Event-loop only.
+used by one request at a time (``broker/client/interbroker.py``); a lost connection or a
+coordinator with no live broker answers COORDINATOR_NOT_AVAILABLE, which the persister
+retries.  Event-loop only.
 """
 from __future__ import annotations
 
-import asyncio
-import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -25,12 +23,10 @@ from protocol.share_state_messages import (
     WriteShareGroupStateResponse,
 )
 
-from ..client.kafka_client import AsyncConnection, ConnectionFailed
+from ..client.interbroker import InterBrokerChannels
 from ..security.client import inter_broker_security
 from .partition import RecordState, StateBatch
 from .records import ShareSnapshot, ShareSummary
-
-log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 10.0
 SUMMARY_VERSION = 1
@@ -47,14 +43,6 @@ def _split(key: str) -> tuple[str, uuid.UUID, int]:
     return group, uuid.UUID(topic_id), int(partition)
 
 
-class _Channel:
-    def __init__(self, address: tuple[str, int], security: Any, client_id: str):
-        self.address = address
-        self.connection = AsyncConnection(address[0], address[1], client_id=client_id,
-                                          timeout_s=REQUEST_TIMEOUT_S, security=security)
-        self.lock = asyncio.Lock()
-
-
 class ShareStateClient:
     """Sends one key's reads and writes to its coordinator; ``leader_for(key)`` is the
     share coordinator's view of who leads the key's state partition."""
@@ -62,38 +50,23 @@ class ShareStateClient:
     def __init__(self, config: Any, image: Callable[[], Any],
                  leader_for: Callable[[str], int]) -> None:
         self.node_id = config.node_id
-        self.listener = config.listener_plan.inter_broker_name
-        self.security = inter_broker_security(config)
         self._image = image
         self._leader_for = leader_for
-        self.channels: dict[int, _Channel] = {}
-        self._prefix = f"[ShareStateClient broker={self.node_id}]"
+        self.channels = InterBrokerChannels(
+            image, inter_broker_security(config), f"raftwood-share-{self.node_id}",
+            REQUEST_TIMEOUT_S, f"[ShareStateClient broker={self.node_id}]")
 
-    def _channel(self, key: str) -> _Channel | None:
+    async def _call(self, key: str, request: Any, response_class: Any) -> Any | None:
+        """The key's coordinator's answer; None when it has no live (unfenced) broker or
+        the exchange failed (logged)."""
         broker_id = self._leader_for(key)
         info = self._image().brokers.get(broker_id)
         if info is None or info.fenced:
             return None
-        address = info.endpoint(self.listener)
-        if address is None:
-            return None
-        channel = self.channels.get(broker_id)
-        if channel is None or channel.address != address:
-            channel = self.channels[broker_id] = _Channel(
-                address, self.security, f"raftwood-share-{self.node_id}")
-        return channel
+        return await self.channels.request(broker_id, request, response_class)
 
-    async def _call(self, key: str, request: Any, response_class: Any) -> Any | None:
-        channel = self._channel(key)
-        if channel is None:
-            return None
-        async with channel.lock:
-            try:
-                return await channel.connection.request(request, response_class)
-            except ConnectionFailed as exc:
-                log.info("%s %s to %s:%d failed: %s", self._prefix, request.name,
-                         *channel.address, exc)
-                return None
+    async def shutdown(self) -> None:
+        await self.channels.shutdown()
 
     async def read(self, key: str) -> tuple[ErrorCode, ShareSnapshot | None]:
         group, topic_id, index = _split(key)

@@ -19,7 +19,8 @@ A partition whose topic was deleted is dropped.  Sending stops when the tenure t
 started it ends (``still_current`` turns False): the next leader loads the transaction
 in its Prepare state and sends the markers again (markers are idempotent for a partition).
 
-One connection per destination broker, one request at a time on it.  Event-loop only.
+One connection per destination broker, one request at a time on it
+(``broker/client/interbroker.py``).  Event-loop only.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersRespo
 
 from protocol.errors import ErrorCode
 
-from ..client.kafka_client import AsyncConnection, ConnectionFailed
+from ..client.interbroker import InterBrokerChannels
 from ..security.client import inter_broker_security
 
 if TYPE_CHECKING:
@@ -57,16 +58,6 @@ FENCED = frozenset({ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COOR
 TopicPartition = tuple[str, int]
 
 
-class _Channel:
-    """The connection to one broker, used by one request at a time."""
-
-    def __init__(self, address: tuple[str, int], security, client_id: str):
-        self.address = address
-        self.connection = AsyncConnection(address[0], address[1], client_id=client_id,
-                                          timeout_s=MARKER_REQUEST_TIMEOUT_S, security=security)
-        self.lock = asyncio.Lock()
-
-
 class TransactionMarkerChannelManager:
     """Sends the transaction coordinator's markers; ``context`` gives the config and the
     newest image (whose brokers lead which partition, and where they listen)."""
@@ -74,10 +65,10 @@ class TransactionMarkerChannelManager:
     def __init__(self, context: CoordinatorContext):
         self.context = context
         self.node_id = context.config.node_id
-        self.listener = context.config.listener_plan.inter_broker_name
-        self.security = inter_broker_security(context.config)
-        self.channels: dict[int, _Channel] = {}
         self._prefix = f"[TransactionMarkerChannelManager broker={self.node_id}]"
+        self.channels = InterBrokerChannels(
+            lambda: context.image, inter_broker_security(context.config),
+            f"raftwood-txn-markers-{self.node_id}", MARKER_REQUEST_TIMEOUT_S, self._prefix)
 
     async def write_markers(self, transactional_id: str, producer_id: int, producer_epoch: int,
                             commit: bool, coordinator_epoch: int,
@@ -130,26 +121,10 @@ class TransactionMarkerChannelManager:
                 routes.setdefault(info.leader, []).append(tp)
         return routes
 
-    def _channel(self, broker_id: int) -> _Channel | None:
-        info = self.context.image.brokers.get(broker_id)
-        address = info.endpoint(self.listener) if info is not None else None
-        if address is None:
-            return None
-        channel = self.channels.get(broker_id)
-        if channel is None or channel.address != tuple(address):
-            channel = _Channel(tuple(address), self.security,
-                               f"raftwood-txn-markers-{self.node_id}")
-            self.channels[broker_id] = channel
-        return channel
-
     async def _send(self, broker_id: int, producer_id: int, producer_epoch: int, commit: bool,
                     coordinator_epoch: int, partitions: list[TopicPartition]
                     ) -> dict[TopicPartition, int]:
         """{partition: error code}; a failed exchange answers REQUEST_TIMED_OUT for all."""
-        failed = dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT)
-        channel = self._channel(broker_id)
-        if channel is None:
-            return failed
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
@@ -159,13 +134,9 @@ class TransactionMarkerChannelManager:
             coordinator_epoch=coordinator_epoch, topics=[
                 Marker.WritableTxnMarkerTopic(name=t, partition_indexes=p)
                 for t, p in by_topic.items()])])
-        try:
-            async with channel.lock:
-                response = await channel.connection.request(request, WriteTxnMarkersResponse)
-        except ConnectionFailed as exc:
-            log.info("%s WriteTxnMarkers to broker %d failed (%s); retrying", self._prefix,
-                     broker_id, exc)
-            return failed
+        response = await self.channels.request(broker_id, request, WriteTxnMarkersResponse)
+        if response is None:  # no address, or a failed exchange (logged): retried
+            return dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT)
         answered = {}
         for marker in response.markers:
             if marker.producer_id != producer_id:
@@ -176,9 +147,7 @@ class TransactionMarkerChannelManager:
         return {tp: answered.get(tp, ErrorCode.REQUEST_TIMED_OUT) for tp in partitions}
 
     async def shutdown(self) -> None:
-        channels, self.channels = list(self.channels.values()), {}
-        for channel in channels:
-            await channel.connection.close()
+        await self.channels.shutdown()
 
 
 def _name(code: int) -> str:

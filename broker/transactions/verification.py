@@ -12,23 +12,21 @@ end, which would otherwise open a transaction nobody ends: a hanging transaction
 the transaction's own error otherwise.  A coordinator that cannot be reached, or is
 not known yet, answers COORDINATOR_NOT_AVAILABLE.
 
-One connection per coordinator broker, one request at a time on it; a request waits for
-the connection at most as long as the round trip may take, so a stalled coordinator
-costs each write one timeout, not the queue's.  Cancellation (the producer's connection
-closed) is safe at any point: a round trip cancelled midway makes the next one
-reconnect.  Event-loop only.
+One connection per coordinator broker, one request at a time on it
+(``broker/client/interbroker.py``); a request waits for the connection at most as long as
+the round trip may take, so a stalled coordinator costs each write one timeout, not the
+queue's.  Cancellation (the producer's connection closed) is safe at any point: a round
+trip cancelled midway makes the next one reconnect.  Event-loop only.
 """
 from __future__ import annotations
 
-import asyncio
-import logging
 from typing import TYPE_CHECKING
 
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 from protocol.errors import ErrorCode
 
-from ..client.kafka_client import AsyncConnection, ConnectionFailed
+from ..client.interbroker import InterBrokerChannels
 from ..security.client import inter_broker_security
 from .manager import TRANSACTION_STATE_TOPIC
 
@@ -36,20 +34,10 @@ if TYPE_CHECKING:
     from ..coordinator.context import CoordinatorContext
     from .coordinator import TransactionCoordinator
 
-log = logging.getLogger(__name__)
-
 VERIFY_VERSION = 4  # the first batched (inter-broker) version of AddPartitionsToTxn
 VERIFY_REQUEST_TIMEOUT_S = 15.0
 
 TopicPartition = tuple[str, int]
-
-
-class _Channel:
-    def __init__(self, address: tuple[str, int], security, client_id: str):
-        self.address = address
-        self.connection = AsyncConnection(address[0], address[1], client_id=client_id,
-                                          timeout_s=VERIFY_REQUEST_TIMEOUT_S, security=security)
-        self.lock = asyncio.Lock()
 
 
 class TransactionVerifier:
@@ -59,10 +47,10 @@ class TransactionVerifier:
         self.context = context
         self.coordinator = coordinator
         self.node_id = context.config.node_id
-        self.listener = context.config.listener_plan.inter_broker_name
-        self.security = inter_broker_security(context.config)
-        self.channels: dict[int, _Channel] = {}
         self._prefix = f"[TransactionVerifier broker={self.node_id}]"
+        self.channels = InterBrokerChannels(
+            lambda: context.image, inter_broker_security(context.config),
+            f"raftwood-txn-verify-{self.node_id}", VERIFY_REQUEST_TIMEOUT_S, self._prefix)
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -86,25 +74,9 @@ class TransactionVerifier:
             return None
         return info.leader
 
-    def _channel(self, broker_id: int) -> _Channel | None:
-        info = self.context.image.brokers.get(broker_id)
-        address = info.endpoint(self.listener) if info is not None else None
-        if address is None:
-            return None
-        channel = self.channels.get(broker_id)
-        if channel is None or channel.address != tuple(address):
-            channel = _Channel(tuple(address), self.security,
-                               f"raftwood-txn-verify-{self.node_id}")
-            self.channels[broker_id] = channel
-        return channel
-
     async def _ask(self, broker_id: int, transactional_id: str, producer_id: int,
                    producer_epoch: int, partitions: set[TopicPartition]
                    ) -> dict[TopicPartition, ErrorCode]:
-        unavailable = dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        channel = self._channel(broker_id)
-        if channel is None:
-            return unavailable
         by_topic: dict[str, list[int]] = {}
         for topic, index in sorted(partitions):
             by_topic.setdefault(topic, []).append(index)
@@ -115,24 +87,15 @@ class TransactionVerifier:
             producer_epoch=producer_epoch, verify_only=True,
             topics=[Transaction.AddPartitionsToTxnTopic(name=t, partitions=p)
                     for t, p in by_topic.items()])])
-        try:  # waiting for the channel counts too: a stalled peer must not queue requests
-            await asyncio.wait_for(channel.lock.acquire(), VERIFY_REQUEST_TIMEOUT_S)
-        except TimeoutError:
-            return unavailable
-        try:
-            response = await channel.connection.request(request, AddPartitionsToTxnResponse)
-        except ConnectionFailed as exc:
-            log.info("%s AddPartitionsToTxn to broker %d failed: %s", self._prefix, broker_id,
-                     exc)
-            return unavailable
-        finally:
-            channel.lock.release()
+        # Waiting for the connection counts too: a stalled peer must not queue requests.
+        response = await self.channels.request(broker_id, request, AddPartitionsToTxnResponse,
+                                               wait_s=VERIFY_REQUEST_TIMEOUT_S)
+        if response is None:  # no address, busy, or a failed exchange (logged)
+            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return _errors_of(response, transactional_id, partitions)
 
     async def shutdown(self) -> None:
-        channels, self.channels = list(self.channels.values()), {}
-        for channel in channels:
-            await channel.connection.close()
+        await self.channels.shutdown()
 
 
 def _errors_of(response, transactional_id: str,
