@@ -4,7 +4,8 @@ FindCoordinator key type 1 (creating ``__transaction_state``), InitProducerId wi
 transactional id (epoch bumps, INVALID_TRANSACTION_TIMEOUT), a fenced epoch on
 AddPartitionsToTxn (PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before),
 DescribeTransactions/ListTransactions showing the Ongoing transaction, and EndTxn.
-The end-to-end data checks with real clients live elsewhere.
+The end-to-end data checks with real clients live elsewhere.  One broker serves the
+module; each test has transactional ids and topics of its own.
 """
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ WAIT_S = 20.0
 
 
 @pytest.fixture
-def conn(raftwood_broker):
-    with KafkaConnection(raftwood_broker.bootstrap) as connection:
+def conn(module_broker):
+    """A connection to the module's broker (each test has transactional ids and topics
+    of its own)."""
+    with KafkaConnection(module_broker.bootstrap) as connection:
         yield connection
 
 
@@ -76,10 +79,10 @@ def create_topic(conn, name: str) -> None:
     assert response.topics[0].error_code == NONE
 
 
-def test_find_coordinator_for_a_transactional_id(conn, raftwood_broker):
+def test_find_coordinator_for_a_transactional_id(conn, module_broker):
     response = find_coordinator(conn, "txn-find")
     assert response.error_code == NONE
-    assert response.port == int(raftwood_broker.bootstrap.rsplit(":", 1)[1])
+    assert response.port == int(module_broker.bootstrap.rsplit(":", 1)[1])
     batched = conn.request(FindCoordinatorRequest[4](key_type=1, coordinator_keys=["a", "b"]))
     assert [c.error_code for c in batched.coordinators] == [NONE, NONE]
 
