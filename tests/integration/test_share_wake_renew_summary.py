@@ -251,13 +251,25 @@ def test_describe_offsets_asks_another_brokers_share_coordinator(cluster, capsys
         member_id = str(uuid.uuid4())
         assert heartbeat(conn, group, member_id, 0, ["summary"]).error_code == NONE
     long_locks(cluster, group)  # the records in flight when the CLI looks are still locked
-    with cluster.connect(leader) as conn:
-        topic_id = conn.metadata(["summary"], version=12).topics[0].topic_id
-        member = open_member(conn, group, topic_id)
-        produce(conn, "summary", 5)
-        assert acquired(fetch_until(member, acquired)) == [(0, 4, 1)]
-        done = member.acknowledge([(0, 1, [ACCEPT]), (3, 3, [ACCEPT])])
-        assert partition_of(done).error_code == NONE  # written before it is answered
+    # The member's connection stays open until the CLI has looked: closing the connection
+    # that opened a share session releases the member's records (as Kafka's leader does).
+    member_conn = cluster.connect(leader)
+    try:
+        _acquire_and_check_summary(cluster, capsys, group, coordinator, leader,
+                                   share_coordinator, member_conn)
+    finally:
+        member_conn.close()
+
+
+def _acquire_and_check_summary(cluster, capsys, group, coordinator, leader,
+                               share_coordinator, member_conn) -> None:
+    """The rest of the test above, while ``member_conn`` stays open."""
+    topic_id = member_conn.metadata(["summary"], version=12).topics[0].topic_id
+    member = open_member(member_conn, group, topic_id)
+    produce(member_conn, "summary", 5)
+    assert acquired(fetch_until(member, acquired)) == [(0, 4, 1)]
+    done = member.acknowledge([(0, 1, [ACCEPT]), (3, 3, [ACCEPT])])
+    assert partition_of(done).error_code == NONE  # written before it is answered
     with cluster.connect(coordinator) as conn:
         assert start_offsets(conn, group) == {("summary", 0): 2}
     summary_topic = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
