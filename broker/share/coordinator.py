@@ -10,7 +10,10 @@ write survives the coordinator's failover: the new leader loads it.
 Invariant: ``snapshots`` holds, for each key of a LOADED partition, the newest snapshot
 (by leader epoch, then sequence) its log holds; a write older than the one in place is
 not appended: refused with FENCED_STATE_EPOCH when a newer leader epoch wrote, taken as
-written when a newer snapshot of the same leader (which includes it) is in place.  Event-loop only.
+written when a newer snapshot of the same leader (which includes it) is in place.  A
+snapshot of a newer leader epoch whose sequence is not past the one in place is refused
+too (FENCED_STATE_EPOCH): its leader loaded an older state than the log holds.
+Event-loop only.
 """
 from __future__ import annotations
 
@@ -143,6 +146,12 @@ class ShareCoordinator:
             # newer leader fences this writer.
             return ErrorCode.NONE if current.leader_epoch == snapshot.leader_epoch \
                 else ErrorCode.FENCED_STATE_EPOCH
+        if snapshot is not None and current is not None \
+                and snapshot.leader_epoch > current.leader_epoch and snapshot.seq <= current.seq:
+            # A new leader's first write continues the sequence it loaded; a lower one
+            # means an older leader wrote after that read (acknowledgements it answered):
+            # refused, so the new leader loads again instead of writing over them.
+            return ErrorCode.FENCED_STATE_EPOCH
         index = self.runtime.partition_for(key)
         value = None if snapshot is None else encode_value(snapshot)
         pending = self.runtime.append_now(index, [(key.encode(), value)])

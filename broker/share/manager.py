@@ -13,8 +13,9 @@ Event-loop only.  Invariants:
   (earliest).
 
 - A share partition is loaded from the persister (persister.py: its last snapshot on
-  ``__share_group_state``) before its first fetch on this leader, and a new one's start
-  is written at once; ``persist`` writes a snapshot (the caller answers an
+  ``__share_group_state``) before its first fetch on this leader and written back under
+  this leader's epoch before it is used (a new one's start; for an old one the fence
+  against the previous leader's late writes); ``persist`` writes a snapshot (the caller answers an
   acknowledgement only after it); a lock expiry or a member's release is written in the
   background (``_write_later``), as Kafka's leader writes them.  Snapshots of one key
   carry (leader epoch, sequence), increasing.
@@ -135,13 +136,19 @@ class SharePartitionManager:
             if key in self.partitions:  # never, as loads of one key do not overlap
                 return ErrorCode.NONE, self.partitions[key]
             share = self._new(key, partition, snapshot, limits)
+            # Written under this leader's epoch before anything is handed out: a new
+            # share partition's start, and the fence that refuses an older leader's
+            # writes from now on.  The coordinator refuses it if such a write got in
+            # after the read (acknowledgements that leader answered): loaded again then.
+            error = await self._write(key, share)
+            if error != ErrorCode.NONE:
+                log.info("[Share group %s] %s-%d: state not written at load (%s); loaded "
+                         "again on the next fetch", key[0], key[1], key[2], error.name)
+                return error, None
+            if not partition.is_leader or partition.leader_epoch != leader_epoch:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER, None
             self.partitions[key] = share
             self.touched(key)
-            if snapshot is None:
-                error = await self.persist(key)
-                if error != ErrorCode.NONE:
-                    log.warning("[Share group %s] %s-%d: start not persisted (%s)", key[0],
-                                key[1], key[2], error.name)
             return ErrorCode.NONE, share
         finally:
             self._loading.pop(key, None)
@@ -166,7 +173,12 @@ class SharePartitionManager:
     async def persist(self, key: ShareKey) -> ErrorCode:
         """Write ``key``'s state now; NONE once it is durable (or nothing persists)."""
         share = self.partitions.get(key)
-        if self.persister is None or share is None:
+        if share is None:
+            return ErrorCode.NONE
+        return await self._write(key, share)
+
+    async def _write(self, key: ShareKey, share: SharePartition) -> ErrorCode:
+        if self.persister is None:
             return ErrorCode.NONE
         seq = self._seq[key] = self._seq.get(key, 0) + 1
         snapshot = ShareSnapshot(self._leader_epochs.get(key, -1), seq, share.start_offset,

@@ -21,7 +21,10 @@ from kafka.protocol.admin import IncrementalAlterConfigsRequest
 from broker.harness.wire import read_records
 from broker.testing import BrokerProcess, KafkaConnection, build_batch
 from protocol.share_fetch_messages import ShareAcknowledgeRequest, ShareFetchRequest
-from protocol.share_state_messages import ReadShareGroupStateRequest
+from protocol.share_state_messages import (
+    ReadShareGroupStateRequest,
+    WriteShareGroupStateRequest,
+)
 
 pytestmark = pytest.mark.slow  # a broker process, and a 4 s lock left to expire
 LOCK_MS = 4000
@@ -32,6 +35,7 @@ INVALID_REQUEST = 42
 UNKNOWN_TOPIC_ID = 100
 INVALID_RECORD_STATE = 121
 SHARE_SESSION_NOT_FOUND = 122
+FENCED_STATE_EPOCH = 124
 INVALID_SHARE_SESSION_EPOCH = 123
 UNSUPPORTED_VERSION = 35
 FetchTopic = ShareFetchRequest.FetchTopic
@@ -322,6 +326,34 @@ def persisted_batches(conn, group: str, topic_id) -> list[tuple[int, int, int, i
     assert partition.error_code == NONE, answer
     return [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
             for b in partition.state_batches]
+
+
+def test_a_new_leader_that_loaded_an_older_state_is_refused_and_then_fences(broker):
+    """The share coordinator's rule for WriteShareGroupState: a new leader's first write
+    continues the sequence it loaded, so one of a newer leader epoch whose sequence is
+    not past the one in place is refused (FENCED_STATE_EPOCH: an older leader wrote
+    after that load, acknowledgements it answered, which the new leader would otherwise
+    write over); once a newer leader epoch has written, an older one is refused."""
+    with KafkaConnection(broker.bootstrap) as conn:
+        topic_id = new_topic(conn, "fenced")
+        open_member(conn, "g-fenced", topic_id)  # loaded and written: this leader's epoch
+        epoch = conn.metadata(["fenced"], version=12).topics[0].partitions[0].leader_epoch
+        data = ReadShareGroupStateRequest.ReadStateData
+        read = conn.request(ReadShareGroupStateRequest[0](group_id="g-fenced", topics=[data(
+            topic_id=topic_id, partitions=[data.PartitionData(partition=0, leader_epoch=-1)])]))
+        seq = read.results[0].partitions[0].state_epoch
+
+        def write(leader_epoch: int, state_epoch: int) -> int:
+            state = WriteShareGroupStateRequest.WriteStateData
+            answer = conn.request(WriteShareGroupStateRequest[0](group_id="g-fenced", topics=[
+                state(topic_id=topic_id, partitions=[state.PartitionData(
+                    partition=0, state_epoch=state_epoch, leader_epoch=leader_epoch,
+                    start_offset=0, state_batches=[])])]))
+            return answer.results[0].partitions[0].error_code
+
+        assert write(epoch + 1, seq) == FENCED_STATE_EPOCH, "loaded an older state"
+        assert write(epoch + 1, seq + 1) == NONE, "a new leader continuing the sequence"
+        assert write(epoch, seq + 2) == FENCED_STATE_EPOCH, "the older leader, fenced"
 
 
 def test_an_expired_lock_is_written_so_a_restart_keeps_the_delivery_count(broker):
