@@ -16,6 +16,15 @@ fenced producer, NOT_ENOUGH_REPLICAS (retriable) while the coordinator is unavai
 loading, moving or ending the transaction.  A marker for the producer written while the
 question was out voids the answer (INVALID_TXN_STATE): the transaction it confirmed is
 over.  Such a request is answered from a task; every other stays on the hot path.
+Produce v12+ (transaction version 2, KIP-890 part 2: the client sends no
+AddPartitionsToTxn) asks the coordinator to add the partition instead (AddPartitionsToTxn
+v5 without ``VerifyOnly``), with the same answers.  Every transaction has an epoch of its
+own there, so the batch that opens it on a partition is its epoch's sequence 0; a later
+batch whose add is answered before the first batch was appended (pipelined behind it,
+or retried before it) is refused with the retriable NOT_ENOUGH_REPLICAS and appended on
+a retry after it (Kafka's lowest-sequence rule for writes under verification; an
+OUT_OF_ORDER_SEQUENCE_NUMBER there would be fatal to a Java producer whose first batch
+was acknowledged in between).
 
 Client quotas (KIP-546): the request's bytes count against the client's
 producer_byte_rate; over it, the answer carries throttle_time_ms and the connection
@@ -124,9 +133,14 @@ class _Unverified:
 
     producer_id: int
     producer_epoch: int
+    header: Any  # protocol.records.BatchHeader
     producer_state: Any  # storage.producer_state.ProducerStateManager
     guard: object
 
+
+# Produce v12+ is a transaction version 2 client's (KIP-890 part 2): the coordinator adds
+# the partition to the transaction instead of only confirming it is there.
+IMPLICIT_ADD_SINCE_VERSION = 12
 
 # What a partition answers for its coordinator's error; the others pass as they are.
 _VERIFY_ERRORS = {
@@ -157,9 +171,15 @@ def _unverified(ctx: ApiContext, body: Any,
             state = partition.log.producer_state
             if header is not None and state.needs_verification(header):
                 found[(topic.name, data.index)] = _Unverified(
-                    header.producer_id, header.producer_epoch, state,
+                    header.producer_id, header.producer_epoch, header, state,
                     state.start_verification(header.producer_id))
     return found
+
+
+def _opens_out_of_order(u: _Unverified) -> bool:
+    """A version 2 transaction's write would still open it here, past its epoch's
+    sequence 0: its first batch has not been appended yet."""
+    return u.header.base_sequence != 0 and u.producer_state.needs_verification(u.header)
 
 
 async def _verify_then_produce(ctx: ApiContext, request: Request, denied: set[str],
@@ -171,17 +191,21 @@ async def _verify_then_produce(ctx: ApiContext, request: Request, denied: set[st
     for tp, u in unverified.items():
         by_producer.setdefault((u.producer_id, u.producer_epoch), set()).add(tp)
     transactional_id = request.body.transactional_id
+    add = request.api_version >= IMPLICIT_ADD_SINCE_VERSION
     refused: dict[tuple[str, int], ErrorCode] = {}
     for (producer_id, producer_epoch), partitions in by_producer.items():
         errors = await ctx.transactions.verifier.verify(
-            transactional_id, producer_id, producer_epoch, partitions)
+            transactional_id, producer_id, producer_epoch, partitions, add=add)
         for tp, error in errors.items():
             if error != ErrorCode.NONE:
                 refused[tp] = _VERIFY_ERRORS.get(error, error)
     for tp, u in unverified.items():  # no await from here to the appends
-        if tp not in refused and not u.producer_state.verification_holds(u.producer_id,
-                                                                          u.guard):
+        if tp in refused:
+            continue
+        if not u.producer_state.verification_holds(u.producer_id, u.guard):
             refused[tp] = ErrorCode.INVALID_TXN_STATE
+        elif add and _opens_out_of_order(u):  # retried after the first batch
+            refused[tp] = ErrorCode.NOT_ENOUGH_REPLICAS
     if refused:
         log.info("refused transactional produce of %s: %s", transactional_id,
                  {f"{t}-{i}": e.name for (t, i), e in refused.items()})

@@ -479,7 +479,8 @@ class TransactionCoordinator:
         # shows what is left, as Kafka's does).
         written = await self.markers.write_markers(
             metadata.transactional_id, metadata.producer_id, metadata.producer_epoch, commit,
-            coordinator_epoch, metadata.topic_partitions, still_current)
+            coordinator_epoch, metadata.topic_partitions, still_current,
+            metadata.client_transaction_version)
         if not written:
             return
         while True:

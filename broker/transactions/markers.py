@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS_VERSION = 1
+# v2 names the transaction version of each marker (KIP-890 part 2); sent for version 2
+# transactions only, so a version 1 cluster's markers stay v1.
+WRITE_TXN_MARKERS_TV2_VERSION = 2
 RETRY_BACKOFF_S = 0.1
 MAX_RETRY_BACKOFF_S = 2.0
 # Longer than the leader's wait for the markers' replication (30 s, WriteTxnMarkers'
@@ -73,7 +76,8 @@ class TransactionMarkerChannelManager:
     async def write_markers(self, transactional_id: str, producer_id: int, producer_epoch: int,
                             commit: bool, coordinator_epoch: int,
                             pending: set[TopicPartition],
-                            still_current: Callable[[], bool]) -> bool:
+                            still_current: Callable[[], bool],
+                            transaction_version: int = 0) -> bool:
         """Write the markers on every partition of ``pending``, removing each from it once
         written (or dropped).  True when none is left; False when the transaction was
         abandoned here (fenced, or the tenure ended)."""
@@ -84,7 +88,8 @@ class TransactionMarkerChannelManager:
             routes = self._route(transactional_id, pending)
             results = await asyncio.gather(*(
                 self._send(broker_id, producer_id, producer_epoch, commit, coordinator_epoch,
-                           partitions) for broker_id, partitions in routes.items()))
+                           partitions, transaction_version)
+                for broker_id, partitions in routes.items()))
             for outcome in results:
                 for tp, error in outcome.items():
                     if error in (ErrorCode.NONE, ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT):
@@ -122,18 +127,21 @@ class TransactionMarkerChannelManager:
         return routes
 
     async def _send(self, broker_id: int, producer_id: int, producer_epoch: int, commit: bool,
-                    coordinator_epoch: int, partitions: list[TopicPartition]
-                    ) -> dict[TopicPartition, int]:
+                    coordinator_epoch: int, partitions: list[TopicPartition],
+                    transaction_version: int = 0) -> dict[TopicPartition, int]:
         """{partition: error code}; a failed exchange answers REQUEST_TIMED_OUT for all."""
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
         Marker = WriteTxnMarkersRequest.WritableTxnMarker
-        request = WriteTxnMarkersRequest[WRITE_TXN_MARKERS_VERSION](markers=[Marker(
+        fields = {"transaction_version": transaction_version} if transaction_version >= 2 \
+            else {}
+        version = WRITE_TXN_MARKERS_TV2_VERSION if fields else WRITE_TXN_MARKERS_VERSION
+        request = WriteTxnMarkersRequest[version](markers=[Marker(
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
             coordinator_epoch=coordinator_epoch, topics=[
                 Marker.WritableTxnMarkerTopic(name=t, partition_indexes=p)
-                for t, p in by_topic.items()])])
+                for t, p in by_topic.items()], **fields)])
         response = await self.channels.request(broker_id, request, WriteTxnMarkersResponse)
         if response is None:  # no address, or a failed exchange (logged): retried
             return dict.fromkeys(partitions, ErrorCode.REQUEST_TIMED_OUT)

@@ -6,6 +6,11 @@ transactional id before appending: AddPartitionsToTxn v4 with ``VerifyOnly`` set
 inter-broker batched form, over the inter-broker listener.  When this broker is that
 coordinator the question is answered in place, without a request.
 
+Transaction version 2 (KIP-890 part 2: Produce v12+, TxnOffsetCommit v5+, whose client
+sends no AddPartitionsToTxn) asks the coordinator to add the partitions instead
+(AddPartitionsToTxn v5 without ``VerifyOnly``; in place, ``add_partitions``), with the
+same answers: NONE once added.
+
 The answer is one error per partition: NONE when the partition is in the ongoing
 transaction; INVALID_TXN_STATE when it is not (a write delayed past its transaction's
 end, which would otherwise open a transaction nobody ends: a hanging transaction);
@@ -29,12 +34,14 @@ from protocol.errors import ErrorCode
 from ..client.interbroker import InterBrokerChannels
 from ..security.client import inter_broker_security
 from .manager import TRANSACTION_STATE_TOPIC
+from .metadata import TV_2
 
 if TYPE_CHECKING:
     from ..coordinator.context import CoordinatorContext
     from .coordinator import TransactionCoordinator
 
 VERIFY_VERSION = 4  # the first batched (inter-broker) version of AddPartitionsToTxn
+ADD_VERSION = 5  # a transaction version 2 client's partition, added by its leader
 VERIFY_REQUEST_TIMEOUT_S = 15.0
 
 TopicPartition = tuple[str, int]
@@ -53,16 +60,22 @@ class TransactionVerifier:
             f"raftwood-txn-verify-{self.node_id}", VERIFY_REQUEST_TIMEOUT_S, self._prefix)
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions: set[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
-        """{partition: error} for every partition of ``partitions`` (module doc)."""
+                     partitions: set[TopicPartition],
+                     add: bool = False) -> dict[TopicPartition, ErrorCode]:
+        """{partition: error} for every partition of ``partitions`` (module doc); ``add``:
+        transaction version 2's implicit add instead of the check."""
         leader = self._coordinator_of(transactional_id)
         if leader is None:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if leader == self.node_id and add:
+            error = await self.coordinator.add_partitions(
+                transactional_id, producer_id, producer_epoch, partitions, TV_2)
+            return dict.fromkeys(partitions, error)
         if leader == self.node_id:
             return self.coordinator.verify_partitions(transactional_id, producer_id,
                                                       producer_epoch, partitions)
         return await self._ask(leader, transactional_id, producer_id, producer_epoch,
-                               partitions)
+                               partitions, add)
 
     def _coordinator_of(self, transactional_id: str) -> int | None:
         image = self.context.image
@@ -75,16 +88,16 @@ class TransactionVerifier:
         return info.leader
 
     async def _ask(self, broker_id: int, transactional_id: str, producer_id: int,
-                   producer_epoch: int, partitions: set[TopicPartition]
+                   producer_epoch: int, partitions: set[TopicPartition], add: bool
                    ) -> dict[TopicPartition, ErrorCode]:
         by_topic: dict[str, list[int]] = {}
         for topic, index in sorted(partitions):
             by_topic.setdefault(topic, []).append(index)
-        Request = AddPartitionsToTxnRequest[VERIFY_VERSION]
+        Request = AddPartitionsToTxnRequest[ADD_VERSION if add else VERIFY_VERSION]
         Transaction = Request.AddPartitionsToTxnTransaction
         request = Request(transactions=[Transaction(
             transactional_id=transactional_id, producer_id=producer_id,
-            producer_epoch=producer_epoch, verify_only=True,
+            producer_epoch=producer_epoch, verify_only=not add,
             topics=[Transaction.AddPartitionsToTxnTopic(name=t, partitions=p)
                     for t, p in by_topic.items()])])
         # Waiting for the connection counts too: a stalled peer must not queue requests.
