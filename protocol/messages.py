@@ -243,9 +243,9 @@ SERVED: dict[int, ApiSpec] = {spec.api_key: spec for spec in (
     _spec(LeaveGroupRequest, LeaveGroupResponse, 0, 5),
     _spec(OffsetCommitRequest, OffsetCommitResponse, 2, 9),
     _spec(OffsetFetchRequest, OffsetFetchResponse, 1, 9),
-    # TxnOffsetCommit stops at v3 (KIP-447's member fields): v4 is KIP-890's, which needs
-    # the transaction coordinator's verification, v5+ the same without AddOffsetsToTxn.
-    _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
+    # TxnOffsetCommit v3 has KIP-447's member fields, v4 KIP-890's TRANSACTION_ABORTABLE,
+    # v5 is transaction version 2's: the group's partition is added to the transaction.
+    _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5),
     _spec(ListGroupsRequest, ListGroupsResponse, 0, 5),
     _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
     _spec(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2),

@@ -231,7 +231,7 @@ EXPECTED_RANGES = {
     25: (0, 3),   # AddOffsetsToTxn
     26: (0, 5),   # EndTxn
     27: (1, 2),   # WriteTxnMarkers (v0 is gone from Kafka 4 and kafka-python)
-    28: (0, 3),   # TxnOffsetCommit
+    28: (0, 5),   # TxnOffsetCommit
     65: (0, 0),   # DescribeTransactions
     66: (0, 1),   # ListTransactions
     # KIP-848 consumer groups (issue 14), codecs by hand (no kafka-python classes).
