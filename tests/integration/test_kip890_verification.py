@@ -333,9 +333,10 @@ def java43(tmp_path_factory):
 
 
 def test_java_43_transactions_are_exactly_once_with_verification(java43, shared_cluster):
-    """The Java 4.3 producer (transaction version 1 here) commits and aborts transactions
-    over three partitions, every first write per partition verified; a read_committed
-    consumer reads each committed record once and no aborted one."""
+    """The Java 4.3 producer (on transaction version 2, which the cluster finalizes: each
+    first write per partition adds it) commits and aborts transactions over three
+    partitions; a read_committed consumer reads each committed record once and no
+    aborted one."""
     cluster, topic, txns, per_txn = shared_cluster, "kip890-java-topic", 4, 6
     with cluster.connect(cluster.node_ids[0]) as conn:
         create_topic(conn, topic)
