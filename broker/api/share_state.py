@@ -17,6 +17,7 @@ partition answers CLUSTER_AUTHORIZATION_FAILED.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from protocol.errors import ErrorCode
@@ -48,18 +49,9 @@ MAX_WINDOW = 1_000_000
 
 async def handle_read_share_group_state(
         ctx: ApiContext, request: Request) -> ReadShareGroupStateResponse:
-    body = request.body
-    allowed = ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION)
-    coordinator = ctx.share.coordinator
-    results = []
-    for topic in body.topics:
-        partitions = []
-        for p in topic.partitions:
-            error, snapshot = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) if not allowed \
-                else coordinator.read(share_key(body.group_id, str(topic.topic_id), p.partition))
-            partitions.append(_read_partition(p.partition, error, snapshot))
-        results.append(ReadResult(topic_id=topic.topic_id, partitions=partitions))
-    return ReadShareGroupStateResponse(results=results)
+    return ReadShareGroupStateResponse(results=[
+        ReadResult(topic_id=topic_id, partitions=partitions)
+        for topic_id, partitions in _read_each(ctx, request, _read_partition)])
 
 
 def _read_partition(index: int, error: ErrorCode,
@@ -78,6 +70,29 @@ async def handle_read_share_group_state_summary(
         ctx: ApiContext, request: Request) -> ReadShareGroupStateSummaryResponse:
     """Each partition's start offset, state epoch (the snapshot sequence), leader epoch
     and delivery-complete count; StartOffset -1 for a key never written."""
+    return ReadShareGroupStateSummaryResponse(results=[
+        SummaryResult(topic_id=topic_id, partitions=partitions)
+        for topic_id, partitions in _read_each(ctx, request, _summary_partition)])
+
+
+def _summary_partition(index: int, error: ErrorCode,
+                       snapshot: ShareSnapshot | None) -> SummaryPartition:
+    summary = ShareSummary.of(snapshot) if snapshot is not None else None
+    return SummaryPartition(
+        partition=index, error_code=error, error_message=None,
+        state_epoch=snapshot.seq if snapshot is not None else 0,
+        leader_epoch=summary.leader_epoch if summary is not None else -1,
+        start_offset=summary.start_offset if summary is not None else -1,
+        delivery_complete_count=summary.delivery_complete_count if summary is not None else 0)
+
+
+def _read_each(ctx: ApiContext, request: Request,
+               answer: Callable[[int, ErrorCode, ShareSnapshot | None], Any]
+               ) -> list[tuple[Any, list]]:
+    """(topic id, [answer per partition]) for each topic of a read or summary request, in
+    request order: ``answer(partition, error, snapshot)`` with this broker's share
+    coordinator's snapshot of the key, or CLUSTER_AUTHORIZATION_FAILED without a snapshot
+    for a caller without ClusterAction."""
     body = request.body
     allowed = ctx.authorizer.allows_cluster(request, AclOperation.CLUSTER_ACTION)
     coordinator = ctx.share.coordinator
@@ -87,16 +102,9 @@ async def handle_read_share_group_state_summary(
         for p in topic.partitions:
             error, snapshot = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None) if not allowed \
                 else coordinator.read(share_key(body.group_id, str(topic.topic_id), p.partition))
-            summary = ShareSummary.of(snapshot) if snapshot is not None else None
-            partitions.append(SummaryPartition(
-                partition=p.partition, error_code=error, error_message=None,
-                state_epoch=snapshot.seq if snapshot is not None else 0,
-                leader_epoch=summary.leader_epoch if summary is not None else -1,
-                start_offset=summary.start_offset if summary is not None else -1,
-                delivery_complete_count=summary.delivery_complete_count
-                if summary is not None else 0))
-        results.append(SummaryResult(topic_id=topic.topic_id, partitions=partitions))
-    return ReadShareGroupStateSummaryResponse(results=results)
+            partitions.append(answer(p.partition, error, snapshot))
+        results.append((topic.topic_id, partitions))
+    return results
 
 
 async def handle_write_share_group_state(
