@@ -10,24 +10,20 @@ log.  Every wait is bounded; everything started is stopped.
 """
 from __future__ import annotations
 
-import json
 import os
-import queue
-import re
 import signal
 import subprocess
-import sys
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.integration.dev_keyboard import FEED_TIMEOUT_S, KeyedDevRun
+from tests.integration.dev_keyboard import first_feed_message as _first_feed_message
+from tests.integration.dev_keyboard import recorded as _recorded
+from tests.integration.dev_keyboard import row as _row
 from tests.integration.test_cli import (
     START_TIMEOUT_S,
-    DevRun,
-    cli_env,
     free_port_block,
     process_gone,
     raftwood,
@@ -36,48 +32,12 @@ from tests.integration.test_replication_view_browser import browser  # noqa: F40
 
 pytestmark = pytest.mark.slow
 
-ROW = r"^\s*{id}\s+127\.0\.0\.1:\d+\s+(\d+)\s+({state})\s.*\s(\d+)\s*$"
 ACTION_TIMEOUT_S = START_TIMEOUT_S + 30
-FEED_TIMEOUT_S = 30.0
-
-
-class KeyedDevRun(DevRun):
-    """``raftwood dev --brokers 2 --voters 1`` with a pseudo terminal as stdin (its
-    stdout still a pipe read line by line): ``press`` types keys into it."""
-
-    def __init__(self, tmp_path: Path):
-        self.brokers = 2
-        self.port = free_port_block(2, raft=True)
-        self.data_dir = tmp_path / "data"
-        self.stderr_path = tmp_path / "dev.stderr"
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self.terminal, keyboard = os.openpty()
-        try:
-            with open(self.stderr_path, "w") as stderr:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "broker.cli", "dev", "--brokers", "2",
-                     "--voters", "1", "--port", str(self.port), "--data-dir",
-                     str(self.data_dir), "--start-timeout", str(START_TIMEOUT_S)],
-                    stdout=subprocess.PIPE, stderr=stderr, stdin=keyboard, text=True,
-                    env=cli_env(), start_new_session=True)
-        finally:
-            os.close(keyboard)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def press(self, keys: str) -> None:
-        os.write(self.terminal, keys.encode())
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.interrupt()
-        self.kill_all()
-        os.close(self.terminal)
 
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory):
-    run = KeyedDevRun(tmp_path_factory.mktemp("dev-faults"))
+    run = KeyedDevRun(tmp_path_factory.mktemp("dev-faults"), free_port_block(2, raft=True))
     try:
         run.wait_for_line(r"^bootstrap servers: ", START_TIMEOUT_S * 2 + 10)
         run.wait_for_line(r"^keys: 1-2 restart that broker, k1-2 kill -9, p1-2 pause", 30)
@@ -91,17 +51,8 @@ def _act(dev: KeyedDevRun, action: str, node_id: int) -> subprocess.CompletedPro
                     timeout_s=ACTION_TIMEOUT_S)
 
 
-def _row(dev: KeyedDevRun, node_id: int, state: str, timeout_s: float = 60) -> re.Match:
-    return dev.wait_for_line(ROW.format(id=node_id, state=state), timeout_s)
-
-
 def _process_state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-
-
-def _recorded(dev: KeyedDevRun) -> list[tuple[str, int, str]]:
-    lines = (dev.data_dir / "faults.jsonl").read_text().splitlines()
-    return [(r["action"], r["broker"], r["by"]) for r in map(json.loads, lines)]
 
 
 def test_dev_kill_shows_the_broker_down_until_the_key_restarts_it(dev):
@@ -139,19 +90,6 @@ def test_keys_p_and_c_pause_and_resume_a_broker(dev):
     dev.press("c1")
     _row(dev, 1, "up")
     assert _process_state(pid) not in ("T", "t")
-
-
-def _first_feed_message(port: int) -> dict:
-    """The first message of the replication view's event stream on ``port``."""
-    url = f"http://127.0.0.1:{port}/replication/events"
-    with urllib.request.urlopen(url, timeout=FEED_TIMEOUT_S) as stream:
-        deadline = time.monotonic() + FEED_TIMEOUT_S
-        while time.monotonic() < deadline:
-            line = stream.readline()
-            assert line, "the event stream ended"
-            if line.startswith(b"data:"):
-                return json.loads(line[len(b"data:"):])
-    raise AssertionError(f"no message on {url} within {FEED_TIMEOUT_S} s")
 
 
 def test_every_fault_is_in_the_replication_views_feed(dev):

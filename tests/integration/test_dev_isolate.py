@@ -11,13 +11,7 @@ stopped.
 """
 from __future__ import annotations
 
-import json
-import os
-import queue
 import socket
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 
@@ -25,8 +19,11 @@ import pytest
 
 from broker.cli.client import answers_api_versions, fetch_statuses
 from broker.cli.dev_network import REAL_KAFKA_OFFSET, REAL_RAFT_OFFSET
-from tests.integration.test_cli import START_TIMEOUT_S, DevRun, cli_env, ports_free, raftwood
-from tests.integration.test_cli_dev_faults import ROW, _first_feed_message
+from tests.integration.dev_keyboard import KeyedDevRun
+from tests.integration.dev_keyboard import first_feed_message as _first_feed_message
+from tests.integration.dev_keyboard import recorded as _recorded
+from tests.integration.dev_keyboard import row as _row
+from tests.integration.test_cli import START_TIMEOUT_S, ports_free, raftwood
 
 pytestmark = pytest.mark.slow
 
@@ -50,43 +47,16 @@ def _free_block() -> int:
     raise RuntimeError("no free block of ports")
 
 
-class NetworkDevRun(DevRun):
+class NetworkDevRun(KeyedDevRun):
     """``raftwood dev --brokers 2 --voters 1 --faults-network`` with a pseudo terminal
     as stdin: ``press`` types keys into it."""
 
     def __init__(self, tmp_path: Path):
-        self.brokers = 2
-        self.port = _free_block()
-        self.data_dir = tmp_path / "data"
-        self.stderr_path = tmp_path / "dev.stderr"
-        self.lines: list[str] = []
-        self._queue: queue.Queue[str | None] = queue.Queue()
-        self.terminal, keyboard = os.openpty()
-        try:
-            with open(self.stderr_path, "w") as stderr:
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "broker.cli", "dev", "--brokers", "2",
-                     "--voters", "1", "--faults-network", "--port", str(self.port),
-                     "--data-dir", str(self.data_dir), "--start-timeout",
-                     str(START_TIMEOUT_S)],
-                    stdout=subprocess.PIPE, stderr=stderr, stdin=keyboard, text=True,
-                    env=cli_env(), start_new_session=True)
-        finally:
-            os.close(keyboard)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def press(self, keys: str) -> None:
-        os.write(self.terminal, keys.encode())
+        super().__init__(tmp_path, _free_block(), ("--faults-network",))
 
     def own_port(self, node_id: int) -> int:
         """Broker ``node_id``'s own Kafka port, behind the proxy."""
         return self.port + REAL_KAFKA_OFFSET + node_id - 1
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.interrupt()
-        self.kill_all()
-        os.close(self.terminal)
 
 
 @pytest.fixture(scope="module")
@@ -140,15 +110,6 @@ def _wait_partition(dev: NetworkDevRun, predicate, what: str) -> dict:
 
 def _answers_through_proxy(dev: NetworkDevRun, node_id: int, timeout_s: float) -> bool:
     return answers_api_versions(("127.0.0.1", dev.port + node_id - 1), timeout_s)
-
-
-def _recorded(dev: NetworkDevRun) -> list[tuple[str, int, str]]:
-    lines = (dev.data_dir / "faults.jsonl").read_text().splitlines()
-    return [(r["action"], r["broker"], r["by"]) for r in map(json.loads, lines)]
-
-
-def _row(dev: NetworkDevRun, node_id: int, state: str, timeout_s: float = 60):
-    return dev.wait_for_line(ROW.format(id=node_id, state=state), timeout_s)
 
 
 def test_isolating_the_leader_elects_another_and_heal_brings_it_back_in_sync(dev):
