@@ -37,6 +37,11 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from compat.apps import AppProcess, committed_offset, last_values, wait_while_running
+from tests.integration.java_runs import (
+    SUITE_STEPS,
+    assert_steps_passed,
+    produce_numbered_across_leader_kill,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS_TIMEOUT_S = 150.0
@@ -58,7 +63,6 @@ def _producer(bootstrap: str) -> KafkaProducer:
 # --- kafka-clients 4.3.0 ---------------------------------------------------------------
 
 JAVA_CLIENT = "4.3.0"
-SUITE_STEPS = 3 + 3 * 4 + 1    # create, describe cluster/topics, 3 per codec, look-ups
 NUMBERED_COUNT = 4000          # 20 records every 10 ms: about 2 s of producing
 KILL_AFTER_ACKED = 1000
 
@@ -75,43 +79,19 @@ def java43(tmp_path_factory):
         pytest.skip(f"Java {JAVA_CLIENT} harness unavailable: {exc}")
 
 
-def _assert_steps_passed(run, steps_expected: int) -> None:
-    assert run.passed, run.report()
-    verdicts = run.steps()
-    assert len(verdicts) == steps_expected and set(verdicts.values()) == {"PASS"}, run.report()
-
-
 def test_java43_suite_on_three_brokers(java43, cluster):
     assert [j.name for j in java43.jars if j.name.startswith("kafka-clients-")] == [
         f"kafka-clients-{JAVA_CLIENT}.jar"]
     run = java43.run("suite", bootstrap=cluster.bootstrap, prefix="j43", partitions=PARTITIONS,
                      replication_factor=3, min_insync=2, brokers=3, timeout_s=HARNESS_TIMEOUT_S)
-    _assert_steps_passed(run, SUITE_STEPS)
+    assert_steps_passed(run, SUITE_STEPS)
 
 
 def test_java43_idempotent_producer_survives_leader_kill(java43, cluster):
     topic = cluster.create_topic("numbers43", PARTITIONS, 3, {"min.insync.replicas": 2})
-    victim = cluster.leader_of(topic, 0)
-    assert victim > 0
-    live = java43.start("produce-numbered", bootstrap=cluster.bootstrap, topic=topic,
-                        count=NUMBERED_COUNT, partitions=PARTITIONS, batch=20, interval_ms=10)
-    try:
-        line = live.wait_for_line(
-            lambda text: text.startswith("PROGRESS") and
-            int(text.rsplit("acked=", 1)[1]) >= KILL_AFTER_ACKED, timeout_s=60)
-        assert line is not None, live.finish(5).report()
-        cluster.kill(victim)
-        produced = live.finish(HARNESS_TIMEOUT_S)
-    finally:
-        live.kill()
-    _assert_steps_passed(produced, 1)
-    assert f"sent={NUMBERED_COUNT}" in produced.stdout
-    cluster.wait_for_leader(topic, 0, not_in=(victim,))
-    alive = ",".join(b.bootstrap for b in cluster.brokers if b.is_running())
-    verified = java43.run("verify-numbered", bootstrap=alive, topic=topic,
-                          count=NUMBERED_COUNT, partitions=PARTITIONS,
-                          timeout_s=HARNESS_TIMEOUT_S)
-    _assert_steps_passed(verified, 1)
+    produce_numbered_across_leader_kill(
+        java43, cluster, topic, count=NUMBERED_COUNT, kill_after_acked=KILL_AFTER_ACKED,
+        partitions=PARTITIONS, timeout_s=HARNESS_TIMEOUT_S)
 
 
 # --- Faust ------------------------------------------------------------------------------

@@ -16,12 +16,15 @@ Invariants checked:
 """
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from broker.testing import KafkaConnection
 from protocol.records import iter_headers
+from tests.integration.java_runs import (
+    SUITE_STEPS,
+    assert_steps_passed,
+    produce_numbered_across_leader_kill,
+)
 
 HARNESS_TIMEOUT_S = 120.0
 NUMBERED_COUNT = 6000          # 20 records every 10 ms: about 3 s of producing
@@ -33,17 +36,6 @@ PARTITIONS = 3
 def shared_cluster(module_cluster_factory):
     """One 3-broker cluster for the module's Java tests (topics of their own each)."""
     return module_cluster_factory(3)
-
-
-def _assert_passed(run, steps_expected: int) -> None:
-    assert run.passed, run.report()
-    verdicts = run.steps()
-    assert len(verdicts) == steps_expected and set(verdicts.values()) == {"PASS"}, run.report()
-
-
-def _suite_steps() -> int:
-    # create, describe cluster, describe topics, 3 per codec (4 codecs), consumer look-ups
-    return 3 + 3 * 4 + 1
 
 
 def _assert_idempotent_batches(bootstrap: str, topic: str, partition: int) -> None:
@@ -65,7 +57,7 @@ def test_java_harness_passes_on_one_broker(java_harness, raftwood_broker):
     run = java_harness.run("suite", bootstrap=raftwood_broker.bootstrap, prefix="java1",
                            partitions=PARTITIONS, replication_factor=1, brokers=1,
                            timeout_s=HARNESS_TIMEOUT_S)
-    _assert_passed(run, _suite_steps())
+    assert_steps_passed(run, SUITE_STEPS)
     for codec in ("gzip", "zstd"):
         _assert_idempotent_batches(raftwood_broker.bootstrap, f"java1-{codec}", 0)
 
@@ -74,7 +66,7 @@ def test_java_harness_passes_on_three_brokers(java_harness, cluster):
     run = java_harness.run("suite", bootstrap=cluster.bootstrap, prefix="java3",
                            partitions=PARTITIONS, replication_factor=3, min_insync=2, brokers=3,
                            timeout_s=HARNESS_TIMEOUT_S)
-    _assert_passed(run, _suite_steps())
+    assert_steps_passed(run, SUITE_STEPS)
 
 
 def test_idempotent_producer_survives_leader_kill(java_harness, cluster):
@@ -82,28 +74,9 @@ def test_idempotent_producer_survives_leader_kill(java_harness, cluster):
     min.insync.replicas=2): every send is acknowledged and every number is in the
     topic exactly once, in send order on its partition."""
     topic = cluster.create_topic("numbers", PARTITIONS, 3, {"min.insync.replicas": 2})
-    victim = cluster.leader_of(topic, 0)
-    assert victim > 0
-    live = java_harness.start("produce-numbered", bootstrap=cluster.bootstrap, topic=topic,
-                              count=NUMBERED_COUNT, partitions=PARTITIONS, batch=20, interval_ms=10)
-    try:
-        line = live.wait_for_line(
-            lambda text: text.startswith("PROGRESS") and
-            int(text.rsplit("acked=", 1)[1]) >= KILL_AFTER_ACKED, timeout_s=60)
-        assert line is not None, live.finish(5).report()
-        killed_at = time.monotonic()
-        cluster.kill(victim)
-        produced = live.finish(HARNESS_TIMEOUT_S)
-    finally:
-        live.kill()
-    _assert_passed(produced, 1)
-    assert f"sent={NUMBERED_COUNT}" in produced.stdout
-    new_leader = cluster.wait_for_leader(topic, 0, not_in=(victim,))
-    alive = ",".join(b.bootstrap for b in cluster.brokers if b.is_running())
-    verified = java_harness.run("verify-numbered", bootstrap=alive, topic=topic,
-                                count=NUMBERED_COUNT, partitions=PARTITIONS,
-                                timeout_s=HARNESS_TIMEOUT_S)
-    _assert_passed(verified, 1)
-    print(f"leader {victim} killed at acked>={KILL_AFTER_ACKED}; producer finished "
-          f"{produced.elapsed_s - (killed_at - live.start_time):.1f} s later; new leader "
-          f"{new_leader}; {produced.stdout.splitlines()[-2]}")
+    run = produce_numbered_across_leader_kill(
+        java_harness, cluster, topic, count=NUMBERED_COUNT, kill_after_acked=KILL_AFTER_ACKED,
+        partitions=PARTITIONS, timeout_s=HARNESS_TIMEOUT_S)
+    print(f"leader {run.victim} killed at acked>={KILL_AFTER_ACKED}; producer finished "
+          f"{run.finished_after_kill_s:.1f} s later; new leader "
+          f"{run.new_leader}; {run.produced.stdout.splitlines()[-2]}")
