@@ -32,8 +32,8 @@ from storage.config import CLEANUP_POLICIES
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 MAX_TOPIC_NAME = 249
 # Kafka's internal topics (Topic.INTERNAL_TOPICS): written only by the broker itself (the
-# group coordinator; transactions are not served), never by a client Produce, and never
-# deleted.  Raftwood creates only __consumer_offsets.
+# group, transaction and share coordinators), never by a client Produce, and never
+# deleted; what the coordinators read back from them was written by a broker.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state",
                              "__share_group_state"})
 
