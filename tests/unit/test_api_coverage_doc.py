@@ -31,7 +31,7 @@ def documented() -> dict[str, tuple[int, int]]:
         if len(cells) < 3 or not line.startswith("|") or cells[0] in ("API", "---"):
             continue
         names = [name.strip() for name in cells[0].split(" / ")]
-        versions = [part for part in cells[1].split(" / ")]
+        versions = cells[1].split(" / ")
         if len(versions) == 1:
             versions = versions * len(names)
         assert len(versions) == len(names), f"names and versions do not pair: {line}"
