@@ -335,6 +335,9 @@ class Request:
     # Set by a handler whose answer is throttled by a client quota (KIP-219): the
     # connection stops reading for this long after answering.
     throttle_ms: int = 0
+    # Set by the connection while a request_percentage quota exists (KIP-124): the
+    # broker's stopwatch of this request's event-loop time (opaque here).
+    request_time: Any = None
 
     def expects_response(self) -> bool:
         return self.body.expect_response()
