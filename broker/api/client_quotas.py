@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING
 from kafka.protocol.admin import AlterClientQuotasResponse, DescribeClientQuotasResponse
 
 from protocol.errors import ErrorCode
+from protocol.messages import Framed
 
 from ..controller.metadata_client import ApplyError, MetadataUnavailable
 from ..quotas.entities import QuotaError, check_value, describe, entity_of
 from ..quotas.mutations import MutationQuota
+from ..quotas.request_time import RequestTime, exempt
 from ..security.acls import AclOperation
 from ..security.tls import ANONYMOUS
 
@@ -71,6 +73,41 @@ def throttle(ctx: ApiContext, request: Request, key: str, size_bytes: int) -> in
     if throttle_ms > request.throttle_ms:
         request.throttle_ms = throttle_ms
     return throttle_ms
+
+
+def request_time(ctx: ApiContext, request: Request, started_ns: int) -> RequestTime | None:
+    """The stopwatch charging ``request``'s event-loop time to its client's
+    ``request_percentage`` (KIP-124), running since ``started_ns``; None when the
+    request is exempt (broker/quotas/request_time.py)."""
+    rule = exempt(request.api_key, request.body)
+    if rule or (rule is None and ctx.authorizer.allows_cluster(
+            request, AclOperation.CLUSTER_ACTION, log_denial=False)):
+        return None
+    return RequestTime(ctx.quotas, ctx.image.client_quotas, _user(request),
+                       request.client_id or "", started_ns)
+
+
+def charge_request_time(request: Request) -> int:
+    """Before a hand-encoded answer (Produce, Fetch) is encoded: the request quota's
+    throttle time, also set on ``request``.  0 without a stopwatch."""
+    timer = request.request_time
+    if timer is None:
+        return 0
+    throttle_ms = timer.charge()
+    if throttle_ms > request.throttle_ms:
+        request.throttle_ms = throttle_ms
+    return throttle_ms
+
+
+def charge_answer(request: Request, body) -> None:
+    """Before ``body`` (the answer to a request with a stopwatch) is encoded: the
+    request quota's throttle on ``request`` (the mute) and in the body's
+    throttle_time_ms, where it is larger than any other quota's (a hand-encoded
+    answer, Framed, was charged before its encoding)."""
+    throttle_ms = charge_request_time(request)
+    if throttle_ms > 0 and not isinstance(body, Framed) and \
+            getattr(body, "throttle_time_ms", throttle_ms) < throttle_ms:
+        body.throttle_time_ms = throttle_ms
 
 
 async def handle_describe_client_quotas(ctx: ApiContext,

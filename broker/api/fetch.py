@@ -34,7 +34,7 @@ from ..replication.delayed import FetchPartitionStatus
 from ..replication.fetch_sessions import FetchContext, PartitionParams
 from ..replication.replica_manager import FetchedPartition
 from ..security.acls import AclOperation
-from .client_quotas import throttle
+from .client_quotas import charge_request_time, throttle
 from .outcome import Later
 
 if TYPE_CHECKING:
@@ -109,6 +109,7 @@ def _response(ctx: ApiContext, request: Request, context: FetchContext,
              for t in result.aborted_transactions], result.preferred_read_replica))
     if replica_id < 0 and size_bytes:
         throttle(ctx, request, CONSUMER_BYTE_RATE, size_bytes)
+    charge_request_time(request)  # KIP-124, before the throttle time is encoded
     # Encoded here rather than through kafka-python: the records are not copied.
     return framed(encode_fetch_response(request.api_version, request.correlation_id,
                                         throttle_time_ms=request.throttle_ms,

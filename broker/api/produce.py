@@ -48,7 +48,7 @@ from ..replication import acks
 from ..replication.acks import ProducePartitionStatus
 from ..replication.origin import AppendOrigin
 from ..security.acls import AclOperation, ResourceType
-from .client_quotas import throttle
+from .client_quotas import charge_request_time, throttle
 from .outcome import CLOSE, Answer, Later, answer_of
 
 if TYPE_CHECKING:
@@ -216,6 +216,7 @@ async def _verify_then_produce(ctx: ApiContext, request: Request, denied: set[st
 def _response(request: Request,
               statuses: dict[tuple[str, int], ProducePartitionStatus]) -> Framed:
     """Encoded by hand (protocol/hot_requests.py): one per produce request, the hot path."""
+    charge_request_time(request)  # KIP-124, before the throttle time is encoded
     by_topic: dict[str, list] = {}
     for (topic, index), status in statuses.items():
         ok = status.error == ErrorCode.NONE

@@ -45,9 +45,11 @@ from protocol.status import STATUS_API_KEY, decode_status_request
 from storage import FileRecords, StaleRegion, StorageError
 
 from ..api import CLOSE, HANDLERS, Later
+from ..api.client_quotas import charge_answer, request_time
 from ..api.sasl import legacy_token
 from ..api.status import status_response
 from ..metrics.stats import DISCARD_REQUESTS, RequestStats
+from ..quotas.request_time import timed
 from ..security.listeners import UNNAMED_PLAINTEXT, Listener
 from ..security.session import SecuritySession
 from .limits import ConnectionLimits, setting
@@ -139,6 +141,9 @@ class Connection(asyncio.Protocol):
         self._address = ""  # the peer's address, as max.connections.per.ip counts it
         self.max_in_flight = max(1, config["queued.max.requests.per.connection"])
         self.request_stats = context.request_stats  # per-API counts and times (metrics)
+        # request_percentage quotas (KIP-124): the broker's rates and metadata, if any.
+        self._rates = getattr(self.api_context, "quotas", None)
+        self._metadata = getattr(self.api_context, "metadata", None)
         self.transport: asyncio.Transport | None = None
         #: The socket's fd when Fetch records may go out with os.sendfile (a plaintext
         #: TCP transport); None under TLS, where every byte must pass through the
@@ -266,6 +271,7 @@ class Connection(asyncio.Protocol):
             self._queue.append(struct.pack(">i", len(reply)) + reply)
             self._flush()
             return
+        started_ns = self._request_quota_clock()
         header = None
         try:
             header = peek_header(frame)
@@ -284,6 +290,8 @@ class Connection(asyncio.Protocol):
             request = decode_request(frame, header)
             request.client_host = self.client_host
             request.session = self.session
+            if started_ns:
+                request.request_time = request_time(self.api_context, request, started_ns)
         except UnsupportedVersion as exc:
             if exc.api_key == ApiKey.ApiVersions:
                 # KIP-511: answer with our ranges so the client can retry lower.
@@ -303,6 +311,16 @@ class Connection(asyncio.Protocol):
         self._queue.append(pending)
         self._run(request, pending)
 
+    def _request_quota_clock(self) -> int:
+        """``perf_counter_ns()`` when the image holds some request_percentage quota
+        (KIP-124: the request's time is measured from its decode on), else 0 and no
+        clock is read."""
+        rates, metadata = self._rates, self._metadata
+        if rates is None or metadata is None or \
+                not rates.request_quotas_on(metadata.image.client_quotas):
+            return 0
+        return time.perf_counter_ns()
+
     def _run(self, request: Request, pending: _Pending) -> None:
         """Call the request's handler here, in the pass that decoded it.  An answer ready
         now is queued at once; a ``Later`` (an acks=all produce waiting for the high
@@ -317,14 +335,18 @@ class Connection(asyncio.Protocol):
             self._answered(request, pending, started, CLOSE)
             return
         kind = outcome.__class__
+        timer = request.request_time
+        if timer is not None and (kind is Later or hasattr(kind, "__await__")):
+            timer.stop()  # until the answer is built, or the coroutine's next step
         if kind is Later:
             pending.later = outcome
             outcome.then(lambda make_body: self._answered(
                 request, pending, started, self._encoded(request, make_body, later=True)))
         elif hasattr(kind, "__await__"):
             pending.awaited = outcome
-            pending.task = asyncio.get_running_loop().create_task(
-                self._await(outcome, request, pending, started))
+            pending.task = asyncio.get_running_loop().create_task(self._await(
+                outcome if timer is None else timed(outcome, timer), request, pending,
+                started))
         else:
             self._answered(request, pending, started, self._encoded(request, outcome))
 
@@ -349,13 +371,18 @@ class Connection(asyncio.Protocol):
         """The answer to queue for ``body`` (``later``: a builder of it, called here).
         A body that fails to build or encode is our bug: logged, and this connection
         closes."""
+        timer = request.request_time
         try:
+            if timer is not None:
+                timer.start()
             if later:
                 body = body()
             if self.session.close_requested:  # a failed SASL step: answer, then close
                 self._close_after_pending()
             if body is None or body is CLOSE:
                 return body
+            if timer is not None:
+                charge_answer(request, body)
             return encode_response(request, body)
         except Exception:
             self._failed(request)
@@ -379,6 +406,8 @@ class Connection(asyncio.Protocol):
                   flush_now: bool = False) -> None:
         """``pending`` is answered with ``result`` (encoded; None: nothing to send);
         its time is recorded and a flush is due."""
+        if request.request_time is not None:
+            request.request_time.settle()
         self.request_stats.record(request.spec.name, request.api_version,
                                   time.perf_counter() - started)
         pending.result, pending.done = result, True

@@ -15,9 +15,8 @@ Kafka's rules (ClientQuotaControlManager, ClientQuotasImage.describe):
   rate that is not a positive number, or a byte rate that is not whole →
   INVALID_REQUEST.
 * Enforced: the byte rates and the connection creation rate by rates.py,
-  ``controller_mutation_rate`` by mutations.py.  ``request_percentage`` is refused
-  (INVALID_REQUEST) rather than stored and ignored: handler time is not measured per
-  client, so it could not be enforced (Kafka accepts it; deleting one is allowed).
+  ``controller_mutation_rate`` by mutations.py, ``request_percentage`` (a positive
+  number, not necessarily whole: percent of one thread's time) by request_time.py.
 * DescribeClientQuotas: a filter component matches one type exactly (match type 0,
   a name), its default (1) or any named entity (2); a type named twice, or ``ip``
   with another type, is INVALID_REQUEST.  Strict: the entity has exactly the filter's
@@ -95,10 +94,6 @@ def check_value(entity: Entity, key: str, value: float) -> None:
     allowed = IP_KEYS if entity[0][0] == IP else CLIENT_KEYS
     if key not in allowed:
         raise QuotaError("INVALID_REQUEST", f"Invalid configuration key {key}")
-    if key == REQUEST_PERCENTAGE:
-        raise QuotaError("INVALID_REQUEST", "request_percentage quotas are not enforced by "
-                                            "Raftwood; use producer_byte_rate, "
-                                            "consumer_byte_rate or controller_mutation_rate")
     if not value > 0:
         raise QuotaError("INVALID_REQUEST", f"Invalid value {value} for configuration key "
                                             f"{key}: it must be positive")

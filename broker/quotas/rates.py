@@ -37,6 +37,7 @@ from .entities import (
     CONTROLLER_MUTATION_RATE,
     IP,
     PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
     USER,
 )
 
@@ -114,6 +115,8 @@ class ClientQuotas:
         self._windows: dict[tuple, _Window] = {}
         self._shapes = {CONTROLLER_MUTATION_RATE: controller_windows}
         self._default_shape = windows
+        self._seen_quotas: Mapping | None = None  # the image's quotas last looked at
+        self._request_quotas_on = False  # ... hold a request_percentage quota
 
     @classmethod
     def for_broker(cls, config: Any) -> ClientQuotas:
@@ -141,6 +144,33 @@ class ClientQuotas:
         shape = window.shape
         span_ms = max(self._clock_ms() - window.samples[0][0], shape.min_span_ms)
         return min(int((rate - quota) / quota * span_ms), shape.max_throttle_ms)
+
+    def request_quotas_on(self, quotas: Mapping[tuple, Mapping[str, float]]) -> bool:
+        """Whether ``quotas`` (an image's, replaced whole by each change) hold some
+        ``request_percentage``: cheap per request, the answer is kept per mapping."""
+        if quotas is not self._seen_quotas:
+            self._seen_quotas = quotas
+            self._request_quotas_on = any(REQUEST_PERCENTAGE in values
+                                          for values in quotas.values())
+        return self._request_quotas_on
+
+    def record_request_time(self, quotas: Mapping[tuple, Mapping[str, float]], user: str,
+                            client_id: str, percent: float, throttle: bool = True) -> int:
+        """Record ``percent`` (time spent on a request, in percent of a second) against
+        the client's ``request_percentage``; the throttle time in ms, at most one sample
+        window as Kafka's ClientRequestQuotaManager caps it (0: within, no quota, or
+        ``throttle`` False: Kafka's network-thread time, recorded without throttling)."""
+        found = quota_for(quotas, user, client_id, REQUEST_PERCENTAGE)
+        if found is None:
+            return 0
+        entity, quota = found
+        window = self._window(REQUEST_PERCENTAGE, entity, user, client_id)
+        now_ms = self._clock_ms()
+        rate = window.record(now_ms, percent)
+        if not throttle or rate <= quota:
+            return 0
+        span_ms = max(now_ms - window.samples[0][0], window.shape.min_span_ms)
+        return min(int((rate - quota) / quota * span_ms), window.shape.sample_ms)
 
     def exceeded(self, quotas: Mapping[tuple, Mapping[str, float]], key: str, user: str,
                  client_id: str) -> bool:

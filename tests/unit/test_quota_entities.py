@@ -29,12 +29,17 @@ def test_refused_entities(pairs, code):
 @pytest.mark.parametrize("key, value", [("no_such_key", 1.0), ("producer_byte_rate", 10.5),
                                         ("consumer_byte_rate", 0.0),
                                         ("request_percentage", -1.0),
-                                        ("request_percentage", 50.0),
+                                        ("request_percentage", 0.0),
                                         ("connection_creation_rate", 5.0)])
 def test_refused_values(key, value):
     with pytest.raises(q.QuotaError) as refused:
         q.check_value(q.entity_of([("user", "a")]), key, value)
     assert refused.value.code == "INVALID_REQUEST"
+
+
+def test_request_percentage_is_any_positive_number():
+    q.check_value(q.entity_of([("user", "a")]), "request_percentage", 0.5)
+    q.check_value(q.entity_of([("client-id", None)]), "request_percentage", 250.0)
 
 
 def test_describe_filters_and_the_plain_form():
