@@ -12,10 +12,11 @@ An entity is a user, a client id, or both, or an IP address alone (KIP-612);
 ``--user-default`` / ``--client-id-default`` / ``--ip-default`` name the default one.
 ``describe`` without an entity lists every quota; with one it lists the entities that
 contain it (``--strict``: exactly it).  Keys: producer_byte_rate, consumer_byte_rate
-(bytes per second, per broker), controller_mutation_rate (partitions per second) for
-users and client ids; connection_creation_rate (connections per second) for IPs;
-request_percentage is refused (not enforced).  A user error (an IP with a user, an
-address that is not one, a value that is not a number) is one line on stderr, exit 1.
+(bytes per second, per broker), controller_mutation_rate (partitions per second) and
+request_percentage (percent of one thread's time per quota window, per broker: KIP-124)
+for users and client ids; connection_creation_rate (connections per second) for IPs.
+A user error (an IP with a user, an address that is not one, a value that is not a
+number) is one line on stderr, exit 1.
 """
 from __future__ import annotations
 

@@ -325,7 +325,7 @@ def test_client_quotas_are_altered_and_described_with_kafkas_filters(cluster):
         (alice, {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0}),
         (alice_app, {"controller_mutation_rate": 50.0}),
         (default_client, {"producer_byte_rate": 4096.0}),
-        ((("user", "dave"),), {"request_percentage": 50.0}),  # not enforced: refused
+        ((("user", "dave"),), {"request_percentage": 0.0}),  # must be positive
         ((("user", "bob"),), {"no_such_key": 1.0}),
         ((("group", "g"),), {"producer_byte_rate": 1.0}),
         ((("user", "carol"),), {"producer_byte_rate": 10.5}),

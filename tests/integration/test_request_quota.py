@@ -1,7 +1,8 @@
 """``request_percentage`` client quotas (KIP-124) on one real broker process.
 
 Invariants: ``request_percentage`` is accepted and described like the other client
-quota keys (a value that is not positive is INVALID_REQUEST).  A client over its quota
+quota keys, by the wire and by ``raftwood quotas`` (a value that is not positive is
+INVALID_REQUEST).  A client over its quota
 (event-loop time spent on its requests, in percent of one thread, over the quota
 window) gets ``throttle_time_ms`` > 0 — at most one window, 1 s, as Kafka caps the
 request quota's throttle — in Metadata, ApiVersions (not exempt in Kafka), Produce and
@@ -23,6 +24,7 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import ProduceRequest
 
+from broker.cli.main import main as cli_main
 from broker.harness.process import BrokerProcess
 from broker.harness.wire import build_batch
 from broker.testing import KafkaConnection
@@ -102,6 +104,21 @@ def test_request_percentage_is_accepted_and_checked(broker):
         assert alter(admin, (("client-id", client),),
                      {"request_percentage": None}) == (ErrorCode.NONE, None)
         wait_described(admin, client, {})
+
+
+def test_raftwood_quotas_sets_and_describes_request_percentage(broker, capsys):
+    client = f"cli-{uuid.uuid4().hex[:6]}"
+    bootstrap = ("--bootstrap-server", broker.bootstrap)
+    assert cli_main(["quotas", "alter", *bootstrap, "--client-id", client,
+                     "--add-config", "request_percentage=12.5"]) == 0, capsys.readouterr()
+    with KafkaConnection(broker.bootstrap, client_id="quota-admin") as admin:
+        wait_described(admin, client, {"request_percentage": 12.5})
+    capsys.readouterr()
+    assert cli_main(["quotas", "describe", *bootstrap, "--client-id", client]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert ["-", client, "request_percentage", "12.5"] in rows, rows
+    assert cli_main(["quotas", "alter", *bootstrap, "--client-id", client,
+                     "--delete-config", "request_percentage"]) == 0, capsys.readouterr()
 
 
 def test_a_client_over_its_request_percentage_is_throttled_and_muted(broker, tiny):
