@@ -2,8 +2,8 @@
 
 Each Produce's record bytes and each Fetch's answered bytes (and each partition created
 or deleted, for ``controller_mutation_rate``: mutations.py; each connection accepted, for
-an ``ip`` entity's ``connection_creation_rate``: ``admit_connection``) are recorded
-against the
+an ``ip`` entity's ``connection_creation_rate``: ``admit_connection``; each request's
+event-loop time, for ``request_percentage``: request_time.py) are recorded against the
 quota that applies to the client (``quota_for``: Kafka's precedence, from
 ``user + client-id`` down to the default client id), per broker.  A quota set on a
 default entity applies to each user / client id on its own: the rate is kept per
