@@ -77,14 +77,18 @@ def throttle(ctx: ApiContext, request: Request, key: str, size_bytes: int) -> in
 
 def request_time(ctx: ApiContext, request: Request, started_ns: int) -> RequestTime | None:
     """The stopwatch charging ``request``'s event-loop time to its client's
-    ``request_percentage`` (KIP-124), running since ``started_ns``; None when the
-    request is exempt (broker/quotas/request_time.py)."""
+    ``request_percentage`` (KIP-124), running since ``started_ns``; None when no such
+    quota applies to the client or the request is exempt
+    (broker/quotas/request_time.py)."""
+    user, client_id = _user(request), request.client_id or ""
+    quota = ctx.quotas.request_quota(ctx.image.client_quotas, user, client_id)
+    if quota is None:
+        return None
     rule = exempt(request.api_key, request.body)
     if rule or (rule is None and ctx.authorizer.allows_cluster(
             request, AclOperation.CLUSTER_ACTION, log_denial=False)):
         return None
-    return RequestTime(ctx.quotas, ctx.image.client_quotas, _user(request),
-                       request.client_id or "", started_ns)
+    return RequestTime(ctx.quotas, quota, user, client_id, started_ns)
 
 
 def charge_request_time(request: Request) -> int:

@@ -117,6 +117,7 @@ class ClientQuotas:
         self._default_shape = windows
         self._seen_quotas: Mapping | None = None  # the image's quotas last looked at
         self._request_quotas_on = False  # ... hold a request_percentage quota
+        self._request_quotas: dict[tuple[str, str], tuple[tuple, float] | None] = {}
 
     @classmethod
     def for_broker(cls, config: Any) -> ClientQuotas:
@@ -152,17 +153,29 @@ class ClientQuotas:
             self._seen_quotas = quotas
             self._request_quotas_on = any(REQUEST_PERCENTAGE in values
                                           for values in quotas.values())
+            self._request_quotas.clear()
         return self._request_quotas_on
 
-    def record_request_time(self, quotas: Mapping[tuple, Mapping[str, float]], user: str,
-                            client_id: str, percent: float, throttle: bool = True) -> int:
+    def request_quota(self, quotas: Mapping[tuple, Mapping[str, float]], user: str,
+                      client_id: str) -> tuple[tuple, float] | None:
+        """``quota_for(..., request_percentage)``, kept per client until ``quotas``
+        changes (one lookup per request)."""
+        self.request_quotas_on(quotas)
+        key = (user, client_id)
+        cache = self._request_quotas
+        if key not in cache:
+            if len(cache) >= MAX_TRACKED:
+                cache.clear()
+            cache[key] = quota_for(quotas, user, client_id, REQUEST_PERCENTAGE)
+        return cache[key]
+
+    def record_request_time(self, found: tuple[tuple, float], user: str, client_id: str,
+                            percent: float, throttle: bool = True) -> int:
         """Record ``percent`` (time spent on a request, in percent of a second) against
-        the client's ``request_percentage``; the throttle time in ms, at most one sample
-        window as Kafka's ClientRequestQuotaManager caps it (0: within, no quota, or
-        ``throttle`` False: Kafka's network-thread time, recorded without throttling)."""
-        found = quota_for(quotas, user, client_id, REQUEST_PERCENTAGE)
-        if found is None:
-            return 0
+        the client's ``request_percentage`` (``found``: ``request_quota``'s answer); the
+        throttle time in ms, at most one sample window as Kafka's
+        ClientRequestQuotaManager caps it (0: within, or ``throttle`` False: Kafka's
+        network-thread time, recorded without throttling)."""
         entity, quota = found
         window = self._window(REQUEST_PERCENTAGE, entity, user, client_id)
         now_ms = self._clock_ms()

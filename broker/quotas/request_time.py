@@ -18,12 +18,12 @@ Produce with acks=0 (no answer), and SaslHandshake / SaslAuthenticate (Kafka's
 authenticator answers those before any quota applies).  ApiVersions is not exempt.
 
 Nothing here runs without a ``request_percentage`` quota in the image: the connection
-asks ``ClientQuotas.request_quotas_on`` per request, and reads no clock otherwise.
-Event-loop only.
+asks ``ClientQuotas.request_quotas_on`` per request, and reads no clock otherwise; and
+a request of a client no such quota applies to gets no stopwatch.  Event-loop only.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from time import perf_counter_ns
 from typing import Any
 
@@ -56,14 +56,13 @@ class RequestTime:
     answers the same throttle however often it is called.
     """
 
-    __slots__ = ("_rates", "_quotas", "_user", "_client_id", "_clock", "_spent_ns",
+    __slots__ = ("_rates", "_quota", "_user", "_client_id", "_clock", "_spent_ns",
                  "_since_ns", "_recorded_ns", "_throttle_ms")
 
-    def __init__(self, rates: ClientQuotas, quotas: Mapping[tuple, Mapping[str, float]],
-                 user: str, client_id: str, started_ns: int,
-                 clock: Callable[[], int] = perf_counter_ns):
+    def __init__(self, rates: ClientQuotas, quota: tuple[tuple, float], user: str,
+                 client_id: str, started_ns: int, clock: Callable[[], int] = perf_counter_ns):
         self._rates = rates
-        self._quotas = quotas
+        self._quota = quota  # (matched entity, percent): ClientQuotas.request_quota
         self._user = user
         self._client_id = client_id
         self._clock = clock
@@ -93,7 +92,7 @@ class RequestTime:
         if self._throttle_ms is None:
             spent = self.spent_ns()
             self._throttle_ms = self._rates.record_request_time(
-                self._quotas, self._user, self._client_id,
+                self._quota, self._user, self._client_id,
                 (spent - self._recorded_ns) * NS_TO_PERCENT)
             self._recorded_ns = spent
         return self._throttle_ms
@@ -104,7 +103,7 @@ class RequestTime:
         self.stop()
         rest = self._spent_ns - self._recorded_ns
         if rest > 0:
-            self._rates.record_request_time(self._quotas, self._user, self._client_id,
+            self._rates.record_request_time(self._quota, self._user, self._client_id,
                                             rest * NS_TO_PERCENT, throttle=False)
             self._recorded_ns = self._spent_ns
 

@@ -4,9 +4,10 @@ rate (broker/quotas/rates.py) on injected clocks.
 Invariants: only the time the request's own code runs is counted (a timed coroutine's
 steps, not its awaits); every nanosecond is recorded once, the part up to ``charge()``
 with a throttle and the rest by ``settle()`` without; the throttle is Kafka's
-``(rate - quota) / quota * span``, at most one sample window; a client without a
-request_percentage quota is never throttled; ``request_quotas_on`` answers from the
-mapping it was given, anew for each new mapping; the exempt requests are Kafka's.
+``(rate - quota) / quota * span``, at most one sample window; a client's quota
+(None without one: it gets no stopwatch) is Kafka's precedence, looked up anew when the
+quotas change; ``request_quotas_on`` answers from the mapping it was given, anew for
+each new mapping; the exempt requests are Kafka's.
 """
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ class Clock:
         return self.ns
 
 
-def _timer(rates: ClientQuotas, clock: Clock, client_id: str = "tiny") -> RequestTime:
-    return RequestTime(rates, TINY, "ANONYMOUS", client_id, clock(), clock=clock)
+def _timer(rates: ClientQuotas, clock: Clock) -> RequestTime:
+    quota = rates.request_quota(TINY, "ANONYMOUS", "tiny")
+    return RequestTime(rates, quota, "ANONYMOUS", "tiny", clock(), clock=clock)
 
 
 def test_charge_then_settle_record_each_nanosecond_once_and_throttle_once():
@@ -53,14 +55,13 @@ def test_charge_then_settle_record_each_nanosecond_once_and_throttle_once():
     assert abs(sum(s[1] for s in window.samples) - 12.5) < 1e-9
 
 
-def test_a_client_without_a_request_percentage_is_not_recorded():
-    clock = Clock()
-    rates = ClientQuotas(clock_ms=lambda: 0.0)
-    timer = _timer(rates, clock, client_id="free")
-    clock.ns += 10_000 * MS
-    assert timer.charge() == 0
-    timer.settle()
-    assert not rates._windows
+def test_the_request_quota_of_a_client_is_kept_until_the_quotas_change():
+    rates = ClientQuotas()
+    assert rates.request_quota(TINY, "ANONYMOUS", "free") is None
+    assert rates.request_quota(TINY, "ANONYMOUS", "tiny") == ((("client-id", "tiny"),), 1.0)
+    changed = {(("client-id", None),): {"request_percentage": 2.0}}
+    assert rates.request_quota(changed, "ANONYMOUS", "free") == ((("client-id", None),), 2.0)
+    assert rates.request_quota(changed, "ANONYMOUS", "tiny") == ((("client-id", None),), 2.0)
 
 
 def test_a_timed_coroutine_counts_its_steps_not_its_waits():
