@@ -35,7 +35,7 @@ WAIT_S = 30.0
 START_S = 60.0  # a loaded machine starts a broker slowly
 MAX_TRIES = 400  # requests a tiny quota needs at most before it throttles
 ONE_WINDOW_MS = 1000  # Kafka caps a request-quota throttle at quota.window.size.seconds
-TINY = 0.01  # percent of one thread: 1 ms of event-loop time per 10 s span
+TINY = 0.001  # percent of one thread: 0.1 ms per 10 s span, about one request
 
 
 @pytest.fixture(scope="module")
