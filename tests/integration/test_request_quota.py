@@ -2,11 +2,11 @@
 
 Invariants: ``request_percentage`` is accepted and described like the other client
 quota keys, by the wire and by ``raftwood quotas`` (a value that is not positive is
-INVALID_REQUEST).  A client over its quota
-(event-loop time spent on its requests, in percent of one thread, over the quota
-window) gets ``throttle_time_ms`` > 0 — at most one window, 1 s, as Kafka caps the
-request quota's throttle — in Metadata, ApiVersions (not exempt in Kafka), Produce and
-Fetch answers, and its connection reads nothing more for that long: the next request's
+INVALID_REQUEST).  A client over its quota (event-loop time spent on its requests, in
+percent of one thread, over the quota window) gets ``throttle_time_ms`` > 0 — at most
+one window, 1 s, as Kafka caps the request quota's throttle — in Metadata, ApiVersions
+(not exempt in Kafka), Produce, Fetch and DescribeClientQuotas (an ``async`` handler)
+answers, and its connection reads nothing more for that long: the next request's
 answer comes no sooner than the throttle after the throttled request was sent.  A
 client without a quota on the same broker is never throttled.  Exempt requests (a
 follower Fetch, WriteTxnMarkers) answer throttle 0 and are not held back while the
@@ -150,6 +150,12 @@ def test_a_client_over_its_request_percentage_is_throttled_and_muted(broker, tin
         versions = conn.request(ApiVersionsRequest[3](client_software_name="t",
                                                       client_software_version="1"))
         assert versions.throttle_time_ms > 0, "ApiVersions is throttled in Kafka"
+        component = DescribeClientQuotasRequest.ComponentData
+        own = conn.request(DescribeClientQuotasRequest[1](strict=True, components=[
+            component(entity_type="client-id", match_type=0, match=tiny)]))
+        # An ``async def`` handler, timed step by step, answers as usual and throttled.
+        assert own.throttle_time_ms > 0 and own.error_code == ErrorCode.NONE
+        assert [v.value for e in own.entries for v in e.values] == [TINY]
 
 
 def _produce_request(topic: str):
