@@ -136,11 +136,16 @@ class _TimedSteps:
         finally:
             timer.stop()
 
-    def throw(self, *exc):
+    def throw(self, typ, val=None, tb=None):
+        """The one-argument form of ``coroutine.throw`` (the three-argument one is
+        deprecated since Python 3.12)."""
+        exc = typ if val is None else val
+        if tb is not None and isinstance(exc, BaseException):
+            exc = exc.with_traceback(tb)
         timer = self._timer
         timer.start()
         try:
-            return self._coro.throw(*exc)
+            return self._coro.throw(exc)
         finally:
             timer.stop()
 
