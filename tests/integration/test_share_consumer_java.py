@@ -187,9 +187,11 @@ public class ShareConsumerProbe {
                         if (mode.equals("steady")) batch.add(key); else done.add(key);
                     }
                 }
-                if (!records.isEmpty()) commit(consumer, id, batch);
+                if (records.isEmpty()) continue;
+                if (mode.equals("steady")) Thread.sleep(10);  // the work each batch takes
+                commit(consumer, id, batch);
             }
-        } catch (KafkaException e) {
+        } catch (KafkaException | InterruptedException e) {
             System.out.println("consumer-error c" + id + " " + e);
         } finally {
             // A killed broker's share session cannot be closed: close() would wait for it
@@ -419,17 +421,17 @@ def test_a_java_consumer_killed_holding_records_gives_them_to_another(probe, sha
 
 
 def test_java_share_consumers_lose_no_acknowledgement_across_a_leader_kill_9(probe, cluster):
-    """Two Java share consumers (max.poll.records 50, explicit ACCEPT, a commit after each
-    poll) drain a 1-partition RF 3 topic whose leader is not the share coordinator; once
-    400 acknowledgements are committed the leader is killed with SIGKILL.  By the end the
-    group's start offset is the log end (every record acknowledged), no record is
-    delivered again after a commit carrying its ACCEPT succeeded, and the redeliveries are
-    at most the records in flight at the kill (delivered, not committed), the records of
-    refused commits and one unreturned fetch per consumer.  The cluster fixture starts the
-    victim again."""
+    """Two Java share consumers (max.poll.records 50, explicit ACCEPT, 10 ms of work and a
+    commit after each poll) drain a 1-partition RF 3 topic of 3000 records whose leader is
+    not the share coordinator; once 400 acknowledgements are committed the leader is
+    killed with SIGKILL.  By the end the group's start offset is the log end (every
+    record acknowledged), no record is delivered again after a commit carrying its ACCEPT
+    succeeded, and the redeliveries are at most the records in flight at the kill
+    (delivered, not committed), the records of refused commits and one unreturned fetch
+    per consumer.  The cluster fixture starts the victim again."""
     from tests.integration.test_share_state_cluster import share_coordinator
 
-    topic, count, members, max_poll = "java-share-kill", 1500, 2, 50
+    topic, count, members, max_poll = "java-share-kill", 3000, 2, 50
     coordinator = share_coordinator(cluster, "java-share-warm")
     leader, follower = (n for n in cluster.node_ids if n != coordinator)
     cluster.create_topic(topic, assignments=[[leader, follower, coordinator]])
