@@ -249,11 +249,11 @@ def one_broker(module_cluster_factory):
     return module_cluster_factory(1)
 
 
-@pytest.fixture(params=["3 brokers", "1 broker"])
+@pytest.fixture(params=["3-brokers", "1-broker"])
 def share_cluster(request):
     """The basic scenarios run on both: the conftest's healed 3-broker ``cluster``, then
     ``one_broker``."""
-    return request.getfixturevalue("cluster" if request.param == "3 brokers" else "one_broker")
+    return request.getfixturevalue("cluster" if request.param == "3-brokers" else "one_broker")
 
 
 def produce(cluster, topic: str, partitions: int, count: int) -> set[tuple[int, str]]:
