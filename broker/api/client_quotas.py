@@ -14,7 +14,7 @@ is not applied; the others are, together (``validate_only``: none is).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.admin import AlterClientQuotasResponse, DescribeClientQuotasResponse
 
@@ -103,7 +103,7 @@ def charge_request_time(request: Request) -> int:
     return throttle_ms
 
 
-def charge_answer(request: Request, body) -> None:
+def charge_answer(request: Request, body: Any) -> None:
     """Before ``body`` (the answer to a request with a stopwatch) is encoded: the
     request quota's throttle on ``request`` (the mute) and in the body's
     throttle_time_ms, where it is larger than any other quota's (a hand-encoded
