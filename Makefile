@@ -77,12 +77,12 @@ compat-node:
 	fi
 
 ## test: install everything the tests need (venv with pyspark, system-deps, compat-node),
-## then run the whole suite: about 30 minutes on 2 cores, plus the installs the first time
+## then run the whole suite: about 33 minutes on 2 cores, plus the installs the first time
 ## (pyspark, chromium).  The slowest tests are listed at the end (the CI run has a time
 ## budget).  e.g. make test PYTEST_ARGS="-k fetch"
 PYTEST_ARGS ?= --durations=15
 test: venv $(VENV)/.spark-installed system-deps compat-node bytecode
-	@echo "make test: pytest $(PYTEST_ARGS) (the whole suite: about 30 minutes on 2 cores), started $$(date +%H:%M:%S)"
+	@echo "make test: pytest $(PYTEST_ARGS) (the whole suite: about 33 minutes on 2 cores), started $$(date +%H:%M:%S)"
 	@# pytest exits 5 when it collects no test (a -k that matches none): not a failure
 	$(PY) -m pytest -q $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
